@@ -1,0 +1,95 @@
+# sheaf - top-level build.  `make` builds everything; `make test` runs every
+# test; `make bench` runs the benchmarks; `make deps` installs packages.
+# Sanitizers: `make test SAN=address` (ASan+UBSan) or `make test SAN=thread`.
+
+CC      ?= gcc
+SAN     ?=
+V       ?= 0
+PREFIX  ?= /usr/local
+
+DEB_PKGS   = libevent-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev \
+             check pkg-config
+BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
+
+BUILD   := build$(if $(SAN),-$(SAN))
+CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread \
+           -D_GNU_SOURCE -fvisibility=hidden -I. $(EXTRA_CFLAGS)
+LDFLAGS := -pthread $(EXTRA_LDFLAGS)
+LIBS    := -lnuma
+
+ifeq ($(SAN),address)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=undefined -DSHEAF_SANITIZE=1
+LDFLAGS += -fsanitize=address,undefined
+else ifeq ($(SAN),thread)
+CFLAGS  += -fsanitize=thread -DSHEAF_SANITIZE=1
+LDFLAGS += -fsanitize=thread
+else ifneq ($(SAN),)
+$(error SAN must be address or thread)
+endif
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+
+SHM_SRC    := $(wildcard shm/*.c)
+CLIENT_SRC := $(filter-out client/sheafctl.c,$(wildcard client/*.c))
+LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC))
+TEST_SRC   := $(wildcard tests/test_*.c)
+TEST_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/util_*.c))
+TEST_BIN   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+BENCH_BIN  := $(BUILD)/tests/bench/sheafbench
+
+.PHONY: all lib tests test bench deps clean check-deps
+all: lib tests $(BENCH_BIN)
+
+lib: $(BUILD)/libsheaf.a $(BUILD)/libsheaf.so
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libsheaf.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libsheaf.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(BUILD)/libsheaf.a
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(BUILD)/libsheaf.a $(CHECK_LIBS) $(LIBS)
+
+tests: $(TEST_BIN)
+
+$(BENCH_BIN): $(BUILD)/tests/bench/sheafbench.o $(BUILD)/libsheaf.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libsheaf.a $(LIBS) -lm
+
+# Each test program prints Check's summary line; any failure fails the target.
+test: check-deps tests
+	@set -e; for t in $(TEST_BIN); do \
+		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
+	done; echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
+
+bench: check-deps $(BENCH_BIN)
+	tests/bench/run.sh $(BENCH_BIN)
+
+check-deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "missing packages:$$missing -- run 'make deps' (as root) or: sudo apt-get install -y$$missing"; exit 1; \
+	fi
+
+deps:
+	@missing=""; for p in $(DEB_PKGS) $(BENCH_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "all packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing; \
+	else echo "run as root: apt-get install -y$$missing"; exit 1; fi
+
+clean:
+	rm -rf build build-address build-thread
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,52 @@
+/*
+ * atomics.h - named-order atomic helpers for shared-memory code.
+ *
+ * Every atomic access in shm/ and client/ goes through one of these, so the
+ * memory order is part of the name and a reader can pair each release with
+ * its acquire (see docs/design.md, "Memory ordering").  Who may call: any
+ * module of sheaf.
+ */
+#ifndef SHEAF_SHM_ATOMICS_H
+#define SHEAF_SHM_ATOMICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define at_load_relaxed(p)      atomic_load_explicit((p), memory_order_relaxed)
+#define at_load_acquire(p)      atomic_load_explicit((p), memory_order_acquire)
+#define at_store_relaxed(p, v)  atomic_store_explicit((p), (v), memory_order_relaxed)
+#define at_store_release(p, v)  atomic_store_explicit((p), (v), memory_order_release)
+#define at_fetch_add_relaxed(p, v) atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
+#define at_fetch_sub_relaxed(p, v) atomic_fetch_sub_explicit((p), (v), memory_order_relaxed)
+#define at_fetch_add_seqcst(p, v)  atomic_fetch_add_explicit((p), (v), memory_order_seq_cst)
+#define at_fetch_or_acqrel(p, v)   atomic_fetch_or_explicit((p), (v), memory_order_acq_rel)
+#define at_fetch_and_acqrel(p, v)  atomic_fetch_and_explicit((p), (v), memory_order_acq_rel)
+#define at_exchange_acqrel(p, v)   atomic_exchange_explicit((p), (v), memory_order_acq_rel)
+
+/* Strong CAS; on failure *expected is updated with the current value. */
+#define at_cas_acqrel(p, expected, desired)                                  \
+	atomic_compare_exchange_strong_explicit((p), (expected), (desired),  \
+		memory_order_acq_rel, memory_order_acquire)
+#define at_cas_release(p, expected, desired)                                 \
+	atomic_compare_exchange_strong_explicit((p), (expected), (desired),  \
+		memory_order_release, memory_order_relaxed)
+#define at_cas_relaxed(p, expected, desired)                                 \
+	atomic_compare_exchange_strong_explicit((p), (expected), (desired),  \
+		memory_order_relaxed, memory_order_relaxed)
+
+#define at_fence_seqcst()       atomic_thread_fence(memory_order_seq_cst)
+
+/*
+ * Single-writer counters: only the owning thread writes, readers sum with a
+ * relaxed load.  A relaxed load plus store compiles to a plain increment (no
+ * locked instruction) yet is race-free for readers under C11 and TSan.
+ */
+static inline void at_counter_add(_Atomic uint64_t *c, uint64_t v)
+{
+	at_store_relaxed(c, at_load_relaxed(c) + v);
+}
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#endif
