@@ -209,3 +209,38 @@ uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
 	}
 	return cleared;
 }
+
+uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
+		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		      struct ring_intent *intents, uint32_t nintents,
+		      uint32_t dead, uint32_t reclaimer,
+		      uint32_t *out, uint32_t max_out)
+{
+	uint32_t n = 0;
+
+	for (uint32_t k = 0; k < nintents; k++) {
+		struct ring_intent *in = &intents[k];
+		uint32_t op = at_load_acquire(&in->op);
+		struct shm_ring *r;
+
+		if (op == RING_OP_NONE)
+			continue;
+		r = ring_of(ctx, at_load_relaxed(&in->ring));
+		if (r == NULL) {
+			intent_clear(in);
+			continue;
+		}
+		if (op == RING_OP_PUT)
+			(void)ring_repair_put(r, owners, in, dead); /* back to dead */
+		else
+			intent_clear(in);
+		ring_clear_stale(r, owners);
+	}
+	for (uint32_t s = 0; s < nsheaves && n < max_out; s++) {
+		uint32_t exp = dead;
+		if (at_load_relaxed(&owners[s]) == dead &&
+		    at_cas_acqrel(&owners[s], &exp, reclaimer))
+			out[n++] = s;
+	}
+	return n;
+}

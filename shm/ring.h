@@ -138,6 +138,21 @@ uint32_t ring_repair_put(struct shm_ring *r, _Atomic uint32_t *owners,
  */
 uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners);
 
+/*
+ * The whole repair of one dead owner @dead: roll back each of its
+ * @nintents intents (ring_repair_put), clear stale slots of the rings the
+ * intents name, then collect every sheaf still owned by @dead into @out (at
+ * most @max_out ids; they now belong to @reclaimer, who returns them to the
+ * pool).  @ring_of maps a ring id to its ring (NULL for an unknown id, which
+ * is skipped).  Returns the number of ids written to @out.  Call only once
+ * the dead owner's process is gone.
+ */
+uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
+		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		      struct ring_intent *intents, uint32_t nintents,
+		      uint32_t dead, uint32_t reclaimer,
+		      uint32_t *out, uint32_t max_out);
+
 /* Whether a slot of @r holds @sheaf in the "full" state (for repair/checker). */
 int ring_holds(struct shm_ring *r, uint32_t sheaf);
 

@@ -1,0 +1,94 @@
+/*
+ * internal.h - libsheaf's private structures, shared by the files of
+ * client/ only (never installed).
+ *
+ * Per process: struct sheaf_pool (a mapped region and, for a local pool, its
+ * engine) and struct sheaf_cache handles, each with a process-wide slot.
+ * Per thread: struct tstate (all the thread's tcaches and per-pool lanes)
+ * and tls_fast[], the fast path's array of tcaches by handle slot (left NULL
+ * for debug caches so that they always take the checked slow path).
+ */
+#ifndef SHEAF_CLIENT_INTERNAL_H
+#define SHEAF_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include "client/sheaf.h"
+#include "shm/engine.h"
+#include "shm/pool.h"
+
+#define SHEAF_POOLS_MAX    8u
+#define SHEAF_HANDLES_MAX  128u
+
+struct sheaf_pool {
+	struct shm_pool shm;
+	struct engine engine;
+	uint32_t slot;               /* index in the process's pool registry */
+	uint32_t gen;                /* registry generation of this pool */
+	uint32_t client;             /* our client id in the region */
+	int64_t wait_ns;
+	pthread_mutex_t lock;        /* handles[] */
+	sheaf_cache_t *handles[SHEAF_MAX_CACHES];
+};
+
+struct sheaf_cache {
+	sheaf_pool_t *pool;
+	struct shm_cache *sc;
+	uint32_t id;                 /* cache id in the region */
+	uint32_t slot;               /* process-wide handle slot (TLS index) */
+};
+
+/* Per thread, per pool. */
+struct tpool {
+	struct shm_lane *lane;
+	uint32_t gen;                /* pool generation the lane belongs to */
+	uint32_t node;               /* home node */
+};
+
+/* Per thread, per cache handle: the fast path's state (one cache line for
+ * the fields alloc and free touch). */
+struct tcache {
+	struct shm_sheaf *main;      /* never NULL: &sheaf_dummy when none */
+	char *base;                  /* region start */
+	_Atomic uint64_t *stat;      /* lane->stat[cache id] */
+	_Atomic uint16_t *frame_owner;
+	uint64_t data_off, data_len;
+	uint64_t div_magic;          /* boundary test: off * magic <= magic - 1 */
+	uint32_t slab_bytes;
+	uint16_t cache_id;
+	uint8_t node_frame_shift;
+	uint8_t node;                /* home node */
+	/* slow-path state */
+	struct shm_sheaf *spare;     /* NULL when none */
+	struct shm_sheaf *remote[SHEAF_MAX_NODES];
+	sheaf_cache_t *cache;
+	struct tpool *tp;
+	uint32_t gen;
+};
+
+struct tstate {
+	struct tcache *tc[SHEAF_HANDLES_MAX];
+	struct tpool tp[SHEAF_POOLS_MAX];
+};
+
+extern __thread struct tcache *tls_fast[SHEAF_HANDLES_MAX];
+extern struct shm_sheaf sheaf_dummy;
+
+/* thread.c */
+struct tcache *tcache_get(sheaf_cache_t *c);        /* NULL + errno */
+void tcache_flush(struct tcache *t);                /* give sheaves back */
+void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
+int registry_add_pool(sheaf_pool_t *pool);
+void registry_remove_pool(sheaf_pool_t *pool);
+int registry_add_handle(sheaf_cache_t *c);
+void registry_remove_handle(sheaf_cache_t *c);
+
+static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_sheaf *s)
+{
+	return (uint32_t)(s - t->cache->pool->shm.sheaves);
+}
+
+/* alloc.c */
+void *alloc_slow(sheaf_cache_t *c);
+int free_slow(sheaf_cache_t *c, void *obj);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * prefill.c - prefilled sheaves (the kernel's kmem_cache_prefill_sheaf):
+ * reserve N objects so that a later critical section cannot fail to
+ * allocate, and give back what it did not use.
+ *
+ * A reservation is process-private: the objects it holds count as allocated
+ * (in use) until taken and freed or returned.  Counters: prefill_fast when
+ * the thread's own sheaves held the N objects, prefill_slow when the barn
+ * was needed, prefill_oversize when N exceeds the sheaf capacity;
+ * return_fast / return_slow likewise for the objects given back.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include "client/internal.h"
+
+#define PREFILL_MAX 65536u
+
+struct sheaf_prefill {
+	sheaf_cache_t *cache;
+	unsigned count;
+	unsigned size;
+	void *objs[];
+};
+
+static unsigned held_objects(const struct tcache *t)
+{
+	return t->main->size + (t->spare != NULL ? t->spare->size : 0);
+}
+
+static unsigned room(const struct tcache *t)
+{
+	unsigned r = t->main->capacity - t->main->size;
+	if (t->spare != NULL)
+		r += t->spare->capacity - t->spare->size;
+	return r;
+}
+
+sheaf_prefill_t *sheaf_prefill(sheaf_cache_t *c, unsigned n)
+{
+	struct tcache *t;
+	sheaf_prefill_t *pf;
+	int rc;
+
+	if (n == 0 || n > PREFILL_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	t = tcache_get(c);
+	if (t == NULL)
+		return NULL;
+	pf = malloc(sizeof(*pf) + n * sizeof(void *));
+	if (pf == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (n > at_load_relaxed(&c->sc->sheaf_capacity))
+		at_counter_add(&t->stat[ST_SHEAF_PREFILL_OVERSIZE], 1);
+	at_counter_add(&t->stat[held_objects(t) >= n ? ST_SHEAF_PREFILL_FAST
+				: ST_SHEAF_PREFILL_SLOW], 1);
+	rc = sheaf_alloc_bulk(c, pf->objs, n);
+	if (rc != 0) {
+		free(pf);
+		errno = -rc;
+		return NULL;
+	}
+	pf->cache = c;
+	pf->count = n;
+	pf->size = n;
+	return pf;
+}
+
+void *sheaf_prefill_alloc(sheaf_prefill_t *pf)
+{
+	if (pf->count == 0) {
+		errno = ENOSPC;
+		return NULL;
+	}
+	return pf->objs[--pf->count];
+}
+
+unsigned sheaf_prefill_remaining(const sheaf_prefill_t *pf)
+{
+	return pf->count;
+}
+
+void sheaf_prefill_return(sheaf_prefill_t *pf)
+{
+	struct tcache *t;
+
+	if (pf == NULL)
+		return;
+	t = tcache_get(pf->cache);
+	if (t != NULL && pf->count > 0)
+		at_counter_add(&t->stat[room(t) >= pf->count ? ST_SHEAF_RETURN_FAST
+					: ST_SHEAF_RETURN_SLOW], 1);
+	sheaf_free_bulk(pf->cache, pf->objs, pf->count);
+	free(pf);
+}

@@ -1,0 +1,242 @@
+/*
+ * sheaf.h - libsheaf, the client library of sheaf: fixed-size objects from
+ * shared-memory slab pools, with per-thread sheaves.
+ *
+ * This is the only installed header.  Conventions:
+ *   - Functions returning a pointer return NULL and set errno on failure.
+ *   - Functions returning int return 0 (or a count) on success and a
+ *     negative errno value on failure; errno is left alone.
+ *   - Functions taking (char *err, size_t errlen) write a one-line reason
+ *     there on failure (err may be NULL).  The library never prints or exits.
+ *   - Unknown flag bits are refused with EINVAL.
+ *
+ * Threads: every function is thread-safe unless noted.  A thread gets its
+ * per-cache sheaves on first use; they go back to the pool when the thread
+ * exits (or calls sheaf_thread_exit()).
+ */
+#ifndef SHEAF_H
+#define SHEAF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHEAF_API __attribute__((visibility("default")))
+
+typedef struct sheaf_pool sheaf_pool_t;
+typedef struct sheaf_cache sheaf_cache_t;
+typedef struct sheaf_prefill sheaf_prefill_t;
+
+/* ---- pools ------------------------------------------------------------- */
+
+struct sheaf_pool_config {
+	size_t size;            /* data bytes over all nodes; 0: 1 GiB (sparse) */
+	unsigned nodes;         /* 0: the machine's NUMA nodes (libnuma);
+				   1..8: that many simulated nodes, no binding */
+	unsigned sheaf_count;   /* sheaves in the pool; 0: 32768 */
+	size_t mem_cap;         /* most bytes of slabs; 0: size */
+	unsigned wait_ms;       /* longest wait for the engine; 0: 5000 */
+};
+
+/*
+ * Create a local pool: a new shared-memory region whose engine (the barn
+ * stocking workers, one per node) runs as threads of this process.  @cfg may
+ * be NULL for defaults.
+ * Returns the pool, or NULL with errno: EINVAL (a config field out of range,
+ * named in @err), ENOMEM, EMFILE (too many pools in this process, max 8), or
+ * the error of memfd_create/ftruncate/mmap.
+ */
+SHEAF_API sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
+					  char *err, size_t errlen);
+
+/*
+ * Destroy a pool made by sheaf_pool_create.  The calling thread's sheaves are
+ * returned first; every other thread that used the pool must have exited or
+ * called sheaf_thread_exit() before.  Objects still allocated are lost with
+ * the region.
+ */
+SHEAF_API void sheaf_pool_destroy(sheaf_pool_t *pool);
+
+/* Number of NUMA nodes (real or simulated) of @pool. */
+SHEAF_API unsigned sheaf_pool_nodes(const sheaf_pool_t *pool);
+
+/*
+ * Set the calling thread's home node in @pool (default: the node of the CPU
+ * it first ran on; simulated nodes map CPU c to node c % nodes).  Objects
+ * are allocated from the home node's barn; frees of other nodes' objects
+ * are collected per node and handed to that node's barn as whole sheaves.
+ * The thread's sheaves of @pool are returned first.
+ * Returns 0, or -EINVAL if @node >= sheaf_pool_nodes(pool).
+ */
+SHEAF_API int sheaf_thread_set_node(sheaf_pool_t *pool, unsigned node);
+
+/*
+ * Return every sheaf the calling thread holds (of every pool) and release
+ * its lanes.  Called automatically at thread exit; calling it earlier is
+ * allowed, and the thread may use the pools again afterwards.
+ */
+SHEAF_API void sheaf_thread_exit(void);
+
+/* ---- caches ------------------------------------------------------------ */
+
+#define SHEAF_CAPACITY_DEFAULT (-1)
+#define SHEAF_CACHE_DEBUG      0x1u   /* track each object: catch double frees */
+
+struct sheaf_cache_config {
+	size_t align;           /* power of two, 8..4096; 0: 8 */
+	int capacity;           /* objects per sheaf, 0..256; 0 disables sheaves
+				   (every alloc and free goes to the barn);
+				   SHEAF_CAPACITY_DEFAULT: 60 up to 256 B,
+				   28 up to 1 KiB, 12 up to 4 KiB, else 4 */
+	unsigned flags;         /* SHEAF_CACHE_DEBUG */
+};
+
+/*
+ * Create cache @name (1..47 bytes) of objects of @size bytes (1..65536,
+ * rounded up to the alignment) in @pool; @cfg may be NULL for defaults.
+ * Returns a handle, valid until the pool is destroyed, or NULL with errno:
+ * EINVAL (size, align, capacity or flags out of range), EEXIST (a cache of
+ * that name exists; see sheaf_cache_open), ENOSPC (64 caches exist), EMFILE
+ * (too many handles in this process).
+ */
+SHEAF_API sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
+					    size_t size,
+					    const struct sheaf_cache_config *cfg);
+
+/*
+ * Open the existing cache @name.  Returns a handle or NULL with errno ENOENT
+ * (no such cache) or EMFILE.
+ */
+SHEAF_API sheaf_cache_t *sheaf_cache_open(sheaf_pool_t *pool, const char *name);
+
+/* Object size (after rounding) and current sheaf capacity of a cache. */
+SHEAF_API size_t sheaf_cache_object_size(const sheaf_cache_t *cache);
+SHEAF_API unsigned sheaf_cache_capacity(const sheaf_cache_t *cache);
+
+/*
+ * Set the sheaf capacity of @cache (0..256) at run time.  Threads pick it up
+ * at their next sheaf exchange with the barn, without stopping.
+ * Returns 0 or -EINVAL.
+ */
+SHEAF_API int sheaf_cache_set_capacity(sheaf_cache_t *cache, unsigned capacity);
+
+/*
+ * Return the calling thread's sheaves of @cache, flush every full sheaf in
+ * the cache's barns back to slabs and give empty slabs beyond min_partial
+ * back to the kernel (their memory is released: the region's allocated
+ * blocks fall).  Returns the number of slabs released, or a negative errno.
+ */
+SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
+
+/* ---- objects ----------------------------------------------------------- */
+
+/*
+ * Allocate one object.  Fast path: pop from the thread's main sheaf, no
+ * atomic instruction and no system call.
+ * Returns the object, or NULL with errno:
+ *   ENOMEM  the pool is at its memory cap and no object is free anywhere
+ *           (returned promptly, never after a hang);
+ *   EAGAIN  the engine did not stock the barn within wait_ms;
+ *   EMFILE  this thread could not get a lane (256 threads use the pool).
+ */
+SHEAF_API void *sheaf_alloc(sheaf_cache_t *cache);
+
+/*
+ * Free an object of @cache.  Every free is checked: the pointer must be in
+ * the pool, in a slab of @cache, on an object boundary; for SHEAF_CACHE_DEBUG
+ * caches it must also be allocated.  A refused free changes nothing and is
+ * counted in the cache's free_invalid counter.
+ * Returns 0, or:
+ *   -EFAULT    @obj is not in the pool's memory (NULL included);
+ *   -EINVAL    @obj is not an object of @cache (other cache, free slab
+ *              frame, or not on an object boundary);
+ *   -EALREADY  @obj is already free (SHEAF_CACHE_DEBUG caches only; other
+ *              caches catch it when the sheaf reaches the slabs, where the
+ *              engine drops it and counts flush_invalid);
+ *   -EMFILE    this thread could not get a lane (the object stays allocated).
+ */
+SHEAF_API int sheaf_free(sheaf_cache_t *cache, void *obj);
+
+/*
+ * Allocate @n objects into @objs: all or none.  Returns 0, or the negative
+ * errno of sheaf_alloc (nothing is allocated then).
+ */
+SHEAF_API int sheaf_alloc_bulk(sheaf_cache_t *cache, void **objs, size_t n);
+
+/*
+ * Free @n objects.  Every valid one is freed; returns 0, or the first error
+ * of sheaf_free met (the invalid objects are left alone).
+ */
+SHEAF_API int sheaf_free_bulk(sheaf_cache_t *cache, void **objs, size_t n);
+
+/* ---- prefilled sheaves ------------------------------------------------- */
+
+/*
+ * Reserve @n (1..65536) objects of @cache up front, so that later
+ * sheaf_prefill_alloc calls cannot fail (as the kernel's
+ * kmem_cache_prefill_sheaf).  Returns the reservation or NULL with errno
+ * EINVAL, ENOMEM, EAGAIN (as sheaf_alloc).
+ */
+SHEAF_API sheaf_prefill_t *sheaf_prefill(sheaf_cache_t *cache, unsigned n);
+
+/* Take one object from a reservation: never fails while
+ * sheaf_prefill_remaining() > 0; NULL with errno ENOSPC once used up. */
+SHEAF_API void *sheaf_prefill_alloc(sheaf_prefill_t *pf);
+
+/* Objects left in a reservation. */
+SHEAF_API unsigned sheaf_prefill_remaining(const sheaf_prefill_t *pf);
+
+/* Free the objects left in a reservation and the reservation itself. */
+SHEAF_API void sheaf_prefill_return(sheaf_prefill_t *pf);
+
+/* ---- statistics -------------------------------------------------------- */
+
+#define SHEAF_STATS_MAX 32
+
+struct sheaf_stats {
+	unsigned nstat;                   /* counters in stat[] */
+	uint64_t stat[SHEAF_STATS_MAX];   /* names: sheaf_stat_name(i) */
+	uint64_t objects;                 /* objects in slabs */
+	uint64_t active_objects;          /* objects out of slabs (in sheaves or in use) */
+	uint64_t in_use;                  /* allocated and not freed */
+	uint64_t slabs;
+	uint64_t partial_slabs;
+	uint64_t bytes_in_use;            /* in_use * object size */
+	uint64_t bytes_mapped;            /* slabs * slab size */
+	uint64_t barn_full;               /* full sheaves in the barn(s) */
+	uint64_t barn_empty;              /* empty sheaves in the barn(s) */
+	unsigned sheaf_capacity;
+	unsigned min_partial;
+};
+
+/*
+ * Statistics of @cache on @node (all nodes when < 0), kernel-named counters
+ * summed over every thread that used the cache (live threads are not
+ * stopped).  Returns 0 or -EINVAL (bad node).
+ */
+SHEAF_API int sheaf_cache_stats(sheaf_cache_t *cache, int node,
+				struct sheaf_stats *out);
+
+/* Name of counter @i of struct sheaf_stats (e.g. "alloc_fastpath"), or NULL
+ * when @i >= nstat. */
+SHEAF_API const char *sheaf_stat_name(unsigned i);
+
+/* Index of counter @name, or -1. */
+SHEAF_API int sheaf_stat_index(const char *name);
+
+/*
+ * The pool checker: on a quiescent pool (no thread allocating or freeing),
+ * prove that every object is in exactly one place (free in a slab, in one
+ * sheaf, or in use: allocated and not yet freed, by the counters) and that
+ * slab lists, rings and sheaves agree.  Returns 0, or -EUCLEAN with the
+ * first broken rule in @err.
+ */
+SHEAF_API int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

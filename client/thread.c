@@ -1,0 +1,263 @@
+/*
+ * thread.c - per-thread state of libsheaf: the process's registry of pools
+ * and cache handles, each thread's tcaches and lanes, and thread exit.
+ */
+#include <errno.h>
+#include <numa.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include "shm/barn.h"
+#include "shm/clients.h"
+#include "client/internal.h"
+
+__thread struct tcache *tls_fast[SHEAF_HANDLES_MAX];
+static __thread struct tstate *tls_state;
+
+struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key;
+static sheaf_pool_t *pools[SHEAF_POOLS_MAX];
+static uint32_t pool_gen;
+static sheaf_cache_t *handles[SHEAF_HANDLES_MAX];
+
+static void thread_destructor(void *arg);
+
+static void make_key(void)
+{
+	pthread_key_create(&exit_key, thread_destructor);
+}
+
+int registry_add_pool(sheaf_pool_t *pool)
+{
+	int rc = -EMFILE;
+
+	pthread_mutex_lock(&registry_lock);
+	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
+		if (pools[i] == NULL) {
+			pools[i] = pool;
+			pool->slot = i;
+			pool->gen = ++pool_gen;
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return rc;
+}
+
+void registry_remove_pool(sheaf_pool_t *pool)
+{
+	pthread_mutex_lock(&registry_lock);
+	pools[pool->slot] = NULL;
+	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
+		if (handles[i] != NULL && handles[i]->pool == pool)
+			handles[i] = NULL;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+int registry_add_handle(sheaf_cache_t *c)
+{
+	int rc = -EMFILE;
+
+	pthread_mutex_lock(&registry_lock);
+	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
+		if (handles[i] == NULL) {
+			handles[i] = c;
+			c->slot = i;
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return rc;
+}
+
+static struct tstate *tstate_get(void)
+{
+	if (tls_state == NULL) {
+		pthread_once(&key_once, make_key);
+		tls_state = calloc(1, sizeof(*tls_state));
+		if (tls_state != NULL)
+			pthread_setspecific(exit_key, tls_state);
+	}
+	return tls_state;
+}
+
+static uint32_t current_node(const sheaf_pool_t *pool)
+{
+	int cpu = sched_getcpu();
+	int n;
+
+	if (cpu < 0)
+		return 0;
+	if (pool->shm.hdr->simulated)
+		return (uint32_t)cpu % pool->shm.nodes;
+	n = numa_available() < 0 ? 0 : numa_node_of_cpu(cpu);
+	return n < 0 || (uint32_t)n >= pool->shm.nodes ? 0 : (uint32_t)n;
+}
+
+static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
+{
+	struct tpool *tp = &ts->tp[pool->slot];
+
+	if (tp->lane != NULL && tp->gen == pool->gen)
+		return tp;
+	tp->node = current_node(pool);
+	tp->lane = lane_acquire(&pool->shm, pool->client, tp->node);
+	if (tp->lane == NULL) {
+		errno = EMFILE;
+		return NULL;
+	}
+	tp->gen = pool->gen;
+	return tp;
+}
+
+struct tcache *tcache_get(sheaf_cache_t *c)
+{
+	struct tstate *ts = tstate_get();
+	sheaf_pool_t *pool = c->pool;
+	struct tcache *t;
+	struct tpool *tp;
+
+	if (ts == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	t = ts->tc[c->slot];
+	if (t != NULL && t->cache == c && t->gen == pool->gen)
+		return t;
+	if (t != NULL) {             /* a stale tcache of a destroyed pool */
+		free(t);
+		ts->tc[c->slot] = NULL;
+		tls_fast[c->slot] = NULL;
+	}
+	tp = tpool_get(ts, pool);
+	if (tp == NULL)
+		return NULL;
+	t = calloc(1, sizeof(*t));
+	if (t == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->main = &sheaf_dummy;
+	t->base = pool->shm.base;
+	t->stat = tp->lane->stat[c->id];
+	t->frame_owner = pool->shm.frame_owner;
+	t->data_off = pool->shm.data_off;
+	t->data_len = pool->shm.data_len;
+	t->div_magic = c->sc->div_magic;
+	t->slab_bytes = c->sc->slab_bytes;
+	t->cache_id = (uint16_t)c->id;
+	t->node_frame_shift = (uint8_t)pool->shm.node_frame_shift;
+	t->node = (uint8_t)tp->node;
+	t->cache = c;
+	t->tp = tp;
+	t->gen = pool->gen;
+	ts->tc[c->slot] = t;
+	if (!(c->sc->flags & SHEAF_CACHE_F_DEBUG))
+		tls_fast[c->slot] = t;
+	return t;
+}
+
+/* Put one sheaf the thread holds back into its node's barn. */
+static void sheaf_retire(struct tcache *t, struct shm_sheaf *s)
+{
+	struct shm_pool *p = &t->cache->pool->shm;
+	struct ring_intent *in = &t->tp->lane->intent;
+	uint32_t id;
+
+	if (s == NULL || s == &sheaf_dummy)
+		return;
+	id = sheaf_index(t, s);
+	if (s->size > 0)
+		barn_put_full(p, t->cache_id, s->node, id, t->cache->pool->client, in);
+	else
+		barn_put_empty(p, t->cache_id, s->node, id, t->cache->pool->client, in);
+}
+
+void tcache_flush(struct tcache *t)
+{
+	sheaf_retire(t, t->main);
+	sheaf_retire(t, t->spare);
+	t->main = &sheaf_dummy;
+	t->spare = NULL;
+	for (uint32_t n = 0; n < SHEAF_MAX_NODES; n++) {
+		sheaf_retire(t, t->remote[n]);
+		t->remote[n] = NULL;
+	}
+}
+
+static int pool_is_live(const sheaf_pool_t *pool, uint32_t gen)
+{
+	return pool != NULL && pools[pool->slot] == pool && pool->gen == gen;
+}
+
+/* Flush and drop every tcache of the calling thread that belongs to @pool
+ * (any pool when NULL), and release the matching lanes. */
+static void thread_detach(sheaf_pool_t *only)
+{
+	struct tstate *ts = tls_state;
+
+	if (ts == NULL)
+		return;
+	pthread_mutex_lock(&registry_lock);
+	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
+		struct tcache *t = ts->tc[i];
+		if (t == NULL || (only != NULL && t->cache->pool != only))
+			continue;
+		if (pool_is_live(t->cache->pool, t->gen))
+			tcache_flush(t);
+		free(t);
+		ts->tc[i] = NULL;
+		tls_fast[i] = NULL;
+	}
+	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
+		struct tpool *tp = &ts->tp[i];
+		if (tp->lane == NULL || (only != NULL && i != only->slot))
+			continue;
+		if (pools[i] != NULL && pools[i]->gen == tp->gen)
+			lane_release(tp->lane);
+		tp->lane = NULL;
+	}
+	pthread_mutex_unlock(&registry_lock);
+}
+
+void thread_flush_pool(sheaf_pool_t *pool)
+{
+	thread_detach(pool);
+}
+
+static void thread_destructor(void *arg)
+{
+	(void)arg;
+	thread_detach(NULL);
+	free(tls_state);
+	tls_state = NULL;
+}
+
+void sheaf_thread_exit(void)
+{
+	thread_detach(NULL);
+}
+
+int sheaf_thread_set_node(sheaf_pool_t *pool, unsigned node)
+{
+	struct tstate *ts;
+	struct tpool *tp;
+
+	if (node >= pool->shm.nodes)
+		return -EINVAL;
+	thread_detach(pool);
+	ts = tstate_get();
+	if (ts == NULL)
+		return -ENOMEM;
+	tp = tpool_get(ts, pool);
+	if (tp == NULL)
+		return -errno;
+	tp->node = node;
+	at_store_relaxed(&tp->lane->node, node);
+	return 0;
+}

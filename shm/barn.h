@@ -1,0 +1,63 @@
+/*
+ * barn.h - a cache's per-node barn: a ring of full sheaves, a ring of empty
+ * sheaves, and the doorbell/supply handshake with the node's engine worker.
+ * The depot (ring 0) holds sheaves not bound to any cache.
+ *
+ * Who may call: client threads and the engine.  @me is the caller's owner id
+ * (client id, or OWNER_ENGINE), @in its lane's intent record.
+ *
+ * Handshake (docs/design.md, "Doorbell"):
+ *   client: doorbell++ (seq_cst); if worker sleeping: futex_wake(doorbell).
+ *   worker: sleeping = 1 (seq_cst); if doorbell unchanged: futex_wait.
+ *   Either the client sees sleeping == 1 or the worker sees the new doorbell.
+ *   Supply: a waiting client reads supply, registers in waiters, rings, and
+ *   futex_waits on supply; the worker bumps supply after each pass over a
+ *   barn with waiters and wakes them, so a waiter always sees a verdict
+ *   (stocked, or starved) made after its ring.
+ */
+#ifndef SHEAF_SHM_BARN_H
+#define SHEAF_SHM_BARN_H
+
+#include <stdint.h>
+#include "pool.h"
+
+/* A full (non-empty) sheaf of @cache from @node's barn, or SHEAF_ID_NONE. */
+uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,
+		       uint32_t me, struct ring_intent *in);
+
+/* Put sheaf @s (holding objects) into the barn; returns the number of full
+ * sheaves now in the barn (for the caller to compare with the limit). */
+uint32_t barn_put_full(struct shm_pool *p, uint32_t cache, uint32_t node,
+		       uint32_t s, uint32_t me, struct ring_intent *in);
+
+/*
+ * An empty sheaf for @cache on @node, from the barn's empty ring or else the
+ * depot (*from_depot set), bound to the cache with capacity @cap.  Returns
+ * SHEAF_ID_NONE when there is none anywhere.
+ */
+uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
+			uint32_t cap, uint32_t me, struct ring_intent *in,
+			int *from_depot);
+
+/* Put an empty sheaf back into the barn's empty ring. */
+void barn_put_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
+		    uint32_t s, uint32_t me, struct ring_intent *in);
+
+/* Put an empty sheaf back into the depot. */
+void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *in);
+
+/* Ring @node's doorbell (wakes its worker only if it sleeps). */
+void node_ring_doorbell(struct shm_pool *p, uint32_t node);
+
+/*
+ * Wait for the engine's next verdict on a barn: returns 0 after a pass of
+ * the worker that followed this call (check the rings again, then
+ * barn->starved), or -ETIMEDOUT after @timeout_ns.
+ */
+int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
+		     int64_t timeout_ns);
+
+/* Engine side: announce a verdict on a barn to its waiters. */
+void barn_publish(struct shm_pool *p, uint32_t cache, uint32_t node, int starved);
+
+#endif

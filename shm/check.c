@@ -1,0 +1,221 @@
+/*
+ * check.c - the pool checker (check.h).  Slow and thorough by design.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+
+enum { M_NONE = 0, M_FREE = 1, M_SHEAF = 2 };
+
+static int bad(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EUCLEAN;
+}
+
+/* Sheaf locations: each sheaf in at most one valid ring slot, matching its
+ * owner entry. */
+static int check_sheaves(struct shm_pool *p, struct check_report *rep,
+			 char *err, size_t errlen)
+{
+	uint8_t *seen = calloc(p->sheaf_count, 1);
+	int rc = 0;
+
+	if (seen == NULL)
+		return bad(err, errlen, "out of memory");
+	for (uint32_t r = 0; r < ring_total(p->nodes) && rc == 0; r++) {
+		struct shm_ring *ring = pool_ring(p, r);
+		uint32_t valid = 0;
+
+		for (uint32_t i = 0; i < ring->size; i++) {
+			uint64_t v = at_load_relaxed(&ring->slots[i]);
+			uint32_t s = (uint32_t)v;
+			if (((uint32_t)(v >> 32) & ring->mask) != 1)
+				continue;
+			if (s >= p->sheaf_count || at_load_relaxed(&p->owners[s]) != OWNER_RING(r))
+				continue;       /* stale slot */
+			if (seen[s]++) {
+				rc = bad(err, errlen, "sheaf %u in two ring slots", s);
+				break;
+			}
+			valid++;
+		}
+		if (rc == 0 && valid != ring_count(ring))
+			rc = bad(err, errlen, "ring %u: count %u but %u valid slots",
+				 r, ring_count(ring), valid);
+		rep->sheaves_in_rings += valid;
+	}
+	for (uint32_t s = 0; s < p->sheaf_count && rc == 0; s++) {
+		uint32_t o = at_load_relaxed(&p->owners[s]);
+		if (OWNER_IS_RING(o) && !seen[s])
+			rc = bad(err, errlen, "sheaf %u owned by ring %u but in no slot",
+				 s, OWNER_RING_ID(o));
+		else if (!OWNER_IS_RING(o))
+			rep->sheaves_held++;
+	}
+	free(seen);
+	return rc;
+}
+
+static int check_cache(struct shm_pool *p, uint32_t c, struct check_report *rep,
+		       char *err, size_t errlen)
+{
+	const struct shm_cache *sc = &p->caches[c];
+	uint8_t **mark = calloc(p->frames_total, sizeof(*mark));
+	uint64_t objects = 0, nfree = 0, insheaf = 0, inuse = 0;
+	int rc = 0;
+
+	if (mark == NULL)
+		return bad(err, errlen, "out of memory");
+	/* Slabs: bitmaps, lists, counters. */
+	for (uint32_t n = 0; n < p->nodes && rc == 0; n++) {
+		struct shm_cache_node *cn = pool_cnode(p, c, n);
+		uint64_t node_free = 0, node_total = 0, on_lists = 0;
+
+		for (int l = SL_PARTIAL; l <= SL_EMPTY && rc == 0; l++) {
+			uint32_t cnt = 0;
+			for (uint32_t s = cn->lists[l].first; s != SLAB_NONE; s = p->slabs[s].next) {
+				if (++cnt > p->frames_total || p->slabs[s].list != l) {
+					rc = bad(err, errlen, "cache %u node %u: list %d corrupt", c, n, l);
+					break;
+				}
+			}
+			if (rc == 0 && cnt != cn->lists[l].count)
+				rc = bad(err, errlen, "cache %u node %u: list %d count %u, walked %u",
+					 c, n, l, cn->lists[l].count, cnt);
+			on_lists += cnt;
+		}
+		for (uint32_t k = 0; k < p->frames_per_node && rc == 0; k++) {
+			uint32_t f = n * p->frames_per_node + k;
+			struct shm_slab *sl = &p->slabs[f];
+			uint64_t *bm = pool_bitmap(p, f);
+			uint32_t pop = 0;
+
+			if (at_load_relaxed(&p->frame_owner[f]) != c)
+				continue;
+			if (sl->cache != c || sl->node != n || sl->list == SL_NONE) {
+				rc = bad(err, errlen, "slab %u: cache %u node %u list %u inconsistent",
+					 f, sl->cache, sl->node, sl->list);
+				break;
+			}
+			mark[f] = calloc(sc->objs_per_slab, 1);
+			if (mark[f] == NULL) {
+				rc = bad(err, errlen, "out of memory");
+				break;
+			}
+			for (uint32_t i = 0; i < sc->objs_per_slab; i++) {
+				if (bm[i / 64] >> (i % 64) & 1) {
+					mark[f][i] = M_FREE;
+					pop++;
+				}
+			}
+			for (uint32_t i = sc->objs_per_slab; i < SLAB_MAX_OBJS; i++)
+				if (bm[i / 64] >> (i % 64) & 1) {
+					rc = bad(err, errlen, "slab %u: bit %u beyond its objects", f, i);
+					break;
+				}
+			if (rc == 0 && pop != sl->nfree)
+				rc = bad(err, errlen, "slab %u: nfree %u, bitmap %u", f, sl->nfree, pop);
+			if (rc == 0 && ((pop == 0) != (sl->list == SL_FULL) ||
+					(pop == sc->objs_per_slab) != (sl->list == SL_EMPTY)))
+				rc = bad(err, errlen, "slab %u: on list %u with %u free", f, sl->list, pop);
+			node_free += pop;
+			node_total += sc->objs_per_slab;
+			rep->slabs++;
+		}
+		if (rc == 0 && (node_free != cn->free_objects || node_total != cn->total_objects))
+			rc = bad(err, errlen, "cache %u node %u: counters free %llu total %llu, "
+				 "walked %llu/%llu", c, n,
+				 (unsigned long long)cn->free_objects,
+				 (unsigned long long)cn->total_objects,
+				 (unsigned long long)node_free, (unsigned long long)node_total);
+		objects += node_total;
+		nfree += node_free;
+		(void)on_lists;
+	}
+	/* Sheaves: every object valid, in no other place. */
+	for (uint32_t s = 0; s < p->sheaf_count && rc == 0; s++) {
+		struct shm_sheaf *sh = pool_sheaf(p, s);
+		if (sh->size == 0 || sh->cache != c)
+			continue;
+		if (sh->size > sh->capacity || sh->size > SHEAF_CAP_MAX) {
+			rc = bad(err, errlen, "sheaf %u: size %u > capacity %u", s, sh->size, sh->capacity);
+			break;
+		}
+		for (uint32_t i = 0; i < sh->size; i++) {
+			uint64_t off = sh->objs[i];
+			uint32_t f, idx;
+			if (off - p->data_off >= p->data_len ||
+			    mark[f = pool_frame_of(p, off)] == NULL) {
+				rc = bad(err, errlen, "sheaf %u: object %#llx not in a slab of cache %u",
+					 s, (unsigned long long)off, c);
+				break;
+			}
+			idx = (uint32_t)((off - pool_frame_off(p, f)) / sc->obj_size);
+			if ((off - pool_frame_off(p, f)) % sc->obj_size || idx >= sc->objs_per_slab) {
+				rc = bad(err, errlen, "sheaf %u: object %#llx off boundary", s,
+					 (unsigned long long)off);
+				break;
+			}
+			if (mark[f][idx] != M_NONE) {
+				rc = bad(err, errlen, "object %#llx twice (%s and sheaf %u)",
+					 (unsigned long long)off,
+					 mark[f][idx] == M_FREE ? "slab" : "a sheaf", s);
+				break;
+			}
+			mark[f][idx] = M_SHEAF;
+			insheaf++;
+		}
+	}
+	/* In use: the rest; debug caches must agree bit by bit. */
+	for (uint32_t f = 0; f < p->frames_total && rc == 0; f++) {
+		if (mark[f] == NULL)
+			continue;
+		for (uint32_t i = 0; i < sc->objs_per_slab; i++) {
+			int used = mark[f][i] == M_NONE;
+			inuse += used;
+			if ((sc->flags & SHEAF_CACHE_F_DEBUG) &&
+			    (int)(at_load_relaxed(&pool_inuse(p, f)[i / 64]) >> (i % 64) & 1) != used) {
+				rc = bad(err, errlen, "object %u of slab %u: in-use bit says %d, "
+					 "walk says %d", i, f, !used, used);
+				break;
+			}
+		}
+	}
+	for (uint32_t f = 0; f < p->frames_total; f++)
+		free(mark[f]);
+	free(mark);
+	rep->objects += objects;
+	rep->free_in_slabs += nfree;
+	rep->in_sheaves += insheaf;
+	rep->in_use += inuse;
+	return rc;
+}
+
+int pool_check(struct shm_pool *p, int cache, int64_t expect_in_use,
+	       struct check_report *rep, char *err, size_t errlen)
+{
+	struct check_report local;
+	int rc;
+
+	if (rep == NULL)
+		rep = &local;
+	memset(rep, 0, sizeof(*rep));
+	rc = check_sheaves(p, rep, err, errlen);
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES && rc == 0; c++) {
+		if ((cache >= 0 && (uint32_t)cache != c) ||
+		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
+			continue;
+		rc = check_cache(p, c, rep, err, errlen);
+	}
+	if (rc == 0 && expect_in_use >= 0 && rep->in_use != (uint64_t)expect_in_use)
+		rc = bad(err, errlen, "in use %llu, expected %lld",
+			 (unsigned long long)rep->in_use, (long long)expect_in_use);
+	return rc;
+}

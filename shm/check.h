@@ -1,0 +1,35 @@
+/*
+ * check.h - the pool checker: proves the accounting identity of layout.h.
+ *
+ * Who may call: tests and debug tools, on a quiescent pool (no thread in an
+ * alloc, free or ring operation, engine workers asleep or stopped).
+ */
+#ifndef SHEAF_SHM_CHECK_H
+#define SHEAF_SHM_CHECK_H
+
+#include <stdint.h>
+#include "pool.h"
+
+struct check_report {
+	uint64_t objects;        /* objects in slabs of the cache(s) */
+	uint64_t free_in_slabs;
+	uint64_t in_sheaves;
+	uint64_t in_use;         /* objects - free_in_slabs - in_sheaves */
+	uint64_t sheaves_in_rings;
+	uint64_t sheaves_held;   /* owned by a client or the engine */
+	uint64_t slabs;
+};
+
+/*
+ * Walk @cache (every live cache when < 0): every object must be in exactly
+ * one place (free in its slab's bitmap, in one sheaf, or in use), slab lists
+ * and counters must agree with the bitmaps, every sheaf must be where its
+ * owner entry says (in exactly one ring slot, or held), and, for caches with
+ * SHEAF_CACHE_F_DEBUG, the in-use bits must match.  When @expect_in_use is
+ * >= 0 the in-use count must equal it.  Returns 0, or -EUCLEAN with the first
+ * broken rule in @err.
+ */
+int pool_check(struct shm_pool *p, int cache, int64_t expect_in_use,
+	       struct check_report *rep, char *err, size_t errlen);
+
+#endif

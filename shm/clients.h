@@ -1,0 +1,27 @@
+/*
+ * clients.h - client slots (one per attached process) and thread lanes (one
+ * per thread using the pool: its counters and ring intent).
+ *
+ * Who may call: client_attach/client_detach the engine (or a local pool);
+ * lane_acquire/lane_release the thread that will hold the lane.
+ */
+#ifndef SHEAF_SHM_CLIENTS_H
+#define SHEAF_SHM_CLIENTS_H
+
+#include <stdint.h>
+#include "pool.h"
+
+/* Take a free client slot for process @pid; its id, or -EUSERS if none. */
+int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name);
+
+/* Mark a client slot free again (after its sheaves were reclaimed). */
+void client_detach(struct shm_pool *p, uint32_t client);
+
+/* A free lane for a thread of @client on @node, or NULL (all in use). */
+struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node);
+
+/* Give a lane back; its counters stay (they keep counting for the next
+ * holder), so sums over lanes never go backwards. */
+void lane_release(struct shm_lane *l);
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * engine.c - the pool engine (engine.h): cache creation, the node workers'
+ * stocking pass, shrink and dead-client repair.
+ *
+ * Stocking rule per barn (cache c, node n), one pass:
+ *   full < barn_low, or a client waits on an empty barn: refill sheaves from
+ *     n's slabs up to barn_high; short of objects on n, take from other nodes
+ *     by try-lock only (a busy remote node is skipped, never waited for).
+ *   full > barn_limit: flush the surplus full sheaves back to slabs.
+ *   Nothing at all to refill with: the barn is starved; waiters get ENOMEM.
+ */
+#include <errno.h>
+#include <numa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "barn.h"
+#include "clients.h"
+#include "engine.h"
+#include "futex.h"
+#include "slab.h"
+
+struct worker_arg {
+	struct engine *e;
+	uint32_t node;
+};
+
+uint32_t engine_default_capacity(uint32_t obj_size)
+{
+	if (obj_size <= 256)
+		return 60;
+	if (obj_size <= 1024)
+		return 28;
+	if (obj_size <= 4096)
+		return 12;
+	return 4;
+}
+
+static void stat_add(struct shm_pool *p, uint32_t c, uint32_t n, enum sheaf_stat st,
+		     uint64_t v)
+{
+	at_fetch_add_relaxed(&pool_cnode(p, c, n)->stat[st], v);
+}
+
+int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
+{
+	memset(e, 0, sizeof(*e));
+	e->pool = p;
+	pthread_mutex_init(&e->ctl_lock, NULL);
+	e->scratch = calloc(SHEAF_CAP_MAX, sizeof(uint64_t));
+	e->ids = calloc(p->sheaf_count, sizeof(uint32_t));
+	e->ctl_lane = lane_acquire(p, OWNER_ENGINE, 0);
+	for (uint32_t n = 0; n < p->nodes && e->ctl_lane; n++)
+		e->worker_lane[n] = lane_acquire(p, OWNER_ENGINE, n);
+	if (e->scratch == NULL || e->ids == NULL || e->ctl_lane == NULL ||
+	    e->worker_lane[p->nodes - 1] == NULL) {
+		engine_fini(e);
+		snprintf(err, errlen, "engine: out of memory or lanes");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int pool_cache_find(const struct shm_pool *p, const char *name)
+{
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		const struct shm_cache *sc = &p->caches[c];
+		if (at_load_acquire((_Atomic uint32_t *)&sc->state) == CACHE_LIVE &&
+		    strncmp(sc->name, name, SHEAF_NAME_MAX) == 0)
+			return (int)c;
+	}
+	return -ENOENT;
+}
+
+int engine_cache_create(struct engine *e, const char *name,
+			const struct engine_cache_params *cp,
+			char *err, size_t errlen)
+{
+	struct shm_pool *p = e->pool;
+	uint32_t obj_size, per_slab, cap;
+	int id = -ENOSPC;
+
+	if (name == NULL || name[0] == '\0' || strlen(name) >= SHEAF_NAME_MAX) {
+		snprintf(err, errlen, "cache name must be 1..%u bytes", SHEAF_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	if (slab_geometry(cp->size, cp->align, &obj_size, &per_slab) != 0) {
+		snprintf(err, errlen, "object size %u / align %u invalid (size 1..%u, "
+			 "align a power of two <= %u)", cp->size, cp->align,
+			 SHEAF_MAX_OBJ_SIZE, SHEAF_MAX_ALIGN);
+		return -EINVAL;
+	}
+	if (cp->capacity > (int32_t)SHEAF_CAP_MAX || cp->capacity < -1) {
+		snprintf(err, errlen, "sheaf capacity %d out of range 0..%u",
+			 cp->capacity, SHEAF_CAP_MAX);
+		return -EINVAL;
+	}
+	if (cp->flags & ~SHEAF_CACHE_F_DEBUG) {
+		snprintf(err, errlen, "unknown cache flags 0x%x", cp->flags);
+		return -EINVAL;
+	}
+	cap = cp->capacity < 0 ? engine_default_capacity(obj_size) : (uint32_t)cp->capacity;
+	pthread_mutex_lock(&e->ctl_lock);
+	if (pool_cache_find(p, name) >= 0) {
+		snprintf(err, errlen, "cache '%s' exists", name);
+		id = -EEXIST;
+		goto out;
+	}
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		struct shm_cache *sc = &p->caches[c];
+		uint32_t ref = cap ? cap : engine_default_capacity(obj_size);
+
+		if (at_load_relaxed(&sc->state) != CACHE_FREE)
+			continue;
+		memset(sc->name, 0, sizeof(sc->name));
+		strncpy(sc->name, name, SHEAF_NAME_MAX - 1);
+		sc->obj_size = obj_size;
+		sc->align = cp->align ? cp->align : 8;
+		sc->objs_per_slab = per_slab;
+		sc->slab_bytes = per_slab * obj_size;
+		sc->div_magic = UINT64_MAX / obj_size + 1;
+		sc->flags = cp->flags;
+		sc->generation++;
+		at_store_relaxed(&sc->sheaf_capacity, cap);
+		at_store_relaxed(&sc->min_partial, cp->min_partial ? cp->min_partial
+				 : slab_default_min_partial(obj_size));
+		at_store_relaxed(&sc->barn_limit, cp->barn_limit ? cp->barn_limit
+				 : (8192 / ref < 8 ? 8 : 8192 / ref > 512 ? 512 : 8192 / ref));
+		at_store_relaxed(&sc->barn_low, cp->barn_low ? cp->barn_low : 4);
+		at_store_relaxed(&sc->barn_high, cp->barn_high ? cp->barn_high : 16);
+		/* Release: a client that finds the cache LIVE sees the rest. */
+		at_store_release(&sc->state, CACHE_LIVE);
+		id = (int)c;
+		break;
+	}
+	if (id == -ENOSPC)
+		snprintf(err, errlen, "all %u cache slots in use", SHEAF_MAX_CACHES);
+out:
+	pthread_mutex_unlock(&e->ctl_lock);
+	return id;
+}
+
+/* Fill one empty sheaf from slabs: local node first, then others by trylock. */
+static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
+			   struct shm_sheaf *sh, uint32_t cap)
+{
+	uint32_t got = slab_alloc_objs(p, c, n, sh->objs, cap, 0);
+
+	for (uint32_t k = 1; k < p->nodes && got < cap; k++) {
+		uint32_t m = (n + k) % p->nodes;
+		uint32_t more = slab_alloc_objs(p, c, m, sh->objs + got, cap - got, 1);
+		if (more) {
+			got += more;
+			stat_add(p, c, n, ST_REFILL_REMOTE, 1);
+		}
+	}
+	return got;
+}
+
+static void flush_one(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
+		      uint32_t me, struct ring_intent *in)
+{
+	struct shm_sheaf *sh = pool_sheaf(p, s);
+	uint32_t limit = at_load_relaxed(&p->caches[c].barn_limit);
+	uint32_t size = sh->size > SHEAF_CAP_MAX ? SHEAF_CAP_MAX : sh->size;
+
+	slab_free_objs(p, c, sh->objs, size);
+	sh->size = 0;
+	stat_add(p, c, n, ST_SHEAF_FLUSH, 1);
+	if (ring_count(pool_empty_ring(p, c, n)) > 2 * limit)
+		depot_put(p, s, me, in);
+	else
+		barn_put_empty(p, c, n, s, me, in);
+}
+
+static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
+			   struct ring_intent *in)
+{
+	struct shm_pool *p = e->pool;
+	struct shm_cache *sc = &p->caches[c];
+	struct shm_barn *b = pool_barn(p, c, n);
+	struct shm_ring *full = pool_full_ring(p, c, n);
+	uint32_t cnt = ring_count(full);
+	uint32_t low = at_load_relaxed(&sc->barn_low);
+	uint32_t high = at_load_relaxed(&sc->barn_high);
+	uint32_t limit = at_load_relaxed(&sc->barn_limit);
+	uint32_t waiters = at_load_acquire(&b->waiters);
+	uint32_t cap = at_load_relaxed(&sc->sheaf_capacity);
+	uint32_t work = 0;
+	int starved = 0;
+
+	if (cap == 0)
+		cap = engine_default_capacity(sc->obj_size);
+	if (cnt < low || (waiters && cnt == 0)) {
+		uint32_t want = high > cnt ? high - cnt : 1;
+		for (uint32_t k = 0; k < want; k++) {
+			int dep;
+			uint32_t s = barn_get_empty(p, c, n, cap, OWNER_ENGINE, in, &dep);
+			struct shm_sheaf *sh;
+			uint32_t got;
+
+			if (s == SHEAF_ID_NONE) {
+				starved = work == 0;
+				break;
+			}
+			sh = pool_sheaf(p, s);
+			got = refill_one(p, c, n, sh, cap);
+			if (got == 0) {
+				barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
+				starved = work == 0;
+				break;
+			}
+			sh->size = got;
+			barn_put_full(p, c, n, s, OWNER_ENGINE, in);
+			stat_add(p, c, n, ST_SHEAF_REFILL, 1);
+			work++;
+		}
+	}
+	while (cnt > limit) {
+		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
+		if (s == SHEAF_ID_NONE)
+			break;
+		flush_one(p, c, n, s, OWNER_ENGINE, in);
+		cnt--;
+		work++;
+	}
+	if (waiters || starved || work)
+		barn_publish(p, c, n, starved);
+	return work;
+}
+
+uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *in)
+{
+	struct shm_pool *p = e->pool;
+	uint32_t work = 0;
+
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+		if (at_load_acquire(&p->caches[c].state) == CACHE_LIVE)
+			work += stock_barn(e, c, node, in);
+	return work;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker_arg *wa = arg;
+	struct engine *e = wa->e;
+	struct shm_pool *p = e->pool;
+	uint32_t node = wa->node;
+	struct shm_node *nd = &p->node[node];
+	struct ring_intent *in = &e->worker_lane[node]->intent;
+
+	free(wa);
+	if (!p->hdr->simulated && p->nodes > 1)
+		numa_run_on_node((int)node);
+	for (;;) {
+		/* Acquire: pairs with the seq_cst bump in node_ring_doorbell. */
+		uint32_t bell = at_load_acquire(&nd->doorbell);
+
+		if (atomic_load(&e->stop))
+			break;
+		if (engine_node_pass(e, node, in) != 0)
+			continue;
+		atomic_store(&nd->sleeping, 1);          /* seq_cst: Dekker pair */
+		if (atomic_load(&nd->doorbell) == bell && !atomic_load(&e->stop))
+			futex_wait(&nd->doorbell, bell, -1);
+		atomic_store(&nd->sleeping, 0);
+	}
+	return NULL;
+}
+
+int engine_start(struct engine *e, char *err, size_t errlen)
+{
+	struct shm_pool *p = e->pool;
+
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		struct worker_arg *wa = malloc(sizeof(*wa));
+		int rc;
+
+		if (wa == NULL) {
+			snprintf(err, errlen, "engine: out of memory");
+			return -ENOMEM;
+		}
+		wa->e = e;
+		wa->node = n;
+		rc = pthread_create(&e->worker[n], NULL, worker_main, wa);
+		if (rc != 0) {
+			free(wa);
+			snprintf(err, errlen, "engine: pthread_create: %s", strerror(rc));
+			return -rc;
+		}
+		e->nworkers = n + 1;
+	}
+	return 0;
+}
+
+void engine_stop(struct engine *e)
+{
+	struct shm_pool *p = e->pool;
+
+	atomic_store(&e->stop, 1);
+	for (uint32_t n = 0; n < e->nworkers; n++) {
+		at_fetch_add_seqcst(&p->node[n].doorbell, 1);
+		futex_wake(&p->node[n].doorbell, 1);
+	}
+	for (uint32_t n = 0; n < e->nworkers; n++)
+		pthread_join(e->worker[n], NULL);
+	e->nworkers = 0;
+	atomic_store(&e->stop, 0);
+}
+
+void engine_fini(struct engine *e)
+{
+	engine_stop(e);
+	for (uint32_t n = 0; n < SHEAF_MAX_NODES; n++)
+		if (e->worker_lane[n] != NULL)
+			lane_release(e->worker_lane[n]);
+	if (e->ctl_lane != NULL)
+		lane_release(e->ctl_lane);
+	memset(e->worker_lane, 0, sizeof(e->worker_lane));
+	e->ctl_lane = NULL;
+	free(e->scratch);
+	free(e->ids);
+	e->scratch = NULL;
+	e->ids = NULL;
+	pthread_mutex_destroy(&e->ctl_lock);
+}
+
+int engine_shrink(struct engine *e, int cache, int keep_min)
+{
+	struct shm_pool *p = e->pool;
+	struct ring_intent *in;
+	int released = 0;
+
+	pthread_mutex_lock(&e->ctl_lock);
+	in = &e->ctl_lane->intent;
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		if ((cache >= 0 && (uint32_t)cache != c) ||
+		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
+			continue;
+		for (uint32_t n = 0; n < p->nodes; n++) {
+			uint32_t s;
+
+			while ((s = barn_get_full(p, c, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+				flush_one(p, c, n, s, OWNER_ENGINE, in);
+			released += (int)slab_shrink(p, c, n, keep_min ?
+				at_load_relaxed(&p->caches[c].min_partial) : 0);
+		}
+	}
+	pthread_mutex_unlock(&e->ctl_lock);
+	return released;
+}
+
+int engine_reclaim_client(struct engine *e, uint32_t client)
+{
+	struct shm_pool *p = e->pool;
+	struct ring_intent *in;
+	uint32_t n;
+
+	pthread_mutex_lock(&e->ctl_lock);
+	in = &e->ctl_lane->intent;
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+		if (at_load_acquire(&ln->client) == client)
+			ring_reclaim(pool_ring_of, p, p->owners, p->sheaf_count,
+				     &ln->intent, 1, client, OWNER_ENGINE, e->ids, 0);
+	}
+	n = ring_reclaim(pool_ring_of, p, p->owners, p->sheaf_count, NULL, 0,
+			 client, OWNER_ENGINE, e->ids, p->sheaf_count);
+	for (uint32_t k = 0; k < n; k++) {
+		struct shm_sheaf *sh = pool_sheaf(p, e->ids[k]);
+		uint32_t c = sh->cache;
+
+		/* Its contents were written by the dead client: validate every
+		 * object on the way back to the slabs (slab_free_objs). */
+		if (sh->size > 0 && c < SHEAF_MAX_CACHES &&
+		    at_load_acquire(&p->caches[c].state) == CACHE_LIVE) {
+			uint32_t node = sh->node < p->nodes ? sh->node : 0;
+			uint32_t size = sh->size > SHEAF_CAP_MAX ? SHEAF_CAP_MAX : sh->size;
+			slab_free_objs(p, c, sh->objs, size);
+			stat_add(p, c, node, ST_SHEAF_FLUSH, 1);
+		}
+		depot_put(p, e->ids[k], OWNER_ENGINE, in);
+	}
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+		if (at_load_acquire(&ln->client) == client)
+			lane_release(ln);
+	}
+	client_detach(p, client);
+	pthread_mutex_unlock(&e->ctl_lock);
+	return (int)n;
+}

@@ -1,0 +1,77 @@
+/*
+ * engine.h - the pool engine: creates caches, keeps every barn of a node
+ * between its watermarks (one worker thread per node, asleep on the node's
+ * doorbell when there is nothing to do), shrinks, and repairs after a dead
+ * client.  sheafd hosts it; a local pool (client/local.c) hosts it in the
+ * application's own process.
+ *
+ * Who may call: the hosting process only.  engine_* control functions are
+ * serialised by the engine's control lock; workers run concurrently.
+ * Errors: 0 or -errno, with a message in the caller's @err buffer.
+ */
+#ifndef SHEAF_SHM_ENGINE_H
+#define SHEAF_SHM_ENGINE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "pool.h"
+
+struct engine {
+	struct shm_pool *pool;
+	pthread_mutex_t ctl_lock;          /* serialises control calls */
+	struct shm_lane *ctl_lane;         /* intent record of control calls */
+	struct shm_lane *worker_lane[SHEAF_MAX_NODES];
+	pthread_t worker[SHEAF_MAX_NODES];
+	uint32_t nworkers;
+	_Atomic int stop;
+	uint64_t *scratch;                 /* ctl: object offsets buffer */
+	uint32_t *ids;                     /* ctl: sheaf id buffer */
+};
+
+/* Parameters of a new cache; zero fields take defaults. */
+struct engine_cache_params {
+	uint32_t size;
+	uint32_t align;
+	int32_t capacity;        /* -1: default by size; 0: sheaves disabled */
+	uint32_t flags;          /* SHEAF_CACHE_F_* */
+	uint32_t barn_limit, barn_low, barn_high, min_partial;
+};
+
+int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen);
+/* Start one worker per node (threads bound to the node when it is real). */
+int engine_start(struct engine *e, char *err, size_t errlen);
+/* Stop and join the workers (engine_start starts them again). */
+void engine_stop(struct engine *e);
+/* Stop the workers and release the engine's lanes. */
+void engine_fini(struct engine *e);
+
+/* Kernel-style default sheaf capacity for an object size (60/28/12/4). */
+uint32_t engine_default_capacity(uint32_t obj_size);
+
+/* Create cache @name; its id, or -EEXIST / -EINVAL / -ENOSPC. */
+int engine_cache_create(struct engine *e, const char *name,
+			const struct engine_cache_params *cp,
+			char *err, size_t errlen);
+
+/* Id of live cache @name, or -ENOENT.  Safe from any process. */
+int pool_cache_find(const struct shm_pool *p, const char *name);
+
+/* One stocking pass over every cache of @node (what a worker does when its
+ * doorbell rings).  Returns the number of sheaves refilled or flushed. */
+uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *in);
+
+/*
+ * Flush every full sheaf in the barns of @cache (all caches when < 0) back
+ * to slabs and release empty slabs beyond min_partial (@keep_min) or all of
+ * them (!@keep_min).  Returns slabs released.
+ */
+int engine_shrink(struct engine *e, int cache, int keep_min);
+
+/*
+ * Repair after client @client died (its process must be gone): finish or
+ * roll back its ring operations, flush every sheaf it held back to slabs,
+ * free its lanes and its slot.  Returns the number of sheaves reclaimed.
+ */
+int engine_reclaim_client(struct engine *e, uint32_t client);
+
+#endif

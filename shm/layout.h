@@ -1,0 +1,230 @@
+/*
+ * layout.h - every structure that lives in a pool's shared-memory region.
+ *
+ * One memfd holds a pool.  It holds offsets and indices only, never pointers;
+ * each process turns offsets into addresses with its own struct shm_pool
+ * (pool.h).  The region is split in two parts:
+ *
+ *   [0, off_rw)        engine-owned: header, cache descriptors, per cache-node
+ *                      slab lists, node frame allocators, the slab table, the
+ *                      free-object bitmaps, the frame->cache map.  Only the
+ *                      engine (sheafd) writes it; clients map it read-only.
+ *   [off_rw, size)     shared: sheaf owner table, sheaves, rings, barns, node
+ *                      doorbells, client slots, thread lanes, debug in-use
+ *                      bitmaps and, last, one data region per NUMA node.
+ *
+ * Who writes what (the rules; functions assume them):
+ *   shm_header         engine at creation; then mem_cap, frames_used (engine).
+ *   shm_cache          engine; capacity/limits also by the engine (tuning).
+ *   shm_cache_node     engine, under ->lock (a process-private mutex: only
+ *                      the engine process takes it).
+ *   shm_slab, bitmaps  engine, under the owning cache-node's lock.
+ *   frame_owner[]      engine, under the node allocator lock; clients read
+ *                      it (relaxed) to validate frees.
+ *   owners[]           ring protocol (ring.h): CAS by anyone moving a sheaf
+ *                      between rings and owners.
+ *   shm_sheaf          its current owner only (owners[id] says who); handed
+ *                      over through owners[] release/acquire.
+ *   shm_barn           rings by the ring protocol; supply/starved by the
+ *                      engine; waiters by clients.
+ *   shm_node           doorbell bumped by clients, read by the node worker.
+ *   shm_lane           the thread that holds it (stats, intent); readers sum.
+ *
+ * Invariant (checked by pool_check, check.c): every object of every cache is
+ * in exactly one place: free in its slab's bitmap, in one sheaf, or in use.
+ */
+#ifndef SHEAF_SHM_LAYOUT_H
+#define SHEAF_SHM_LAYOUT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "atomics.h"
+#include "ring.h"
+#include "stats.h"
+
+#define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
+#define SHEAF_LAYOUT_VERSION  1u
+
+#define SHEAF_MAX_NODES       8u
+#define SHEAF_MAX_CACHES      64u
+#define SHEAF_MAX_CLIENTS     64u
+#define SHEAF_MAX_LANES       256u
+#define SHEAF_CAP_MAX         256u       /* objects one sheaf can hold */
+#define SHEAF_NAME_MAX        48u
+
+#define SLAB_SHIFT            18u        /* 256 KiB slab frames */
+#define SLAB_SIZE             (1u << SLAB_SHIFT)
+#define SLAB_MIN_OBJ          8u
+#define SLAB_MAX_OBJS         (SLAB_SIZE / SLAB_MIN_OBJ)
+#define SLAB_BITMAP_WORDS     (SLAB_MAX_OBJS / 64u)
+#define SHEAF_MAX_OBJ_SIZE    (64u * 1024u)
+#define SHEAF_MAX_ALIGN       4096u
+
+#define SLAB_NONE             0xffffffffu
+#define FRAME_FREE            0xffffu    /* frame_owner[] of an unused frame */
+
+/* ---- engine-owned part ------------------------------------------------ */
+
+struct shm_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nodes;              /* NUMA nodes (real or simulated) */
+	uint32_t simulated;          /* 1: nodes are simulated, no binding */
+	uint32_t sheaf_count;        /* sheaves in the table (power of two) */
+	uint32_t frames_per_node;    /* power of two */
+	uint32_t node_frame_shift;   /* log2(frames_per_node) */
+	uint64_t region_size;
+	uint64_t map_addr;           /* address every process maps it at */
+	uint64_t node_bytes;         /* data bytes per node */
+	/* segment offsets from the region start */
+	uint64_t off_caches, off_cache_nodes, off_node_alloc, off_slabs;
+	uint64_t off_bitmaps, off_frame_owner, off_rw;
+	uint64_t off_owners, off_sheaves, off_rings, ring_stride, off_barns;
+	uint64_t off_nodes, off_clients, off_lanes, off_inuse, off_data;
+	_Atomic uint64_t mem_cap;    /* bytes of slab frames allowed */
+	_Atomic uint64_t frames_used;
+	_Atomic uint64_t created_at; /* CLOCK_REALTIME seconds */
+	char pad[40];
+};
+_Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
+
+enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1 };
+#define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
+
+struct shm_cache {
+	_Atomic uint32_t state;
+	uint32_t id;
+	uint32_t obj_size;           /* rounded up to align */
+	uint32_t align;
+	uint32_t objs_per_slab;
+	uint32_t slab_bytes;         /* objs_per_slab * obj_size */
+	uint64_t div_magic;          /* UINT64_MAX / obj_size + 1 (boundary test) */
+	uint32_t flags;
+	uint32_t generation;         /* bumped each time the slot is reused */
+	_Atomic uint32_t sheaf_capacity;  /* 0: sheaves disabled */
+	_Atomic uint32_t min_partial;
+	_Atomic uint32_t barn_limit;      /* full sheaves kept before flushing */
+	_Atomic uint32_t barn_low;        /* refill when fewer full sheaves */
+	_Atomic uint32_t barn_high;       /* ... up to this many */
+	uint32_t pad0;
+	char name[SHEAF_NAME_MAX];
+	char pad1[16];
+};
+_Static_assert(sizeof(struct shm_cache) == 2 * SHEAF_CACHELINE, "cache size");
+
+enum slab_list { SL_NONE = 0, SL_PARTIAL, SL_FULL, SL_EMPTY };
+
+struct slab_list_head {
+	uint32_t first;
+	uint32_t count;
+};
+
+struct shm_cache_node {
+	pthread_mutex_t lock;             /* engine-private; see above */
+	char pad0[64 - sizeof(pthread_mutex_t) % 64];
+	struct slab_list_head lists[4];   /* indexed by enum slab_list */
+	uint64_t free_objects;            /* free in this node's slabs */
+	uint64_t total_objects;           /* objects in this node's slabs */
+	_Atomic uint64_t stat[SHEAF_STAT_NR]; /* engine counters only */
+	char pad1[SHEAF_CACHELINE - (4 * 8 + 16 + 8 * SHEAF_STAT_NR) % SHEAF_CACHELINE];
+};
+_Static_assert(sizeof(struct shm_cache_node) % SHEAF_CACHELINE == 0, "cache node size");
+
+struct shm_node_alloc {
+	pthread_mutex_t lock;        /* engine-private: frame allocation */
+	uint32_t next_fresh;         /* frames [next_fresh, frames_per_node) unused */
+	uint32_t free_first;         /* stack of released frames (via slab.next) */
+	uint32_t free_count;
+	uint32_t pad;
+	char pad1[SHEAF_CACHELINE * 2 - sizeof(pthread_mutex_t) - 16];
+};
+_Static_assert(sizeof(struct shm_node_alloc) == 2 * SHEAF_CACHELINE, "node alloc size");
+
+/* One entry per slab frame: index = node * frames_per_node + frame. */
+struct shm_slab {
+	uint16_t cache;              /* FRAME_FREE when unused */
+	uint8_t node;
+	uint8_t list;                /* enum slab_list */
+	uint32_t nfree;              /* free objects (bits set in the bitmap) */
+	uint32_t prev, next;         /* list links, slab indices */
+	uint32_t hint;               /* first bitmap word that may hold a 1 */
+	uint32_t pad[3];
+};
+_Static_assert(sizeof(struct shm_slab) == 32, "slab entry size");
+
+/* ---- shared part ------------------------------------------------------ */
+
+struct shm_sheaf {
+	uint32_t size;               /* objects held: objs[0..size) */
+	uint32_t capacity;           /* <= SHEAF_CAP_MAX */
+	uint16_t cache;
+	uint8_t node;
+	uint8_t flags;
+	uint32_t id;
+	char pad[SHEAF_CACHELINE - 16];
+	uint64_t objs[SHEAF_CAP_MAX];  /* object offsets from the region start */
+};
+_Static_assert(sizeof(struct shm_sheaf) % SHEAF_CACHELINE == 0, "sheaf size");
+_Static_assert(offsetof(struct shm_sheaf, objs) == SHEAF_CACHELINE, "sheaf header");
+
+struct shm_barn {
+	_Atomic uint32_t supply;     /* futex: engine bumps after stocking */
+	_Atomic uint32_t waiters;    /* clients sleeping on supply */
+	_Atomic uint32_t starved;    /* engine found nothing to refill with */
+	uint32_t pad;
+	char pad1[SHEAF_CACHELINE - 16];
+};
+_Static_assert(sizeof(struct shm_barn) == SHEAF_CACHELINE, "barn size");
+
+struct shm_node {
+	_Atomic uint32_t doorbell;   /* futex: clients bump, worker waits */
+	char pad0[SHEAF_CACHELINE - 4];
+	_Atomic uint32_t sleeping;   /* worker is (about to be) in futex_wait */
+	char pad1[SHEAF_CACHELINE - 4];
+};
+_Static_assert(sizeof(struct shm_node) == 2 * SHEAF_CACHELINE, "node size");
+
+enum client_state { CLIENT_FREE = 0, CLIENT_LIVE = 1, CLIENT_DEAD = 2 };
+
+struct shm_client {
+	_Atomic uint32_t state;
+	uint32_t pid;
+	uint32_t uid;
+	uint32_t generation;
+	uint64_t attached_at;
+	char name[32];
+	char pad[SHEAF_CACHELINE - 56];
+};
+_Static_assert(sizeof(struct shm_client) == SHEAF_CACHELINE, "client size");
+
+#define LANE_FREE 0xffffffffu
+
+struct shm_lane {
+	_Atomic uint32_t client;     /* holder client id, LANE_FREE */
+	_Atomic uint32_t node;       /* the thread's home node */
+	uint32_t tid;
+	uint32_t pad;
+	struct ring_intent intent;
+	char pad1[SHEAF_CACHELINE - 32];
+	_Atomic uint64_t stat[SHEAF_MAX_CACHES][SHEAF_STAT_NR];
+};
+_Static_assert(sizeof(struct shm_lane) % SHEAF_CACHELINE == 0, "lane size");
+
+/* Ring numbering: 0 is the depot of unused sheaves; each cache-node barn
+ * has a ring of full sheaves and one of empty sheaves. */
+#define RING_DEPOT 0u
+static inline uint32_t ring_full_id(uint32_t cache, uint32_t node, uint32_t nodes)
+{
+	return 1u + 2u * (cache * nodes + node);
+}
+static inline uint32_t ring_empty_id(uint32_t cache, uint32_t node, uint32_t nodes)
+{
+	return 2u + 2u * (cache * nodes + node);
+}
+static inline uint32_t ring_total(uint32_t nodes)
+{
+	return 1u + 2u * SHEAF_MAX_CACHES * nodes;
+}
+
+#endif

@@ -1,0 +1,300 @@
+/*
+ * pool.c - create and map a pool region; see pool.h and layout.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <numa.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "pool.h"
+
+#define PAGE 4096ull
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+static uint32_t pow2_ceil(uint32_t v)
+{
+	uint32_t r = 1;
+	while (r < v)
+		r <<= 1;
+	return r;
+}
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+/* Fill the header's geometry and segment offsets. */
+static void layout_compute(struct shm_header *h, uint32_t nodes,
+			   uint32_t frames_per_node, uint32_t sheaves)
+{
+	uint64_t frames = (uint64_t)nodes * frames_per_node;
+	uint64_t o = align_up(sizeof(*h), SHEAF_CACHELINE);
+
+	h->nodes = nodes;
+	h->sheaf_count = sheaves;
+	h->frames_per_node = frames_per_node;
+	h->node_frame_shift = (uint32_t)__builtin_ctz(frames_per_node);
+	h->node_bytes = (uint64_t)frames_per_node << SLAB_SHIFT;
+
+	h->off_caches = o;       o += SHEAF_MAX_CACHES * sizeof(struct shm_cache);
+	h->off_cache_nodes = o;  o += (uint64_t)SHEAF_MAX_CACHES * nodes * sizeof(struct shm_cache_node);
+	h->off_node_alloc = o;   o += nodes * sizeof(struct shm_node_alloc);
+	h->off_slabs = o;        o += frames * sizeof(struct shm_slab);
+	o = align_up(o, PAGE);
+	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
+	h->off_frame_owner = o;  o += frames * 2;
+	o = align_up(o, PAGE);
+	h->off_rw = o;
+	h->off_owners = o;       o += (uint64_t)sheaves * 4;
+	o = align_up(o, SHEAF_CACHELINE);
+	h->off_sheaves = o;      o += (uint64_t)sheaves * sizeof(struct shm_sheaf);
+	o = align_up(o, PAGE);
+	h->ring_stride = align_up(ring_bytes(sheaves), SHEAF_CACHELINE);
+	h->off_rings = o;        o += ring_total(nodes) * h->ring_stride;
+	o = align_up(o, PAGE);
+	h->off_barns = o;        o += (uint64_t)SHEAF_MAX_CACHES * nodes * sizeof(struct shm_barn);
+	h->off_nodes = o;        o += nodes * sizeof(struct shm_node);
+	h->off_clients = o;      o += SHEAF_MAX_CLIENTS * sizeof(struct shm_client);
+	h->off_lanes = o;        o += SHEAF_MAX_LANES * sizeof(struct shm_lane);
+	o = align_up(o, PAGE);
+	h->off_inuse = o;        o += frames * SLAB_BITMAP_WORDS * 8;
+	o = align_up(o, PAGE);
+	h->off_data = o;         o += frames << SLAB_SHIFT;
+	h->region_size = o;
+}
+
+/* Point every field of @p at its segment of the mapping at p->base. */
+static void pool_bind(struct shm_pool *p)
+{
+	struct shm_header *h = (struct shm_header *)p->base;
+
+	p->hdr = h;
+	p->nodes = h->nodes;
+	p->sheaf_count = h->sheaf_count;
+	p->frames_per_node = h->frames_per_node;
+	p->node_frame_shift = h->node_frame_shift;
+	p->frames_total = h->nodes * h->frames_per_node;
+	p->caches = (struct shm_cache *)(p->base + h->off_caches);
+	p->cnodes = (struct shm_cache_node *)(p->base + h->off_cache_nodes);
+	p->nalloc = (struct shm_node_alloc *)(p->base + h->off_node_alloc);
+	p->slabs = (struct shm_slab *)(p->base + h->off_slabs);
+	p->bitmaps = (uint64_t *)(p->base + h->off_bitmaps);
+	p->frame_owner = (_Atomic uint16_t *)(p->base + h->off_frame_owner);
+	p->owners = (_Atomic uint32_t *)(p->base + h->off_owners);
+	p->sheaves = (struct shm_sheaf *)(p->base + h->off_sheaves);
+	p->rings = p->base + h->off_rings;
+	p->ring_stride = h->ring_stride;
+	p->barns = (struct shm_barn *)(p->base + h->off_barns);
+	p->node = (struct shm_node *)(p->base + h->off_nodes);
+	p->clients = (struct shm_client *)(p->base + h->off_clients);
+	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
+	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);
+	p->data = p->base + h->off_data;
+	p->data_off = h->off_data;
+	p->data_len = (uint64_t)h->nodes * h->node_bytes;
+}
+
+static void pool_init_segments(struct shm_pool *p)
+{
+	struct ring_intent in = { 0 };
+	pthread_mutexattr_t ma;
+
+	pthread_mutexattr_init(&ma);
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		p->caches[c].id = c;
+		for (uint32_t n = 0; n < p->nodes; n++) {
+			struct shm_cache_node *cn = pool_cnode(p, c, n);
+			pthread_mutex_init(&cn->lock, &ma);
+			for (int l = 0; l < 4; l++)
+				cn->lists[l].first = SLAB_NONE;
+		}
+	}
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		pthread_mutex_init(&p->nalloc[n].lock, &ma);
+		p->nalloc[n].free_first = SLAB_NONE;
+	}
+	pthread_mutexattr_destroy(&ma);
+	for (uint32_t f = 0; f < p->frames_total; f++) {
+		at_store_relaxed(&p->frame_owner[f], FRAME_FREE);
+		p->slabs[f].cache = FRAME_FREE;
+		p->slabs[f].prev = p->slabs[f].next = SLAB_NONE;
+	}
+	for (uint32_t r = 0; r < ring_total(p->nodes); r++)
+		ring_init(pool_ring(p, r), r, p->sheaf_count, p->sheaf_count);
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		at_store_relaxed(&p->lanes[l].client, LANE_FREE);
+	/* Every sheaf starts in the depot. */
+	for (uint32_t s = 0; s < p->sheaf_count; s++) {
+		at_store_relaxed(&p->owners[s], OWNER_ENGINE);
+		ring_put(pool_ring(p, RING_DEPOT), p->owners, s, OWNER_ENGINE, &in);
+	}
+}
+
+static uint32_t discover_nodes(void)
+{
+	int n;
+
+	if (numa_available() < 0)
+		return 1;
+	n = numa_max_node() + 1;
+	if (n < 1)
+		n = 1;
+	return n > (int)SHEAF_MAX_NODES ? SHEAF_MAX_NODES : (uint32_t)n;
+}
+
+int pool_create(struct shm_pool *p, const struct pool_params *pp,
+		char *err, size_t errlen)
+{
+	struct shm_header h;
+	uint64_t size = pp->size ? pp->size : POOL_DEFAULT_SIZE;
+	uint32_t nodes = pp->nodes ? pp->nodes : discover_nodes();
+	uint32_t sheaves = pp->sheaf_count ? pp->sheaf_count : POOL_DEFAULT_SHEAVES;
+	uint64_t fpn;
+	int fd;
+
+	memset(p, 0, sizeof(*p));
+	p->fd = -1;
+	if (pp->nodes > SHEAF_MAX_NODES)
+		return fail(err, errlen, -EINVAL, "nodes %u out of range 1..%u",
+			    pp->nodes, SHEAF_MAX_NODES);
+	if (sheaves < 64 || sheaves > (1u << 20))
+		return fail(err, errlen, -EINVAL, "sheaf count %u out of range 64..%u",
+			    sheaves, 1u << 20);
+	if (size < (uint64_t)nodes * SLAB_SIZE || size > (1ull << 44))
+		return fail(err, errlen, -EINVAL,
+			    "pool size %llu out of range %llu..%llu bytes",
+			    (unsigned long long)size,
+			    (unsigned long long)nodes * SLAB_SIZE, 1ull << 44);
+	sheaves = pow2_ceil(sheaves);
+	fpn = (size / nodes + SLAB_SIZE - 1) >> SLAB_SHIFT;
+	if (fpn > (1u << 24))
+		return fail(err, errlen, -EINVAL, "pool too large per node");
+	memset(&h, 0, sizeof(h));
+	layout_compute(&h, nodes, pow2_ceil((uint32_t)fpn), sheaves);
+
+	fd = memfd_create("sheaf-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return fail(err, errlen, -errno, "memfd_create: %s", strerror(errno));
+	if (ftruncate(fd, (off_t)h.region_size) < 0) {
+		int e = errno;
+		close(fd);
+		return fail(err, errlen, -e, "ftruncate %llu: %s",
+			    (unsigned long long)h.region_size, strerror(e));
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+		int e = errno;
+		close(fd);
+		return fail(err, errlen, -e, "seal: %s", strerror(e));
+	}
+	p->base = mmap(NULL, h.region_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p->base == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		p->base = NULL;
+		return fail(err, errlen, -e, "mmap %llu bytes: %s",
+			    (unsigned long long)h.region_size, strerror(e));
+	}
+	p->fd = fd;
+	p->size = h.region_size;
+	h.magic = SHEAF_MAGIC;
+	h.version = SHEAF_LAYOUT_VERSION;
+	h.simulated = pp->nodes != 0;
+	h.map_addr = (uint64_t)(uintptr_t)p->base;
+	memcpy(p->base, &h, sizeof(h));
+	at_store_relaxed(&p->hdr->mem_cap, 0);
+	pool_bind(p);
+	at_store_relaxed(&p->hdr->mem_cap,
+			 pp->mem_cap && pp->mem_cap < p->data_len ? pp->mem_cap : p->data_len);
+	at_store_relaxed(&p->hdr->created_at, (uint64_t)time(NULL));
+	pool_init_segments(p);
+	if (!h.simulated && nodes > 1) {
+		for (uint32_t n = 0; n < nodes; n++)
+			numa_tonode_memory(p->data + n * h.node_bytes, h.node_bytes, (int)n);
+	}
+	return 0;
+}
+
+int pool_map_fd(struct shm_pool *p, int fd, int client, int relocate,
+		char *err, size_t errlen)
+{
+	struct shm_header h;
+	struct stat st;
+	void *want, *at;
+
+	memset(p, 0, sizeof(*p));
+	p->fd = -1;
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		return fail(err, errlen, -EINVAL, "region too small for a header");
+	if (h.magic != SHEAF_MAGIC)
+		return fail(err, errlen, -EINVAL, "not a sheaf pool (bad magic)");
+	if (h.version != SHEAF_LAYOUT_VERSION)
+		return fail(err, errlen, -EPROTO, "layout version %u, expected %u",
+			    h.version, SHEAF_LAYOUT_VERSION);
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != h.region_size)
+		return fail(err, errlen, -EINVAL, "region size does not match its header");
+	want = (void *)(uintptr_t)h.map_addr;
+	at = mmap(want, h.region_size, PROT_READ | PROT_WRITE, MAP_SHARED |
+		  (relocate ? 0 : MAP_FIXED_NOREPLACE), fd, 0);
+	if (at == MAP_FAILED) {
+		if (errno == EEXIST)
+			return fail(err, errlen, -EADDRINUSE,
+				    "pool address %p..+%llu is taken in this process",
+				    want, (unsigned long long)h.region_size);
+		return fail(err, errlen, -errno, "mmap: %s", strerror(errno));
+	}
+	if (at != want && !relocate) {
+		munmap(at, h.region_size);
+		return fail(err, errlen, -EADDRINUSE,
+			    "pool address %p is taken in this process", want);
+	}
+	p->base = at;
+	p->size = h.region_size;
+	p->fd = fd;
+	pool_bind(p);
+	if (client && mprotect(p->base, h.off_rw, PROT_READ) < 0) {
+		int e = errno;
+		pool_unmap(p);
+		return fail(err, errlen, -e, "mprotect: %s", strerror(e));
+	}
+	return 0;
+}
+
+void pool_unmap(struct shm_pool *p)
+{
+	if (p->base != NULL)
+		munmap(p->base, p->size);
+	if (p->fd >= 0)
+		close(p->fd);
+	p->base = NULL;
+	p->fd = -1;
+}
+
+int pool_punch(struct shm_pool *p, uint64_t off, uint64_t len)
+{
+	if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) < 0)
+		return -errno;
+	return 0;
+}
+
+struct shm_ring *pool_ring_of(void *ctx, uint32_t id)
+{
+	struct shm_pool *p = ctx;
+	return id < ring_total(p->nodes) ? pool_ring(p, id) : NULL;
+}

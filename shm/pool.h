@@ -1,0 +1,131 @@
+/*
+ * pool.h - one process's view of a pool region: create, map, unmap, and the
+ * address arithmetic from offsets (layout.h) to pointers.
+ *
+ * Who may call: the engine (create) and clients (map an existing region).
+ * Errors: functions return 0 or a negative errno and fill @err, a caller's
+ * buffer; they never print.
+ */
+#ifndef SHEAF_SHM_POOL_H
+#define SHEAF_SHM_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "layout.h"
+
+struct shm_pool {
+	char *base;                  /* mapping of the whole region */
+	size_t size;
+	int fd;                      /* the memfd (owned by this struct) */
+	uint32_t nodes;
+	uint32_t sheaf_count;
+	uint32_t frames_per_node;
+	uint32_t node_frame_shift;
+	uint32_t frames_total;
+	struct shm_header *hdr;
+	struct shm_cache *caches;
+	struct shm_cache_node *cnodes;
+	struct shm_node_alloc *nalloc;
+	struct shm_slab *slabs;
+	uint64_t *bitmaps;
+	_Atomic uint16_t *frame_owner;
+	_Atomic uint32_t *owners;
+	struct shm_sheaf *sheaves;
+	char *rings;
+	uint64_t ring_stride;
+	struct shm_barn *barns;
+	struct shm_node *node;
+	struct shm_client *clients;
+	struct shm_lane *lanes;
+	_Atomic uint64_t *inuse;
+	char *data;                  /* base + off_data */
+	uint64_t data_off;           /* off_data */
+	uint64_t data_len;           /* nodes * node_bytes */
+};
+
+struct pool_params {
+	uint64_t size;               /* data bytes over all nodes (default 1 GiB) */
+	uint32_t nodes;              /* 0: from libnuma; else simulated nodes */
+	uint32_t sheaf_count;        /* 0: default 32768 (rounded to a power of 2) */
+	uint64_t mem_cap;            /* 0: no cap below size */
+};
+
+#define POOL_DEFAULT_SIZE        (1ull << 30)
+#define POOL_DEFAULT_SHEAVES     32768u
+
+/* Create a new region (memfd, sized, sealed against shrinking, mapped, all
+ * segments initialised).  0, or -errno with @err filled. */
+int pool_create(struct shm_pool *p, const struct pool_params *pp,
+		char *err, size_t errlen);
+
+/*
+ * Map an existing region from @fd (which this call takes ownership of on
+ * success).  The engine-owned part is mapped read-only when @client is set.
+ * The region is mapped at the address its header publishes; when that range
+ * is taken, -EADDRINUSE, unless @relocate, in which case anywhere.
+ */
+int pool_map_fd(struct shm_pool *p, int fd, int client, int relocate,
+		char *err, size_t errlen);
+
+void pool_unmap(struct shm_pool *p);
+
+/* Give a range of the region back to the kernel (fallocate PUNCH_HOLE). */
+int pool_punch(struct shm_pool *p, uint64_t off, uint64_t len);
+
+static inline struct shm_ring *pool_ring(const struct shm_pool *p, uint32_t id)
+{
+	return (struct shm_ring *)(p->rings + (uint64_t)id * p->ring_stride);
+}
+static inline struct shm_sheaf *pool_sheaf(const struct shm_pool *p, uint32_t id)
+{
+	return &p->sheaves[id];
+}
+static inline uint32_t pool_cn(const struct shm_pool *p, uint32_t cache, uint32_t node)
+{
+	return cache * p->nodes + node;
+}
+static inline struct shm_cache_node *pool_cnode(const struct shm_pool *p,
+						uint32_t cache, uint32_t node)
+{
+	return &p->cnodes[pool_cn(p, cache, node)];
+}
+static inline struct shm_barn *pool_barn(const struct shm_pool *p,
+					 uint32_t cache, uint32_t node)
+{
+	return &p->barns[pool_cn(p, cache, node)];
+}
+static inline struct shm_ring *pool_full_ring(const struct shm_pool *p,
+					      uint32_t cache, uint32_t node)
+{
+	return pool_ring(p, ring_full_id(cache, node, p->nodes));
+}
+static inline struct shm_ring *pool_empty_ring(const struct shm_pool *p,
+					       uint32_t cache, uint32_t node)
+{
+	return pool_ring(p, ring_empty_id(cache, node, p->nodes));
+}
+/* Global frame index of data offset @off (relative to the region start). */
+static inline uint32_t pool_frame_of(const struct shm_pool *p, uint64_t off)
+{
+	return (uint32_t)((off - p->data_off) >> SLAB_SHIFT);
+}
+static inline uint64_t pool_frame_off(const struct shm_pool *p, uint32_t frame)
+{
+	return p->data_off + ((uint64_t)frame << SLAB_SHIFT);
+}
+static inline uint32_t pool_node_of_frame(const struct shm_pool *p, uint32_t frame)
+{
+	return frame >> p->node_frame_shift;
+}
+static inline uint64_t *pool_bitmap(const struct shm_pool *p, uint32_t frame)
+{
+	return &p->bitmaps[(uint64_t)frame * SLAB_BITMAP_WORDS];
+}
+static inline _Atomic uint64_t *pool_inuse(const struct shm_pool *p, uint32_t frame)
+{
+	return &p->inuse[(uint64_t)frame * SLAB_BITMAP_WORDS];
+}
+/* ring_of callback for ring_reclaim (ctx is the struct shm_pool). */
+struct shm_ring *pool_ring_of(void *ctx, uint32_t id);
+
+#endif

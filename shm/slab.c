@@ -1,0 +1,338 @@
+/*
+ * slab.c - the slab layer (slab.h).  Runs only in the engine.
+ *
+ * Per cache-node lists (under cn->lock):
+ *   SL_PARTIAL  0 < nfree < objs_per_slab
+ *   SL_FULL     nfree == 0
+ *   SL_EMPTY    nfree == objs_per_slab (kept up to min_partial, then released)
+ * Per node frame allocator (under nalloc->lock): a bump pointer over never
+ * used frames and a stack of released ones (their holes punched).
+ */
+#include <errno.h>
+#include <string.h>
+#include "slab.h"
+
+int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
+		  uint32_t *objs_per_slab)
+{
+	uint32_t a = align ? align : 8;
+
+	if (size == 0 || size > SHEAF_MAX_OBJ_SIZE)
+		return -EINVAL;
+	if (a < 8)
+		a = 8;
+	if ((a & (a - 1)) != 0 || a > SHEAF_MAX_ALIGN)
+		return -EINVAL;
+	size = (size + a - 1) & ~(a - 1);
+	*obj_size = size;
+	*objs_per_slab = SLAB_SIZE / size;
+	return 0;
+}
+
+uint32_t slab_default_min_partial(uint32_t obj_size)
+{
+	uint32_t mp = (uint32_t)(31 - __builtin_clz(obj_size)) / 2;
+	return mp < 5 ? 5 : mp > 10 ? 10 : mp;
+}
+
+static void list_del(struct shm_pool *p, struct shm_cache_node *cn, uint32_t s)
+{
+	struct shm_slab *sl = &p->slabs[s];
+	struct slab_list_head *h = &cn->lists[sl->list];
+
+	if (sl->prev != SLAB_NONE)
+		p->slabs[sl->prev].next = sl->next;
+	else
+		h->first = sl->next;
+	if (sl->next != SLAB_NONE)
+		p->slabs[sl->next].prev = sl->prev;
+	h->count--;
+	sl->list = SL_NONE;
+	sl->prev = sl->next = SLAB_NONE;
+}
+
+static void list_add(struct shm_pool *p, struct shm_cache_node *cn, uint32_t s,
+		     enum slab_list l)
+{
+	struct shm_slab *sl = &p->slabs[s];
+	struct slab_list_head *h = &cn->lists[l];
+
+	sl->list = (uint8_t)l;
+	sl->prev = SLAB_NONE;
+	sl->next = h->first;
+	if (h->first != SLAB_NONE)
+		p->slabs[h->first].prev = s;
+	h->first = s;
+	h->count++;
+}
+
+static enum slab_list list_for(const struct shm_cache *c, const struct shm_slab *sl)
+{
+	if (sl->nfree == 0)
+		return SL_FULL;
+	return sl->nfree == c->objs_per_slab ? SL_EMPTY : SL_PARTIAL;
+}
+
+/* New frame for @cache on @node, or SLAB_NONE at the cap or out of frames. */
+static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
+{
+	struct shm_node_alloc *na = &p->nalloc[node];
+	uint64_t cap_frames = at_load_relaxed(&p->hdr->mem_cap) >> SLAB_SHIFT;
+	uint32_t f = SLAB_NONE;
+
+	pthread_mutex_lock(&na->lock);
+	if (at_load_relaxed(&p->hdr->frames_used) >= cap_frames)
+		goto out;
+	if (na->free_first != SLAB_NONE) {
+		f = na->free_first;
+		na->free_first = p->slabs[f].next;
+		na->free_count--;
+	} else if (na->next_fresh < p->frames_per_node) {
+		f = node * p->frames_per_node + na->next_fresh++;
+	}
+	if (f != SLAB_NONE) {
+		at_fetch_add_relaxed(&p->hdr->frames_used, 1);
+		p->slabs[f].cache = (uint16_t)cache;
+		p->slabs[f].node = (uint8_t)node;
+		/* Clients read frame_owner to validate frees of objects
+		 * they got through the rings, which order after this. */
+		at_store_release(&p->frame_owner[f], (uint16_t)cache);
+	}
+out:
+	pthread_mutex_unlock(&na->lock);
+	return f;
+}
+
+static void frame_release(struct shm_pool *p, uint32_t f)
+{
+	struct shm_node_alloc *na = &p->nalloc[pool_node_of_frame(p, f)];
+
+	pool_punch(p, pool_frame_off(p, f), SLAB_SIZE);
+	pthread_mutex_lock(&na->lock);
+	at_store_release(&p->frame_owner[f], FRAME_FREE);
+	p->slabs[f].cache = FRAME_FREE;
+	p->slabs[f].next = na->free_first;
+	na->free_first = f;
+	na->free_count++;
+	at_fetch_sub_relaxed(&p->hdr->frames_used, 1);
+	pthread_mutex_unlock(&na->lock);
+}
+
+/* Set up a fresh slab in frame @f: every object free. */
+static void slab_init(struct shm_pool *p, const struct shm_cache *c, uint32_t f)
+{
+	uint64_t *bm = pool_bitmap(p, f);
+	uint32_t n = c->objs_per_slab, w;
+
+	memset(bm, 0, SLAB_BITMAP_WORDS * 8);  /* a reused frame may hold stale bits */
+	for (w = 0; w < n / 64; w++)
+		bm[w] = ~0ull;
+	if (n % 64)
+		bm[w] = (1ull << (n % 64)) - 1;
+	p->slabs[f].nfree = n;
+	p->slabs[f].hint = 0;
+	p->slabs[f].list = SL_NONE;
+}
+
+static uint32_t do_take_from_slab(struct shm_pool *p, const struct shm_cache *c,
+				  uint32_t s, uint64_t *out, uint32_t n)
+{
+	struct shm_slab *sl = &p->slabs[s];
+	uint64_t *bm = pool_bitmap(p, s);
+	uint64_t base = pool_frame_off(p, s);
+	uint32_t words = (c->objs_per_slab + 63) / 64, got = 0, w;
+
+	for (w = sl->hint; w < words && got < n; w++) {
+		uint64_t bits = bm[w];
+		while (bits != 0 && got < n) {
+			uint32_t b = (uint32_t)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			out[got++] = base + (uint64_t)(w * 64 + b) * c->obj_size;
+		}
+		bm[w] = bits;
+		if (bits != 0)
+			break;
+	}
+	sl->hint = w < words ? w : 0;
+	sl->nfree -= got;
+	return got;
+}
+
+static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
+				   uint32_t node, uint64_t *out, uint32_t n)
+{
+	struct shm_cache *c = &p->caches[cache];
+	struct shm_cache_node *cn = pool_cnode(p, cache, node);
+	uint32_t got = 0;
+
+	while (got < n) {
+		uint32_t s = cn->lists[SL_PARTIAL].first;
+		if (s == SLAB_NONE)
+			s = cn->lists[SL_EMPTY].first;
+		if (s == SLAB_NONE) {
+			s = frame_alloc(p, cache, node);
+			if (s == SLAB_NONE)
+				break;
+			slab_init(p, c, s);
+			cn->total_objects += c->objs_per_slab;
+			cn->free_objects += c->objs_per_slab;
+			at_counter_add(&cn->stat[ST_ALLOC_SLAB], 1);
+		} else {
+			list_del(p, cn, s);
+		}
+		uint32_t k = do_take_from_slab(p, c, s, out + got, n - got);
+		got += k;
+		cn->free_objects -= k;
+		list_add(p, cn, s, list_for(c, &p->slabs[s]));
+	}
+	return got;
+}
+
+uint32_t slab_alloc_objs(struct shm_pool *p, uint32_t cache, uint32_t node,
+			 uint64_t *out, uint32_t n, int trylock)
+{
+	struct shm_cache_node *cn = pool_cnode(p, cache, node);
+	uint32_t got;
+
+	if (trylock) {
+		if (pthread_mutex_trylock(&cn->lock) != 0)
+			return 0;
+	} else {
+		pthread_mutex_lock(&cn->lock);
+	}
+	got = do_slab_alloc_objs(p, cache, node, out, n);
+	pthread_mutex_unlock(&cn->lock);
+	return got;
+}
+
+int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off)
+{
+	const struct shm_cache *c = &p->caches[cache];
+	uint32_t f;
+	uint64_t rel;
+
+	if (off - p->data_off >= p->data_len)
+		return -EFAULT;
+	f = pool_frame_of(p, off);
+	if (at_load_acquire(&p->frame_owner[f]) != cache)
+		return -EINVAL;
+	rel = off - pool_frame_off(p, f);
+	if (rel >= c->slab_bytes || rel % c->obj_size != 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* Return one validated object to its slab; -EALREADY if it was free. */
+static int do_slab_free_one(struct shm_pool *p, struct shm_cache_node *cn,
+			    const struct shm_cache *c, uint64_t off,
+			    uint32_t *release)
+{
+	uint32_t f = pool_frame_of(p, off);
+	struct shm_slab *sl = &p->slabs[f];
+	uint32_t idx = (uint32_t)((off - pool_frame_off(p, f)) / c->obj_size);
+	uint64_t *w = &pool_bitmap(p, f)[idx / 64];
+	uint64_t bit = 1ull << (idx % 64);
+
+	if (*w & bit)
+		return -EALREADY;
+	*w |= bit;
+	if (idx / 64 < sl->hint)
+		sl->hint = idx / 64;
+	list_del(p, cn, f);
+	sl->nfree++;
+	cn->free_objects++;
+	if (sl->nfree == c->objs_per_slab &&
+	    cn->lists[SL_PARTIAL].count + cn->lists[SL_EMPTY].count >=
+	    at_load_relaxed(&c->min_partial)) {
+		*release = f;     /* caller releases it after dropping the lock */
+		cn->total_objects -= c->objs_per_slab;
+		cn->free_objects -= c->objs_per_slab;
+		at_counter_add(&cn->stat[ST_FREE_SLAB], 1);
+		sl->list = SL_NONE;
+		return 0;
+	}
+	list_add(p, cn, f, list_for(c, sl));
+	return 0;
+}
+
+uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
+			const uint64_t *objs, uint32_t n)
+{
+	const struct shm_cache *c = &p->caches[cache];
+	struct shm_cache_node *cn = NULL;
+	uint32_t bad = 0, locked = SLAB_NONE;
+	uint32_t rel[16], nrel = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off = objs[i];
+		uint32_t node, release = SLAB_NONE;
+
+		if (slab_validate(p, cache, off) != 0) {
+			bad++;
+			continue;
+		}
+		node = pool_node_of_frame(p, pool_frame_of(p, off));
+		if (node != locked) {
+			if (cn != NULL)
+				pthread_mutex_unlock(&cn->lock);
+			cn = pool_cnode(p, cache, node);
+			pthread_mutex_lock(&cn->lock);
+			locked = node;
+		}
+		if (do_slab_free_one(p, cn, c, off, &release) != 0) {
+			bad++;
+			continue;
+		}
+		if (release != SLAB_NONE) {
+			if (nrel == 16) {
+				pthread_mutex_unlock(&cn->lock);
+				for (uint32_t k = 0; k < nrel; k++)
+					frame_release(p, rel[k]);
+				nrel = 0;
+				pthread_mutex_lock(&cn->lock);
+			}
+			rel[nrel++] = release;
+		}
+	}
+	if (cn != NULL) {
+		if (bad)
+			at_counter_add(&cn->stat[ST_FLUSH_INVALID], bad);
+		pthread_mutex_unlock(&cn->lock);
+	} else if (bad) {
+		cn = pool_cnode(p, cache, 0);
+		pthread_mutex_lock(&cn->lock);
+		at_counter_add(&cn->stat[ST_FLUSH_INVALID], bad);
+		pthread_mutex_unlock(&cn->lock);
+	}
+	for (uint32_t k = 0; k < nrel; k++)
+		frame_release(p, rel[k]);
+	return bad;
+}
+
+uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
+		     uint32_t keep)
+{
+	const struct shm_cache *c = &p->caches[cache];
+	struct shm_cache_node *cn = pool_cnode(p, cache, node);
+	uint32_t released = 0;
+
+	for (;;) {
+		uint32_t s;
+
+		pthread_mutex_lock(&cn->lock);
+		s = cn->lists[SL_EMPTY].first;
+		if (s == SLAB_NONE ||
+		    cn->lists[SL_PARTIAL].count + cn->lists[SL_EMPTY].count <= keep) {
+			pthread_mutex_unlock(&cn->lock);
+			break;
+		}
+		list_del(p, cn, s);
+		cn->total_objects -= c->objs_per_slab;
+		cn->free_objects -= c->objs_per_slab;
+		at_counter_add(&cn->stat[ST_FREE_SLAB], 1);
+		pthread_mutex_unlock(&cn->lock);
+		frame_release(p, s);
+		released++;
+	}
+	return released;
+}

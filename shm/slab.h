@@ -1,0 +1,52 @@
+/*
+ * slab.h - the slab layer: per cache and node, slabs carved from that node's
+ * frames, kept on partial/full/empty lists, objects tracked by a free bitmap
+ * outside object memory (a client scribbling on a freed object cannot
+ * corrupt it).
+ *
+ * Who may call: the engine only (sheafd, or the in-process engine of a local
+ * pool).  Lock order: cache-node lock, then node-allocator lock.  Functions
+ * named do_* assume the cache-node lock is held; the others take it.
+ */
+#ifndef SHEAF_SHM_SLAB_H
+#define SHEAF_SHM_SLAB_H
+
+#include <stdint.h>
+#include "pool.h"
+
+/* Object geometry of a cache: size rounded to @align; 0 or -EINVAL. */
+int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
+		  uint32_t *objs_per_slab);
+
+/* Kernel-style default min_partial for an object size (5..10). */
+uint32_t slab_default_min_partial(uint32_t obj_size);
+
+/*
+ * Take up to @n free objects of @cache on @node into @out (offsets).  Uses
+ * partial slabs, then empty ones, then new frames while the pool is under
+ * its memory cap.  With @trylock, gives up (returns 0) when the lock is busy:
+ * the rule for refilling from a remote node.  Returns the number taken.
+ */
+uint32_t slab_alloc_objs(struct shm_pool *p, uint32_t cache, uint32_t node,
+			 uint64_t *out, uint32_t n, int trylock);
+
+/*
+ * Give back @n objects of @cache (any nodes).  Each is validated first (in
+ * the data region, in a slab of @cache, on an object boundary, not already
+ * free); a bad one is counted in ST_FLUSH_INVALID and skipped, never
+ * followed.  Empty slabs beyond min_partial go back to the kernel.  Returns
+ * the number of objects refused.
+ */
+uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
+			const uint64_t *objs, uint32_t n);
+
+/* Release every empty slab of @cache on @node beyond @keep slabs on the
+ * partial+empty lists (hole punched).  Returns slabs released. */
+uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
+		     uint32_t keep);
+
+/* Validate one object offset for @cache: 0, or -EFAULT (not in the data
+ * region), -EINVAL (not an object of @cache). */
+int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off);
+
+#endif

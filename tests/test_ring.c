@@ -1,0 +1,1361 @@
+/*
+ * test_ring.c - functional and stress tests of the sheaf ring (shm/ring.c).
+ *
+ * Covers: empty/FIFO/full semantics and the owner-table transitions; wrap
+ * over many laps and across the 32-bit position counters (checked against a
+ * model queue); stale and scribbled slots (ring_get skips them,
+ * ring_clear_stale clears them); crash repair of a put or get that stops at
+ * each stop point (the "death" is simulated in-process by leaving the ring
+ * call from ring_stop_hook with longjmp, so the shared state is exactly what
+ * a killed client leaves); repair racing a live peer; and an MPMC stress
+ * (2 producers + 2 consumers, and 4 threads doing get/put) with a
+ * per-sheaf holder check while running and an exact census at the end.
+ *
+ * A few tests reach a ring operation that may spin forever on a broken ring;
+ * those run in a forked child with a deadline so the test fails, not hangs.
+ * SHEAF_SAN (non-empty) shrinks the stress for sanitizer builds.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/ring.h"
+
+/* Owner ids used by the tests (any value that is not a ring owner). */
+enum { OW_A = 1, OW_B = 2, OW_C = 3, OW_DEAD = 4, OW_Q = 5, OW_P = 6,
+       OW_LIVE = 7, OW_RECLAIM = 8, OW_SETUP = 9, OW_PROBE = 10 };
+
+static int san_mode(void)
+{
+	const char *s = getenv("SHEAF_SAN");
+	return s != NULL && s[0] != '\0';
+}
+
+/* ---- ring and owner-table helpers ------------------------------------ */
+
+static struct shm_ring *ring_new(uint32_t id, uint32_t slots, uint32_t nsheaves)
+{
+	size_t bytes = (ring_bytes(slots) + SHEAF_CACHELINE - 1) &
+		       ~(size_t)(SHEAF_CACHELINE - 1);
+	struct shm_ring *r = aligned_alloc(SHEAF_CACHELINE, bytes);
+
+	ck_assert_ptr_nonnull(r);
+	memset(r, 0, bytes);
+	ring_init(r, id, slots, nsheaves);
+	return r;
+}
+
+static _Atomic uint32_t *owners_new(uint32_t n, uint32_t owner)
+{
+	_Atomic uint32_t *o = calloc(n, sizeof(*o));
+
+	ck_assert_ptr_nonnull(o);
+	for (uint32_t s = 0; s < n; s++)
+		atomic_init(&o[s], owner);
+	return o;
+}
+
+static uint32_t own(_Atomic uint32_t *owners, uint32_t s)
+{
+	return atomic_load(&owners[s]);
+}
+
+/*
+ * White-box view of a slot (encoding documented in ring.h): high 32 bits the
+ * sequence, low 32 bits the id; a slot is full iff seq == 1 (mod size).
+ */
+static int slot_full(struct shm_ring *r, uint32_t i, uint32_t *id)
+{
+	uint64_t v = atomic_load(&r->slots[i]);
+
+	if (id != NULL)
+		*id = (uint32_t)v;
+	return ((uint32_t)(v >> 32) & r->mask) == 1;
+}
+
+static uint32_t full_slots(struct shm_ring *r)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < r->size; i++)
+		n += slot_full(r, i, NULL);
+	return n;
+}
+
+/* Full slots whose sheaf is @s. */
+static uint32_t slots_holding(struct shm_ring *r, uint32_t s)
+{
+	uint32_t n = 0, id;
+
+	for (uint32_t i = 0; i < r->size; i++)
+		if (slot_full(r, i, &id) && id == s)
+			n++;
+	return n;
+}
+
+/* Full slots whose sheaf is logically in this ring (owner == RING(id)). */
+static uint32_t live_slots(struct shm_ring *r, _Atomic uint32_t *owners)
+{
+	uint32_t n = 0, id;
+
+	for (uint32_t i = 0; i < r->size; i++)
+		if (slot_full(r, i, &id) && id < r->nsheaves &&
+		    own(owners, id) == OWNER_RING(r->id))
+			n++;
+	return n;
+}
+
+/* Sheaves whose owner says "in ring r". */
+static uint32_t sheaves_in(struct shm_ring *r, _Atomic uint32_t *owners)
+{
+	uint32_t n = 0;
+
+	for (uint32_t s = 0; s < r->nsheaves; s++)
+		n += own(owners, s) == OWNER_RING(r->id);
+	return n;
+}
+
+/* Whether ring_put on @r would loop forever right now: tail sits on a slot
+ * that is already past "full for tail" (consumed), which no put advances. */
+static int put_would_spin(struct shm_ring *r)
+{
+	uint32_t t = atomic_load(&r->tail);
+	uint32_t base = t - (t & r->mask);
+	uint32_t seq = (uint32_t)(atomic_load(&r->slots[t & r->mask]) >> 32);
+
+	return (int32_t)(seq - base) > 1;
+}
+
+static void intent_zero(struct ring_intent *in)
+{
+	memset(in, 0, sizeof(*in));
+}
+
+static void msleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Run fn(arg) in a forked child: 0 if it returned 0, 1 if it returned
+ * non-zero (or crashed), 2 if it did not finish within @ms (then killed).
+ * Used for ring calls that a broken ring could turn into endless loops.
+ */
+static int run_guarded(int (*fn)(void *), void *arg, unsigned ms)
+{
+	pid_t pid;
+	int st;
+
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(fn(arg) != 0);
+	for (unsigned waited = 0; ; waited++) {
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid)
+			return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+		if (waited >= ms) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return 2;
+		}
+		msleep(1);
+	}
+}
+
+/* ---- simulated death at a stop point --------------------------------- */
+
+static jmp_buf die_jmp;
+static int die_step;
+static unsigned die_left;
+
+static void die_hook(int step)
+{
+	if (step == die_step && --die_left == 0)
+		longjmp(die_jmp, 1);
+}
+
+/* ring_put that "dies" the @nth time it reaches @step.  Returns 1 if it
+ * died there, 0 if the put completed (its result in *rc). */
+static int put_dying(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t s,
+		     uint32_t me, struct ring_intent *in, int step, unsigned nth,
+		     int *rc)
+{
+	die_step = step;
+	die_left = nth;
+	ring_stop_hook = die_hook;
+	if (setjmp(die_jmp) != 0) {
+		ring_stop_hook = NULL;
+		return 1;
+	}
+	*rc = ring_put(r, owners, s, me, in);
+	ring_stop_hook = NULL;
+	return 0;
+}
+
+static int get_dying(struct shm_ring *r, _Atomic uint32_t *owners,
+		     uint32_t me, struct ring_intent *in, int step,
+		     unsigned nth, uint32_t *got)
+{
+	die_step = step;
+	die_left = nth;
+	ring_stop_hook = die_hook;
+	if (setjmp(die_jmp) != 0) {
+		ring_stop_hook = NULL;
+		return 1;
+	}
+	*got = ring_get(r, owners, me, in);
+	ring_stop_hook = NULL;
+	return 0;
+}
+
+static int step_is_put(int step)
+{
+	return step >= RS_PUT_INTENT && step <= RS_PUT_DONE;
+}
+
+static const char *step_name(int step)
+{
+	static const char *const names[RS_NR] = {
+		"?", "PUT_INTENT", "PUT_OWNER", "PUT_SLOT", "PUT_TAIL",
+		"PUT_DONE", "GET_INTENT", "GET_SLOT", "GET_CLAIM", "GET_CLEAR",
+		"GET_HEAD", "GET_DONE",
+	};
+	return step > 0 && step < RS_NR ? names[step] : "?";
+}
+
+/* ---- semantics -------------------------------------------------------- */
+
+START_TEST(test_empty_after_init)
+{
+	static const uint32_t sizes[] = { 2, 4, 64, 1024 };
+
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		struct shm_ring *r = ring_new(7, sizes[k], 16);
+		_Atomic uint32_t *owners = owners_new(16, OW_A);
+		struct ring_intent in;
+
+		intent_zero(&in);
+		ck_assert_uint_eq(r->size, sizes[k]);
+		ck_assert_uint_eq(r->mask, sizes[k] - 1);
+		ck_assert_uint_eq(r->id, 7);
+		ck_assert_uint_eq(ring_count(r), 0);
+		ck_assert_uint_eq(full_slots(r), 0);
+		for (int i = 0; i < 3; i++)
+			ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+		ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
+		ck_assert_uint_eq(ring_count(r), 0);
+		for (uint32_t s = 0; s < 16; s++) {
+			ck_assert_uint_eq(own(owners, s), OW_A);
+			ck_assert(!ring_holds(r, s));
+		}
+		ck_assert_uint_eq(ring_clear_stale(r, owners), 0);
+		ck_assert_uint_eq(ring_count(r), 0);
+		/* Usable after all that: one round trip. */
+		ck_assert_int_eq(ring_put(r, owners, 3, OW_A, &in), 0);
+		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 3);
+		ck_assert_uint_eq(own(owners, 3), OW_B);
+		free(r);
+		free(owners);
+	}
+}
+END_TEST
+
+START_TEST(test_fifo_and_owner_transitions)
+{
+	static const uint32_t order[] = { 5, 2, 7, 0, 3, 6, 1, 4 };
+	struct shm_ring *r = ring_new(3, 8, 8);
+	_Atomic uint32_t *owners = owners_new(8, OW_A);
+	struct ring_intent ina, inb;
+
+	intent_zero(&ina);
+	intent_zero(&inb);
+	for (uint32_t k = 0; k < 8; k++) {
+		uint32_t s = order[k];
+
+		ck_assert(!ring_holds(r, s));
+		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &ina), 0);
+		ck_assert_uint_eq(own(owners, s), OWNER_RING(3));
+		ck_assert(ring_holds(r, s));
+		ck_assert_uint_eq(ring_count(r), k + 1);
+		ck_assert_uint_eq(atomic_load(&ina.op), RING_OP_NONE);
+	}
+	for (uint32_t k = 0; k < 8; k++) {
+		uint32_t s = ring_get(r, owners, OW_B, &inb);
+
+		ck_assert_uint_eq(s, order[k]);
+		ck_assert_uint_eq(own(owners, s), OW_B);
+		ck_assert(!ring_holds(r, s));
+		ck_assert_uint_eq(ring_count(r), 7 - k);
+		ck_assert_uint_eq(atomic_load(&inb.op), RING_OP_NONE);
+	}
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &inb), SHEAF_ID_NONE);
+	ck_assert_uint_eq(full_slots(r), 0);
+	free(r);
+	free(owners);
+}
+END_TEST
+
+START_TEST(test_full_ring)
+{
+	struct shm_ring *r = ring_new(1, 4, 6);
+	_Atomic uint32_t *owners = owners_new(6, OW_A);
+	struct ring_intent in;
+
+	intent_zero(&in);
+	for (uint32_t s = 0; s < 4; s++)
+		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &in), 0);
+	ck_assert_uint_eq(ring_count(r), 4);
+	for (int k = 0; k < 3; k++) {
+		ck_assert_int_eq(ring_put(r, owners, 4, OW_A, &in), -ENOBUFS);
+		ck_assert_uint_eq(own(owners, 4), OW_A);    /* still the caller's */
+		ck_assert(!ring_holds(r, 4));
+		ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
+		ck_assert_uint_eq(ring_count(r), 4);
+	}
+	ck_assert_uint_eq(full_slots(r), 4);
+	/* One out, then the refused sheaf fits. */
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 0);
+	ck_assert_int_eq(ring_put(r, owners, 4, OW_A, &in), 0);
+	ck_assert_int_eq(ring_put(r, owners, 5, OW_A, &in), -ENOBUFS);
+	ck_assert_uint_eq(own(owners, 5), OW_A);
+	for (uint32_t s = 1; s <= 4; s++)
+		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), s);
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	free(r);
+	free(owners);
+}
+END_TEST
+
+static uint64_t xorshift(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/*
+ * Drive @r (size slots, size + 3 sheaves, all held at first) with @ops random
+ * puts and gets against a model FIFO; every result, owner and ring_count is
+ * checked.  Each get is made by a rotating owner id, and the next put of that
+ * sheaf by that same owner.
+ */
+static void model_run(struct shm_ring *r, uint32_t ops, uint64_t seed)
+{
+	const uint32_t size = r->size, n = r->nsheaves;
+	_Atomic uint32_t *owners = owners_new(n, OW_A);
+	uint32_t *holder = calloc(n, sizeof(*holder));
+	uint32_t *q = calloc(size, sizeof(*q));
+	uint32_t qh = 0, qn = 0, next = 0, puts = 0, gets = 0;
+	struct ring_intent in;
+
+	ck_assert(holder != NULL && q != NULL);
+	intent_zero(&in);
+	for (uint32_t s = 0; s < n; s++)
+		holder[s] = OW_A;
+	for (uint32_t k = 0; k < ops; k++) {
+		uint64_t x = xorshift(&seed);
+		int want_put = qn == 0 || (qn < size && (x % 3) != 0) ||
+			       (qn == size && (x % 7) == 0);
+
+		if (want_put) {
+			uint32_t s;
+
+			/* Next sheaf not in the ring (some are, some are held). */
+			do
+				s = next++ % n;
+			while (holder[s] == 0);
+			int rc = ring_put(r, owners, s, holder[s], &in);
+			if (qn == size) {
+				ck_assert_msg(rc == -ENOBUFS, "op %u: put into full ring -> %d", k, rc);
+				ck_assert_uint_eq(own(owners, s), holder[s]);
+			} else {
+				ck_assert_msg(rc == 0, "op %u: put -> %d (count %u)", k, rc, qn);
+				ck_assert_uint_eq(own(owners, s), OWNER_RING(r->id));
+				q[(qh + qn++) % size] = s;
+				holder[s] = 0;
+				puts++;
+			}
+		} else {
+			uint32_t me = 100 + (uint32_t)(x >> 40) % 5;
+			uint32_t s = ring_get(r, owners, me, &in);
+
+			ck_assert_msg(s == q[qh], "op %u: get -> %u, model %u", k, s, q[qh]);
+			ck_assert_uint_eq(own(owners, s), me);
+			holder[s] = me;
+			qh = (qh + 1) % size;
+			qn--;
+			gets++;
+		}
+		ck_assert_msg(ring_count(r) == qn, "op %u: ring_count %u, model %u",
+			      k, ring_count(r), qn);
+		ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
+	}
+	ck_assert_uint_eq(full_slots(r), qn);
+	/* Drain: exactly the model's content, in order. */
+	while (qn > 0) {
+		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), q[qh]);
+		qh = (qh + 1) % size;
+		qn--;
+	}
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_count(r), 0);
+	ck_assert_uint_ge(puts, ops / 3);
+	ck_assert_uint_ge(gets, ops / 3);
+	free(owners);
+	free(holder);
+	free(q);
+}
+
+START_TEST(test_wrap_many_laps)
+{
+	struct shm_ring *r = ring_new(2, 4, 7);
+	_Atomic uint32_t *owners = owners_new(7, OW_A);
+	struct ring_intent in;
+
+	/* Strict put/get cycles: 100000 laps of one item... */
+	intent_zero(&in);
+	for (uint32_t k = 0; k < 100000; k++) {
+		uint32_t s = k % 7;
+
+		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &in), 0);
+		ck_assert_uint_eq(ring_count(r), 1);
+		ck_assert_uint_eq(ring_get(r, owners, OW_A, &in), s);
+		ck_assert_uint_eq(ring_count(r), 0);
+	}
+	ck_assert_uint_eq(atomic_load(&r->tail), 100000);
+	ck_assert_uint_eq(atomic_load(&r->head), 100000);
+	free(r);
+	free(owners);
+	/* ...then random fill levels, including full, against a model. */
+	r = ring_new(2, 4, 7);
+	model_run(r, 200000, 0x9e3779b97f4a7c15ull);
+	free(r);
+	r = ring_new(5, 2, 5);
+	model_run(r, 50000, 12345);
+	free(r);
+}
+END_TEST
+
+START_TEST(test_wrap_u32_positions)
+{
+	/* Positions near 2^32: head/tail and sequences wrap during the run. */
+	const uint32_t p0 = 0xfffffff0u;
+	static const uint32_t sizes[] = { 2, 4, 16 };
+
+	for (unsigned k = 0; k < 3; k++) {
+		struct shm_ring *r = ring_new(4, sizes[k], sizes[k] + 3);
+
+		atomic_store(&r->tail, p0);
+		atomic_store(&r->head, p0);
+		for (uint32_t i = 0; i < sizes[k]; i++)  /* "free for p0 + i" */
+			atomic_store(&r->slots[i], (uint64_t)p0 << 32);
+		model_run(r, 5000, 77 + k);
+		ck_assert_uint_lt(atomic_load(&r->tail), p0);   /* did wrap */
+		free(r);
+	}
+}
+END_TEST
+
+/* ---- stale and scribbled slots ------------------------------------------ */
+
+START_TEST(test_stale_slot_skipped)
+{
+	struct shm_ring *r = ring_new(0, 8, 4);
+	_Atomic uint32_t *owners = owners_new(4, OW_A);
+	struct ring_intent in;
+	uint32_t exp = OWNER_RING(0);
+
+	intent_zero(&in);
+	for (uint32_t s = 0; s < 3; s++)
+		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &in), 0);
+	/* A consumer claimed sheaf 0 (the owner CAS) and died before clearing
+	 * its slot. */
+	ck_assert(atomic_compare_exchange_strong(&owners[0], &exp, OW_DEAD));
+	ck_assert(ring_holds(r, 0));
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 1);
+	ck_assert_uint_eq(own(owners, 0), OW_DEAD);     /* not taken from it */
+	ck_assert_uint_eq(own(owners, 1), OW_B);
+	ck_assert(!ring_holds(r, 0));                   /* skipped and cleared */
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 2);
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	ck_assert_uint_eq(own(owners, 0), OW_DEAD);
+	ck_assert_uint_eq(ring_count(r), 0);
+	ck_assert_uint_eq(full_slots(r), 0);
+	free(r);
+	free(owners);
+}
+END_TEST
+
+START_TEST(test_clear_stale)
+{
+	struct shm_ring *r = ring_new(6, 4, 6);
+	_Atomic uint32_t *owners = owners_new(6, OW_A);
+	struct ring_intent in;
+	uint32_t exp;
+
+	intent_zero(&in);
+	for (uint32_t s = 0; s < 4; s++)
+		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &in), 0);
+	/* Dead consumers claimed 0 (at head) and 2 (in the middle). */
+	exp = OWNER_RING(6);
+	ck_assert(atomic_compare_exchange_strong(&owners[0], &exp, OW_DEAD));
+	exp = OWNER_RING(6);
+	ck_assert(atomic_compare_exchange_strong(&owners[2], &exp, OW_DEAD));
+	/* Stale slots still occupy the ring. */
+	ck_assert_int_eq(ring_put(r, owners, 4, OW_A, &in), -ENOBUFS);
+	ck_assert_uint_eq(own(owners, 4), OW_A);
+	ck_assert(ring_holds(r, 0) && ring_holds(r, 2));
+
+	ck_assert_uint_eq(ring_clear_stale(r, owners), 2);
+	ck_assert(!ring_holds(r, 0));
+	ck_assert(!ring_holds(r, 2));
+	ck_assert(ring_holds(r, 1) && ring_holds(r, 3));
+	ck_assert_uint_eq(full_slots(r), 2);
+	ck_assert_uint_eq(atomic_load(&r->head), 1);   /* advanced over slot 0 */
+	ck_assert_uint_eq(ring_count(r), 3);           /* 2 is behind 1: approximate */
+	ck_assert_uint_eq(ring_clear_stale(r, owners), 0);
+	ck_assert_uint_eq(own(owners, 0), OW_DEAD);
+	ck_assert_uint_eq(own(owners, 2), OW_DEAD);
+
+	ck_assert_int_eq(ring_put(r, owners, 4, OW_A, &in), 0);
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 1);
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 3);
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 4);
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_count(r), 0);
+	ck_assert_uint_eq(own(owners, 0), OW_DEAD);
+	ck_assert_uint_eq(own(owners, 2), OW_DEAD);
+	free(r);
+	free(owners);
+}
+END_TEST
+
+START_TEST(test_scribbled_slot)
+{
+	/* A client scribbled a full slot with an id beyond the owner table. */
+	for (int clear_first = 0; clear_first < 2; clear_first++) {
+		struct shm_ring *r = ring_new(0, 4, 4);
+		_Atomic uint32_t *owners = owners_new(4, OW_A);
+		struct ring_intent in;
+
+		intent_zero(&in);
+		ck_assert_int_eq(ring_put(r, owners, 0, OW_A, &in), 0);
+		atomic_store(&r->slots[1], (uint64_t)1 << 32 | 77u);
+		atomic_store(&r->tail, 2);
+		ck_assert_int_eq(ring_put(r, owners, 1, OW_A, &in), 0);
+		ck_assert(ring_holds(r, 77));
+		if (clear_first)
+			ck_assert_uint_eq(ring_clear_stale(r, owners), 1);
+		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 0);
+		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 1);
+		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+		ck_assert(!ring_holds(r, 77));
+		ck_assert_uint_eq(full_slots(r), 0);
+		for (uint32_t s = 0; s < 2; s++)
+			ck_assert_uint_eq(own(owners, s), OW_B);
+		ck_assert_uint_eq(own(owners, 2), OW_A);
+		free(r);
+		free(owners);
+	}
+}
+END_TEST
+
+/* ---- repair ------------------------------------------------------------- */
+
+static struct shm_ring *one_ring_of(void *ctx, uint32_t id)
+{
+	struct shm_ring **rings = ctx;
+
+	return id < 2 ? rings[id] : NULL;
+}
+
+
+START_TEST(test_repair_put_slot_never_written)
+{
+	struct shm_ring *r = ring_new(2, 4, 4);
+	_Atomic uint32_t *owners = owners_new(4, OW_A);
+	struct ring_intent in;
+	int rc = 0;
+
+	/* Died after marking the sheaf "in ring" but before the slot CAS. */
+	intent_zero(&in);
+	ck_assert(put_dying(r, owners, 2, OW_DEAD, &in, RS_PUT_OWNER, 1, &rc));
+	ck_assert_uint_eq(own(owners, 2), OWNER_RING(2));
+	ck_assert(!ring_holds(r, 2));
+	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_PUT);
+	ck_assert_uint_eq(atomic_load(&in.sheaf), 2);
+	ck_assert_uint_eq(atomic_load(&in.ring), 2);
+
+	ck_assert_uint_eq(ring_repair_put(r, owners, &in, OW_DEAD), 2);
+	ck_assert_uint_eq(own(owners, 2), OW_DEAD);    /* back to the dead owner */
+	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
+	ck_assert_uint_eq(ring_count(r), 0);
+	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	/* Idempotent: the intent is clear now. */
+	ck_assert_uint_eq(ring_repair_put(r, owners, &in, OW_DEAD), SHEAF_ID_NONE);
+	ck_assert_uint_eq(own(owners, 2), OW_DEAD);
+
+	/* Died before even marking it: nothing to roll back, still the dead's. */
+	ck_assert(put_dying(r, owners, 3, OW_A, &in, RS_PUT_INTENT, 1, &rc));
+	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_PUT);
+	ck_assert_uint_eq(ring_repair_put(r, owners, &in, OW_A), SHEAF_ID_NONE);
+	ck_assert_uint_eq(own(owners, 3), OW_A);
+	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
+	free(r);
+	free(owners);
+}
+END_TEST
+
+START_TEST(test_repair_put_slot_written)
+{
+	static const int steps[] = { RS_PUT_SLOT, RS_PUT_TAIL };
+
+	for (unsigned k = 0; k < 2; k++) {
+		struct shm_ring *r = ring_new(1, 4, 4);
+		_Atomic uint32_t *owners = owners_new(4, OW_DEAD);
+		struct ring_intent in, inb;
+		int rc = 0;
+
+		intent_zero(&in);
+		intent_zero(&inb);
+		ck_assert(put_dying(r, owners, 1, OW_DEAD, &in, steps[k], 1, &rc));
+		ck_assert(ring_holds(r, 1));
+		ck_assert_uint_eq(atomic_load(&in.op), RING_OP_PUT);
+		ck_assert_uint_eq(ring_repair_put(r, owners, &in, OW_DEAD), SHEAF_ID_NONE);
+		ck_assert_uint_eq(own(owners, 1), OWNER_RING(1));  /* not rolled back */
+		ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
+		ck_assert(ring_holds(r, 1));
+		/* The put counts: the sheaf comes out, then the ring still works. */
+		ck_assert_uint_eq(ring_get(r, owners, OW_B, &inb), 1);
+		ck_assert_uint_eq(own(owners, 1), OW_B);
+		ck_assert_uint_eq(ring_get(r, owners, OW_B, &inb), SHEAF_ID_NONE);
+		free(r);
+		free(owners);
+	}
+}
+END_TEST
+
+/*
+ * BUG PROBE: a producer that dies (or stalls) between its slot CAS and its
+ * tail CAS leaves tail one behind a full slot.  ring.h promises ring_count
+ * is exact when quiescent; after ring_reclaim the ring holds one sheaf.
+ */
+START_TEST(test_count_exact_after_producer_death)
+{
+	struct shm_ring *rings[2] = { ring_new(0, 4, 4), NULL };
+	_Atomic uint32_t *owners = owners_new(4, OW_A);
+	struct ring_intent in;
+	uint32_t out[4];
+	int rc = 0;
+
+	intent_zero(&in);
+	atomic_store(&owners[0], OW_DEAD);
+	ck_assert(put_dying(rings[0], owners, 0, OW_DEAD, &in, RS_PUT_SLOT, 1, &rc));
+	ck_assert_uint_eq(ring_reclaim(one_ring_of, rings, owners, 4, &in, 1,
+				       OW_DEAD, OW_RECLAIM, out, 4), 0);
+	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
+	ck_assert_uint_eq(sheaves_in(rings[0], owners), 1);
+	ck_assert_uint_eq(live_slots(rings[0], owners), 1);
+	ck_assert_msg(ring_count(rings[0]) == 1,
+		      "ring_count %u with 1 sheaf in the quiescent ring after a producer "
+		      "died between its slot CAS and tail CAS and was reclaimed (tail "
+		      "%u, head %u): nothing in repair helps tail",
+		      ring_count(rings[0]), atomic_load(&rings[0]->tail),
+		      atomic_load(&rings[0]->head));
+	free(rings[0]);
+	free(owners);
+}
+END_TEST
+
+struct spin_probe {
+	int stall_not_death;
+	int got, put_rc;
+};
+
+static struct spin_probe *spin_ctx;
+static struct shm_ring *spin_r;
+static _Atomic uint32_t *spin_owners;
+
+static void stall_hook(int step)
+{
+	struct ring_intent inb;
+
+	if (step != RS_PUT_SLOT)
+		return;
+	ring_stop_hook = NULL;
+	/* The producer of position 0 is stalled here; peers carry on. */
+	intent_zero(&inb);
+	spin_ctx->got = (int)ring_get(spin_r, spin_owners, OW_B, &inb);
+	spin_ctx->put_rc = ring_put(spin_r, spin_owners, 1, OW_A, &inb);
+}
+
+static int spin_probe_run(void *arg)
+{
+	struct spin_probe *p = arg;
+	struct ring_intent in, inb;
+	int rc = 0;
+
+	spin_r = ring_new(0, 4, 4);
+	spin_owners = owners_new(4, OW_A);
+	spin_ctx = p;
+	intent_zero(&in);
+	intent_zero(&inb);
+	if (p->stall_not_death) {
+		ring_stop_hook = stall_hook;
+		(void)ring_put(spin_r, spin_owners, 0, OW_A, &in);
+		return 0;
+	}
+	if (!put_dying(spin_r, spin_owners, 0, OW_DEAD, &in, RS_PUT_SLOT, 1, &rc))
+		return 1;
+	(void)ring_repair_put(spin_r, spin_owners, &in, OW_DEAD);
+	ring_clear_stale(spin_r, spin_owners);
+	if (ring_get(spin_r, spin_owners, OW_B, &inb) != 0)
+		return 1;
+	return ring_put(spin_r, spin_owners, 1, OW_A, &inb) != 0;
+}
+
+/*
+ * BUG PROBE: ring_get consumes a slot without looking at tail, so after the
+ * producer of position p stops between its slot CAS and its tail CAS and a
+ * consumer takes that item, tail == p sits on a consumed slot; ring_put sees
+ * d == size ("stale tail, reload") forever.  With a dead producer the ring
+ * is wedged for good (no repair helps tail); with a stalled one, put waits
+ * on it, which ring.h says never happens.
+ */
+START_TEST(test_put_after_producer_stops_before_tail)
+{
+	struct spin_probe death = { 0, -1, -1 }, stall = { 1, -1, -1 };
+	int r1 = run_guarded(spin_probe_run, &death, 2000);
+	int r2 = run_guarded(spin_probe_run, &stall, 2000);
+
+	ck_assert_msg(r1 == 0 && r2 == 0,
+		      "ring_put after a producer %s between slot CAS and tail CAS "
+		      "and a consumer took its item: %s (dead producer), %s (stalled "
+		      "producer)", "stopped",
+		      r1 == 2 ? "spins forever" : r1 ? "failed" : "ok",
+		      r2 == 2 ? "spins forever" : r2 ? "failed" : "ok");
+}
+END_TEST
+
+struct usable_probe {
+	struct shm_ring **rings;
+	_Atomic uint32_t *owners;
+	uint32_t nsheaves;
+};
+
+/* Drain every ring, then put everything back: all must round-trip. */
+static int usable_run(void *arg)
+{
+	struct usable_probe *u = arg;
+	struct ring_intent in;
+	uint32_t got[64], ring_of_got[64], n = 0;
+
+	intent_zero(&in);
+	for (uint32_t k = 0; k < 2; k++) {
+		uint32_t s;
+
+		while ((s = ring_get(u->rings[k], u->owners, OW_PROBE, &in)) != SHEAF_ID_NONE) {
+			if (n == 64 || own(u->owners, s) != OW_PROBE)
+				return 1;
+			ring_of_got[n] = k;
+			got[n++] = s;
+		}
+	}
+	for (uint32_t k = 0; k < 2; k++)
+		if (ring_count(u->rings[k]) != 0 || full_slots(u->rings[k]) != 0)
+			return 1;
+	for (uint32_t i = 0; i < n; i++)
+		if (ring_put(u->rings[ring_of_got[i]], u->owners, got[i], OW_PROBE, &in) != 0)
+			return 1;
+	return n == sheaves_in(u->rings[0], u->owners) + sheaves_in(u->rings[1], u->owners)
+	       ? 0 : 1;
+}
+
+/*
+ * A client dies at every stop point of a put (into ring 1) and of a get
+ * (from ring 0); ring_reclaim + putting the reclaimed sheaves back must
+ * leave every sheaf in exactly one slot of the ring its owner names, exact
+ * counts, and usable rings.  Failures are collected per step.
+ */
+START_TEST(test_reclaim_at_every_stop_point)
+{
+	char report[4096] = "";
+	size_t len = 0;
+	unsigned bad = 0;
+
+	for (int step = 1; step < RS_NR; step++) {
+		struct shm_ring *rings[2] = { ring_new(0, 8, 6), ring_new(1, 8, 6) };
+		_Atomic uint32_t *owners = owners_new(6, OW_SETUP);
+		struct ring_intent in, ind;
+		uint32_t out[6], n, got = 0;
+		char why[256] = "";
+		int died, rc = 0;
+
+		intent_zero(&in);
+		intent_zero(&ind);
+		for (uint32_t s = 0; s < 4; s++)
+			ck_assert_int_eq(ring_put(rings[0], owners, s, OW_SETUP, &in), 0);
+		atomic_store(&owners[4], OW_DEAD);
+		atomic_store(&owners[5], OW_LIVE);
+		if (step_is_put(step))
+			died = put_dying(rings[1], owners, 4, OW_DEAD, &ind, step, 1, &rc);
+		else
+			died = get_dying(rings[0], owners, OW_DEAD, &ind, step, 1, &got);
+		ck_assert_msg(died, "step %s not reached", step_name(step));
+
+		n = ring_reclaim(one_ring_of, rings, owners, 6, &ind, 1, OW_DEAD,
+				 OW_RECLAIM, out, 6);
+		if (atomic_load(&ind.op) != RING_OP_NONE)
+			snprintf(why, sizeof(why), "intent not cleared");
+		for (uint32_t i = 0; i < n && !why[0]; i++) {
+			if (own(owners, out[i]) != OW_RECLAIM)
+				snprintf(why, sizeof(why), "reclaimed %u not the reclaimer's", out[i]);
+			else if (put_would_spin(rings[0]))
+				snprintf(why, sizeof(why), "put-back would spin forever");
+			else if (ring_put(rings[0], owners, out[i], OW_RECLAIM, &in) != 0)
+				snprintf(why, sizeof(why), "put-back of %u refused", out[i]);
+		}
+		for (uint32_t k = 0; k < 2; k++)
+			ring_clear_stale(rings[k], owners);
+		for (uint32_t s = 0; s < 5 && !why[0]; s++) {
+			uint32_t o = own(owners, s);
+
+			if (!OWNER_IS_RING(o) || OWNER_RING_ID(o) > 1)
+				snprintf(why, sizeof(why), "sheaf %u owner %#x, in no ring", s, o);
+			else if (slots_holding(rings[OWNER_RING_ID(o)], s) != 1)
+				snprintf(why, sizeof(why), "sheaf %u in %u slots of ring %u", s,
+					 slots_holding(rings[OWNER_RING_ID(o)], s), OWNER_RING_ID(o));
+		}
+		if (!why[0] && own(owners, 5) != OW_LIVE)
+			snprintf(why, sizeof(why), "live owner's sheaf taken");
+		if (!why[0] && full_slots(rings[0]) + full_slots(rings[1]) != 5)
+			snprintf(why, sizeof(why), "%u full slots for 5 sheaves",
+				 full_slots(rings[0]) + full_slots(rings[1]));
+		if (!why[0] && ring_count(rings[0]) + ring_count(rings[1]) != 5)
+			snprintf(why, sizeof(why), "ring_count %u+%u for 5 sheaves",
+				 ring_count(rings[0]), ring_count(rings[1]));
+		if (!why[0]) {
+			struct usable_probe u = { rings, owners, 6 };
+			int g = run_guarded(usable_run, &u, 2000);
+
+			if (g != 0)
+				snprintf(why, sizeof(why), "rings unusable afterwards (%s)",
+					 g == 2 ? "a put spins forever" : "round trip failed");
+		}
+		if (why[0]) {
+			bad++;
+			len += (size_t)snprintf(report + len, sizeof(report) - len,
+						"[died at %s: %s] ", step_name(step), why);
+		}
+		free(rings[0]);
+		free(rings[1]);
+		free(owners);
+	}
+	ck_assert_msg(bad == 0, "%u of %d stop points left a broken ring: %s",
+		      bad, RS_NR - 1, report);
+}
+END_TEST
+
+/* ---- races with live peers, made deterministic through the stop hook ---- */
+
+struct nest {
+	struct shm_ring *r;
+	_Atomic uint32_t *owners;
+	struct ring_intent *dead_in;
+	int armed;
+	uint32_t q_got;
+	int q_put;
+	uint32_t repaired;
+};
+static struct nest nest;
+
+/* Consumer P has read the slot at head; before its owner CAS, consumer Q
+ * takes the same sheaf and puts it straight back. */
+static void late_claim_hook(int step)
+{
+	struct ring_intent inq;
+
+	if (step != RS_GET_SLOT || !nest.armed)
+		return;
+	nest.armed = 0;
+	ring_stop_hook = NULL;
+	intent_zero(&inq);
+	nest.q_got = ring_get(nest.r, nest.owners, OW_Q, &inq);
+	nest.q_put = nest.q_got == 0 ? ring_put(nest.r, nest.owners, 0, OW_Q, &inq) : -1;
+}
+
+/*
+ * BUG PROBE (ABA on the sheaf id): get's owner CAS RING(r) -> me is not tied
+ * to the slot it read.  If, between P's slot load and P's owner CAS, Q
+ * consumes that slot and re-puts the same sheaf (at another position), P's
+ * CAS succeeds through a slot that is already consumed.  The re-put slot
+ * then holds a phantom copy: once P puts the sheaf back, two full slots
+ * hold it, ring_count over-counts, and a 2-slot ring holding one sheaf
+ * refuses a put (-ENOBUFS).
+ */
+START_TEST(test_late_claim_leaves_phantom_slot)
+{
+	struct shm_ring *r = ring_new(0, 2, 2);
+	_Atomic uint32_t *owners = owners_new(2, OW_A);
+	struct ring_intent ina, inp;
+	uint32_t p_got, count, full, live;
+	int rc;
+
+	intent_zero(&ina);
+	intent_zero(&inp);
+	ck_assert_int_eq(ring_put(r, owners, 0, OW_A, &ina), 0);
+	nest = (struct nest){ .r = r, .owners = owners, .armed = 1,
+			      .q_got = SHEAF_ID_NONE, .q_put = -1 };
+	ring_stop_hook = late_claim_hook;
+	p_got = ring_get(r, owners, OW_P, &inp);
+	ring_stop_hook = NULL;
+	ck_assert_uint_eq(nest.q_got, 0);
+	ck_assert_int_eq(nest.q_put, 0);
+	if (p_got == 0) {
+		ck_assert_uint_eq(own(owners, 0), OW_P);
+		ck_assert_int_eq(ring_put(r, owners, 0, OW_P, &inp), 0);
+	} else {
+		ck_assert_uint_eq(p_got, SHEAF_ID_NONE);
+	}
+	/* Quiescent: sheaf 0 is in the ring, sheaf 1 is A's. */
+	ck_assert_uint_eq(own(owners, 0), OWNER_RING(0));
+	ring_clear_stale(r, owners);
+	count = ring_count(r);
+	full = full_slots(r);
+	live = live_slots(r, owners);
+	rc = ring_put(r, owners, 1, OW_A, &ina);
+	ck_assert_msg(count == 1 && full == 1 && rc == 0,
+		      "late claim (P got %u through a consumed slot): quiescent ring "
+		      "holding 1 sheaf has ring_count %u, %u full slots (%u holding "
+		      "sheaf 0, %u 'live'), and put of a 2nd sheaf into the 2-slot "
+		      "ring returns %d", p_got, count, full, slots_holding(r, 0),
+		      live, rc);
+	free(r);
+	free(owners);
+}
+END_TEST
+
+/* Live consumer C re-puts the sheaf that dead D had put; the repairer runs
+ * D's repair while C's put is between its owner store and slot CAS. */
+static void repair_midput_hook(int step)
+{
+	if (step != RS_PUT_OWNER || !nest.armed)
+		return;
+	nest.armed = 0;
+	ring_stop_hook = NULL;
+	nest.repaired = ring_repair_put(nest.r, nest.owners, nest.dead_in, OW_DEAD);
+}
+
+/*
+ * BUG PROBE: ring_repair_put assumes "owner == RING(r) and in no slot"
+ * means the dead owner's put never happened.  But D's put did complete (D
+ * died at RS_PUT_TAIL, before clearing its intent); C then took the sheaf
+ * and is re-putting it.  Repair, running while C is between its owner
+ * store and its slot CAS, takes the sheaf "back" to D; C's slot CAS then
+ * writes a slot for a sheaf the ring no longer owns, and once the reclaimer
+ * returns it, two slots hold it.
+ */
+START_TEST(test_repair_rolls_back_a_completed_put)
+{
+	struct shm_ring *rings[2];
+	_Atomic uint32_t *owners = owners_new(2, OW_A);
+	struct ring_intent ind, inc, inr;
+	uint32_t out[2], n, count, full;
+	int rc = 0, rc_c, rc_a;
+
+	rings[0] = ring_new(0, 2, 2);
+	rings[1] = NULL;
+	intent_zero(&ind);
+	intent_zero(&inc);
+	intent_zero(&inr);
+	atomic_store(&owners[0], OW_DEAD);
+	ck_assert(put_dying(rings[0], owners, 0, OW_DEAD, &ind, RS_PUT_TAIL, 1, &rc));
+	ck_assert_uint_eq(ring_get(rings[0], owners, OW_C, &inc), 0);
+
+	nest = (struct nest){ .r = rings[0], .owners = owners, .dead_in = &ind,
+			      .armed = 1, .repaired = 12345 };
+	ring_stop_hook = repair_midput_hook;
+	rc_c = ring_put(rings[0], owners, 0, OW_C, &inc);
+	ring_stop_hook = NULL;
+	ck_assert_int_eq(rc_c, 0);
+	ck_assert_uint_ne(nest.repaired, 12345);
+
+	/* The rest of D's reclaim: whatever D owns goes back via the reclaimer. */
+	n = ring_reclaim(one_ring_of, rings, owners, 2, &ind, 1, OW_DEAD,
+			 OW_RECLAIM, out, 2);
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_int_eq(ring_put(rings[0], owners, out[i], OW_RECLAIM, &inr), 0);
+	ring_clear_stale(rings[0], owners);
+	count = ring_count(rings[0]);
+	full = full_slots(rings[0]);
+	rc_a = ring_put(rings[0], owners, 1, OW_A, &inr);
+	ck_assert_msg(nest.repaired == SHEAF_ID_NONE && count == 1 && full == 1 &&
+		      rc_a == 0,
+		      "repair of dead D's completed put, run during live C's re-put "
+		      "of the same sheaf, returned %#x (rolled back: sheaf taken from "
+		      "C's put); afterwards the ring holding 1 sheaf has ring_count "
+		      "%u, %u full slots, and a put into it returns %d",
+		      nest.repaired, count, full, rc_a);
+	free(rings[0]);
+	free(owners);
+}
+END_TEST
+
+/* ---- MPMC stress ----------------------------------------------------------- */
+
+#define NTHREADS 4
+#define STRESS_SLOTS 1024
+#define STRESS_SHEAVES 512
+
+struct failbox {
+	_Atomic uint64_t n;
+	char msg[256];
+};
+
+static void fail_note(struct failbox *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void fail_note(struct failbox *f, const char *fmt, ...)
+{
+	if (atomic_fetch_add(&f->n, 1) == 0) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+		va_end(ap);
+	}
+}
+
+/* Hand-off of owned sheaves from one consumer to its producer. */
+struct handoff {
+	pthread_mutex_t lock;
+	uint32_t q[STRESS_SHEAVES];
+	uint32_t head, n;
+};
+
+struct stress {
+	struct shm_ring *r;
+	_Atomic uint32_t *owners;
+	_Atomic uint32_t *holder;      /* who the test thinks holds each sheaf */
+	uint64_t quota;                /* ring operations per thread */
+	_Atomic int stop;
+	struct failbox fail;
+	pthread_barrier_t go;
+	struct handoff hand[NTHREADS / 2];
+};
+
+enum role { ROLE_MIXED, ROLE_PRODUCER, ROLE_CONSUMER };
+
+struct worker {
+	_Alignas(SHEAF_CACHELINE) struct ring_intent in;
+	struct stress *st;
+	uint32_t me, partner;
+	enum role role;
+	int pair;
+	uint64_t gets, puts, empties;
+	pthread_t tid;
+};
+
+/* After a get: the sheaf must be ours in the owner table and held by no one
+ * else in the test's own view. */
+static int took(struct worker *w, uint32_t s)
+{
+	struct stress *st = w->st;
+	uint32_t prev;
+
+	if (s >= STRESS_SHEAVES) {
+		fail_note(&st->fail, "owner %u: ring_get returned id %u", w->me, s);
+		return 0;
+	}
+	if (own(st->owners, s) != w->me) {
+		fail_note(&st->fail, "owner %u got sheaf %u but owners[] says %#x",
+			  w->me, s, own(st->owners, s));
+		return 0;
+	}
+	prev = atomic_exchange(&st->holder[s], w->me);
+	if (prev != 0) {
+		fail_note(&st->fail, "sheaf %u handed to %u while %u still holds it",
+			  s, w->me, prev);
+		return 0;
+	}
+	return 1;
+}
+
+/* Before a put: give up our hold, then put; a full ring is a failure (the
+ * ring has room for every sheaf), retried so the census stays meaningful. */
+static void give(struct worker *w, uint32_t s)
+{
+	struct stress *st = w->st;
+	uint32_t prev = atomic_exchange(&st->holder[s], 0);
+	int rc;
+
+	if (prev != w->me)
+		fail_note(&st->fail, "owner %u returning sheaf %u held by %u",
+			  w->me, s, prev);
+	for (unsigned tries = 0; (rc = ring_put(st->r, st->owners, s, w->me, &w->in)) != 0; tries++) {
+		if (rc != -ENOBUFS || own(st->owners, s) != w->me) {
+			fail_note(&st->fail, "put of %u by %u: %d, owner %#x", s,
+				  w->me, rc, own(st->owners, s));
+			return;
+		}
+		if (tries == 0)
+			fail_note(&st->fail, "%u-slot ring refused a put with %u sheaves",
+				  STRESS_SLOTS, STRESS_SHEAVES);
+		if (tries > 1000000) {
+			atomic_store(&st->stop, 1);
+			return;
+		}
+		sched_yield();
+	}
+	w->puts++;
+}
+
+static void handoff_push(struct handoff *h, uint32_t s)
+{
+	pthread_mutex_lock(&h->lock);
+	h->q[(h->head + h->n++) % STRESS_SHEAVES] = s;
+	pthread_mutex_unlock(&h->lock);
+}
+
+static uint32_t handoff_pop(struct handoff *h)
+{
+	uint32_t s = SHEAF_ID_NONE;
+
+	pthread_mutex_lock(&h->lock);
+	if (h->n > 0) {
+		s = h->q[h->head];
+		h->head = (h->head + 1) % STRESS_SHEAVES;
+		h->n--;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return s;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct stress *st = w->st;
+	uint64_t ops = 0;
+
+	pthread_barrier_wait(&st->go);
+	while (ops < st->quota && !atomic_load_explicit(&st->stop, memory_order_relaxed)) {
+		uint32_t s;
+
+		switch (w->role) {
+		case ROLE_MIXED:
+			s = ring_get(st->r, st->owners, w->me, &w->in);
+			ops++;
+			if (s == SHEAF_ID_NONE) {
+				/* At most NTHREADS of 512 sheaves are out. */
+				fail_note(&st->fail, "get by %u: ring empty", w->me);
+				w->empties++;
+				continue;
+			}
+			w->gets++;
+			if (took(w, s)) {
+				give(w, s);
+				ops++;
+			}
+			break;
+		case ROLE_CONSUMER:
+			s = ring_get(st->r, st->owners, w->me, &w->in);
+			if (s == SHEAF_ID_NONE) {
+				w->empties++;    /* all in hand-off: fine */
+				sched_yield();
+				continue;
+			}
+			ops++;
+			w->gets++;
+			if (!took(w, s))
+				break;
+			/* Hand the sheaf over: holder then owner, both ours. */
+			if (atomic_exchange(&st->holder[s], w->partner) != w->me)
+				fail_note(&st->fail, "hand-off of %u: holder changed", s);
+			atomic_store_explicit(&st->owners[s], w->partner, memory_order_release);
+			handoff_push(&st->hand[w->pair], s);
+			break;
+		case ROLE_PRODUCER:
+			s = handoff_pop(&st->hand[w->pair]);
+			if (s == SHEAF_ID_NONE) {
+				sched_yield();
+				continue;
+			}
+			if (own(st->owners, s) != w->me)
+				fail_note(&st->fail, "producer %u was handed %u owned by %#x",
+					  w->me, s, own(st->owners, s));
+			give(w, s);
+			ops++;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void stress_run(int prodcons)
+{
+	const uint64_t total = san_mode() ? 1000000 : 10000000;
+	struct stress *st = calloc(1, sizeof(*st));
+	struct worker *w = aligned_alloc(SHEAF_CACHELINE, sizeof(*w) * NTHREADS);
+	struct ring_intent in;
+	uint64_t gets = 0, puts = 0, empties = 0;
+	uint32_t count, full;
+	struct timespec t0, t1;
+
+	ck_assert(st != NULL && w != NULL);
+	memset(w, 0, sizeof(*w) * NTHREADS);
+	st->r = ring_new(9, STRESS_SLOTS, STRESS_SHEAVES);
+	st->owners = owners_new(STRESS_SHEAVES, OW_SETUP);
+	st->holder = calloc(STRESS_SHEAVES, sizeof(*st->holder));
+	ck_assert_ptr_nonnull(st->holder);
+	st->quota = total / NTHREADS;
+	intent_zero(&in);
+	for (uint32_t s = 0; s < STRESS_SHEAVES; s++)
+		ck_assert_int_eq(ring_put(st->r, st->owners, s, OW_SETUP, &in), 0);
+	ck_assert_uint_eq(ring_count(st->r), STRESS_SHEAVES);
+	ck_assert_int_eq(pthread_barrier_init(&st->go, NULL, NTHREADS + 1), 0);
+	for (int p = 0; p < NTHREADS / 2; p++)
+		pthread_mutex_init(&st->hand[p].lock, NULL);
+
+	for (int t = 0; t < NTHREADS; t++) {
+		w[t].st = st;
+		w[t].me = 100 + (uint32_t)t;
+		w[t].pair = t / 2;
+		w[t].role = !prodcons ? ROLE_MIXED : (t & 1) ? ROLE_PRODUCER : ROLE_CONSUMER;
+		w[t].partner = (t & 1) ? w[t].me - 1 : w[t].me + 1;
+		ck_assert_int_eq(pthread_create(&w[t].tid, NULL, worker_main, &w[t]), 0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pthread_barrier_wait(&st->go);
+	for (int t = 0; t < NTHREADS; t++) {
+		pthread_join(w[t].tid, NULL);
+		gets += w[t].gets;
+		puts += w[t].puts;
+		empties += w[t].empties;
+		ck_assert_uint_eq(atomic_load(&w[t].in.op), RING_OP_NONE);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("ring stress (%s): %llu gets, %llu puts, %llu empty gets in %.2f s\n",
+	       prodcons ? "2 producers + 2 consumers" : "4 x get/put",
+	       (unsigned long long)gets, (unsigned long long)puts,
+	       (unsigned long long)empties,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+	ck_assert_msg(atomic_load(&st->fail.n) == 0, "%llu failures while running; first: %s",
+		      (unsigned long long)atomic_load(&st->fail.n), st->fail.msg);
+	ck_assert_uint_eq(gets, puts);
+	ck_assert_uint_ge(gets + puts, total - 2 * NTHREADS);
+
+	/* Census: every sheaf back in the ring, exactly once. */
+	count = ring_count(st->r);
+	full = full_slots(st->r);
+	for (uint32_t s = 0; s < STRESS_SHEAVES; s++) {
+		ck_assert_msg(own(st->owners, s) == OWNER_RING(9),
+			      "sheaf %u owner %#x after the run", s, own(st->owners, s));
+		ck_assert_uint_eq(atomic_load(&st->holder[s]), 0);
+		ck_assert_msg(slots_holding(st->r, s) == 1,
+			      "sheaf %u in %u slots after the run (%u full slots, "
+			      "ring_count %u, %u sheaves)", s, slots_holding(st->r, s),
+			      full, count, STRESS_SHEAVES);
+		ck_assert(ring_holds(st->r, s));
+	}
+	ck_assert_uint_eq(full, STRESS_SHEAVES);
+	ck_assert_uint_eq(count, STRESS_SHEAVES);
+	ck_assert_uint_eq(ring_clear_stale(st->r, st->owners), 0);
+	/* Drain it: each sheaf exactly once, then empty. */
+	for (uint32_t k = 0; k < STRESS_SHEAVES; k++) {
+		uint32_t s = ring_get(st->r, st->owners, OW_B, &in);
+
+		ck_assert_uint_lt(s, STRESS_SHEAVES);
+		ck_assert_uint_eq(atomic_exchange(&st->holder[s], OW_B), 0);
+	}
+	ck_assert_uint_eq(ring_get(st->r, st->owners, OW_B, &in), SHEAF_ID_NONE);
+
+	pthread_barrier_destroy(&st->go);
+	for (int p = 0; p < NTHREADS / 2; p++)
+		pthread_mutex_destroy(&st->hand[p].lock);
+	free(st->r);
+	free((void *)st->owners);
+	free((void *)st->holder);
+	free(st);
+	free(w);
+}
+
+START_TEST(test_mpmc_mixed)
+{
+	stress_run(0);
+}
+END_TEST
+
+START_TEST(test_mpmc_producers_consumers)
+{
+	stress_run(1);
+}
+END_TEST
+
+static Suite *ring_suite(void)
+{
+	Suite *su = suite_create("ring");
+	TCase *tc;
+
+	tc = tcase_create("semantics");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_empty_after_init);
+	tcase_add_test(tc, test_fifo_and_owner_transitions);
+	tcase_add_test(tc, test_full_ring);
+	tcase_add_test(tc, test_wrap_many_laps);
+	tcase_add_test(tc, test_wrap_u32_positions);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("stale");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_stale_slot_skipped);
+	tcase_add_test(tc, test_clear_stale);
+	tcase_add_test(tc, test_scribbled_slot);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("repair");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_repair_put_slot_never_written);
+	tcase_add_test(tc, test_repair_put_slot_written);
+	tcase_add_test(tc, test_reclaim_at_every_stop_point);
+	tcase_add_test(tc, test_count_exact_after_producer_death);
+	tcase_add_test(tc, test_put_after_producer_stops_before_tail);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("races");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_late_claim_leaves_phantom_slot);
+	tcase_add_test(tc, test_repair_rolls_back_a_completed_put);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("stress");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_mpmc_mixed);
+	tcase_add_test(tc, test_mpmc_producers_consumers);
+	suite_add_tcase(su, tc);
+	return su;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(ring_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
