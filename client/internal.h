@@ -70,7 +70,8 @@ struct tstate {
 	struct tpool tp[SHEAF_POOLS_MAX];
 };
 
-extern __thread struct tcache *tls_fast[SHEAF_HANDLES_MAX];
+extern __thread struct tcache *tls_fast[SHEAF_HANDLES_MAX]
+	__attribute__((tls_model("initial-exec")));
 extern struct shm_sheaf sheaf_dummy;
 
 /* thread.c */

@@ -11,7 +11,8 @@
 #include "shm/clients.h"
 #include "client/internal.h"
 
-__thread struct tcache *tls_fast[SHEAF_HANDLES_MAX];
+__thread struct tcache *tls_fast[SHEAF_HANDLES_MAX]
+	__attribute__((tls_model("initial-exec")));
 static __thread struct tstate *tls_state;
 
 struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */

@@ -217,7 +217,6 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 	h.simulated = pp->nodes != 0;
 	h.map_addr = (uint64_t)(uintptr_t)p->base;
 	memcpy(p->base, &h, sizeof(h));
-	at_store_relaxed(&p->hdr->mem_cap, 0);
 	pool_bind(p);
 	at_store_relaxed(&p->hdr->mem_cap,
 			 pp->mem_cap && pp->mem_cap < p->data_len ? pp->mem_cap : p->data_len);
