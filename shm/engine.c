@@ -329,7 +329,7 @@ int engine_shrink(struct engine *e, int cache, int keep_min)
 {
 	struct shm_pool *p = e->pool;
 	struct ring_intent *in;
-	int released = 0;
+	uint64_t released = 0;
 
 	pthread_mutex_lock(&e->ctl_lock);
 	in = &e->ctl_lane->intent;
@@ -338,16 +338,21 @@ int engine_shrink(struct engine *e, int cache, int keep_min)
 		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 			continue;
 		for (uint32_t n = 0; n < p->nodes; n++) {
+			_Atomic uint64_t *freed = &pool_cnode(p, c, n)->stat[ST_FREE_SLAB];
+			uint64_t before = at_load_relaxed(freed);
 			uint32_t s;
 
+			/* Slabs emptied by the flush are released on the way
+			 * (beyond min_partial); slab_shrink does the rest. */
 			while ((s = barn_get_full(p, c, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 				flush_one(p, c, n, s, OWNER_ENGINE, in);
-			released += (int)slab_shrink(p, c, n, keep_min ?
-				at_load_relaxed(&p->caches[c].min_partial) : 0);
+			slab_shrink(p, c, n, keep_min ?
+				    at_load_relaxed(&p->caches[c].min_partial) : 0);
+			released += at_load_relaxed(freed) - before;
 		}
 	}
 	pthread_mutex_unlock(&e->ctl_lock);
-	return released;
+	return (int)released;
 }
 
 int engine_reclaim_client(struct engine *e, uint32_t client)

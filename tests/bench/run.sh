@@ -238,13 +238,13 @@ print_table() {
 	for name in "${CONTENDERS[@]}"; do
 		header=$name
 		[ -n "${CAPACITY[$name]:-}" ] && header+=" (cap ${CAPACITY[$name]})"
-		printf ' %-22s' "$header"
+		printf ' %-25s' "$header"
 	done
 	printf ' %s\n' "sheaf / best peer"
 	for row in "${ROWS[@]}"; do
 		printf '%-28s' "${ROW_LABEL[$row]} [${ROW_UNIT[$row]}] x$(runs_for_row "$row")"
 		for name in "${CONTENDERS[@]}"; do
-			printf ' %-22s' "$(cell "$row,$name")"
+			printf ' %-25s' "$(cell "$row,$name")"
 		done
 		ratio=${RATIO[$row]:-}
 		if [ -n "$ratio" ]; then

@@ -1,0 +1,678 @@
+/*
+ * test_sheaf.c - the client object path on a local pool (engine threads in
+ * this process): fast-path counts, main/spare swaps, barn exchange both
+ * ways, empty barn refilled, overfull barn flushed, remote frees with 2 and
+ * 4 simulated nodes, prefill, bulk, ENOMEM at the cap, bad frees, sheaves
+ * disabled, run-time capacity, thread exit, and a multi-thread stress run
+ * ended by the pool checker.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "client/sheaf.h"
+#include "client/internal.h"
+#include "shm/stats.h"
+
+/* For hot loops: Check's ck_assert_* report progress through a pipe on every
+ * passing assertion (a syscall each), far too slow for millions. */
+#define REQUIRE(cond)                                                       \
+	do {                                                                \
+		if (!(cond))                                                \
+			ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #cond);\
+	} while (0)
+
+static int san(void)
+{
+	const char *s = getenv("SHEAF_SAN");
+	return s != NULL && s[0] != '\0';
+}
+
+static sheaf_pool_t *mkpool(unsigned nodes, size_t size, size_t cap)
+{
+	struct sheaf_pool_config cfg = { .nodes = nodes, .size = size, .mem_cap = cap,
+					  .sheaf_count = 4096 };
+	char err[256] = "";
+	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
+
+	ck_assert_msg(p != NULL, "pool: %s", err);
+	return p;
+}
+
+static sheaf_cache_t *mkcache(sheaf_pool_t *p, const char *name, size_t size,
+			      int cap, unsigned flags)
+{
+	struct sheaf_cache_config cc = { .capacity = cap, .flags = flags };
+	sheaf_cache_t *c = sheaf_cache_create(p, name, size, &cc);
+
+	ck_assert_msg(c != NULL, "cache %s: %s", name, strerror(errno));
+	return c;
+}
+
+static uint64_t st(sheaf_cache_t *c, int node, const char *name)
+{
+	struct sheaf_stats s;
+	int i = sheaf_stat_index(name);
+
+	ck_assert_int_ge(i, 0);
+	ck_assert_int_eq(sheaf_cache_stats(c, node, &s), 0);
+	return s.stat[i];
+}
+
+static struct sheaf_stats stats(sheaf_cache_t *c, int node)
+{
+	struct sheaf_stats s;
+	ck_assert_int_eq(sheaf_cache_stats(c, node, &s), 0);
+	return s;
+}
+
+static void check_pool(sheaf_pool_t *p)
+{
+	char err[512] = "";
+	int rc = sheaf_pool_check(p, err, sizeof(err));
+	ck_assert_msg(rc == 0, "pool check: %s", err);
+}
+
+/* Wait (bounded) until @cond holds; the engine works asynchronously. */
+#define WAIT_FOR(cond)                                                      \
+	do {                                                                \
+		for (int w_ = 0; w_ < 5000 && !(cond); w_++)                \
+			usleep(1000);                                       \
+		ck_assert_msg((cond), "timed out waiting for " #cond);      \
+	} while (0)
+
+static void *xalloc(sheaf_cache_t *c)
+{
+	void *o = sheaf_alloc(c);
+	if (o == NULL)
+		ck_abort_msg("alloc: %s", strerror(errno));
+	*(volatile char *)o = 1;
+	return o;
+}
+
+/* ---- fast path, swaps, barn exchange ----------------------------------- */
+
+START_TEST(fast_path_and_swaps)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "swap", 64, 8, 0);
+	void *o[16];
+
+	/* 16 allocs: two barn exchanges (the first empty main becomes spare). */
+	for (int i = 0; i < 16; i++)
+		o[i] = xalloc(c);
+	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), 2);
+	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), 14);
+	ck_assert_uint_eq(st(c, -1, "barn_get"), 2);
+	/* 16 frees: main fills, swaps with the empty spare: no barn trip. */
+	for (int i = 0; i < 16; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	ck_assert_uint_eq(st(c, -1, "free_fastpath"), 16);
+	ck_assert_uint_eq(st(c, -1, "free_slowpath"), 0);
+	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
+	/* 16 allocs again: main, then swap with the full spare: all fast. */
+	for (int i = 0; i < 16; i++)
+		o[i] = xalloc(c);
+	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), 30);
+	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), 2);
+	/* Free 16 + 8 more: the third full sheaf goes to the barn. */
+	void *more[8];
+	for (int i = 0; i < 8; i++)
+		more[i] = xalloc(c);
+	ck_assert_uint_eq(st(c, -1, "barn_get"), 3);
+	for (int i = 0; i < 16; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	for (int i = 0; i < 8; i++)
+		REQUIRE(sheaf_free(c, more[i]) == 0);
+	ck_assert_uint_eq(st(c, -1, "barn_put"), 1);
+	ck_assert_uint_eq(st(c, -1, "free_slowpath"), 1);
+	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(empty_barn_refilled)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "refill", 128, 16, 0);
+	void *o = xalloc(c);
+
+	/* The barn was empty: the client waited for the engine's refill. */
+	ck_assert_uint_ge(st(c, -1, "barn_get_fail"), 1);
+	ck_assert_uint_ge(st(c, -1, "sheaf_refill"), 1);
+	ck_assert_uint_ge(st(c, -1, "alloc_slab"), 1);
+	ck_assert_int_eq(sheaf_free(c, o), 0);
+	/* The engine keeps the barn stocked up to its high watermark. */
+	WAIT_FOR(stats(c, 0).barn_full >= 4);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(overfull_barn_flushed)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "flush", 64, 8, 0);
+	enum { N = 2000 };
+	void **o = calloc(N, sizeof(*o));
+
+	at_store_relaxed(&c->sc->barn_limit, 4);
+	for (int i = 0; i < N; i++)
+		o[i] = xalloc(c);
+	for (int i = 0; i < N; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	ck_assert_uint_ge(st(c, -1, "barn_put"), N / 8 - 3);
+	ck_assert_uint_ge(st(c, -1, "barn_put_fail"), 1);
+	/* The engine flushes the surplus back to slabs in the background. */
+	WAIT_FOR(stats(c, 0).barn_full <= 4);
+	ck_assert_uint_ge(st(c, -1, "sheaf_flush"), N / 8 - 4 - 16);
+	free(o);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* ---- remote frees ------------------------------------------------------ */
+
+struct remote_arg {
+	sheaf_pool_t *pool;
+	sheaf_cache_t *cache;
+	unsigned node;
+	void **objs;
+	int n;
+};
+
+static void *remote_freer(void *arg)
+{
+	struct remote_arg *ra = arg;
+
+	ck_assert_int_eq(sheaf_thread_set_node(ra->pool, ra->node), 0);
+	for (int i = 0; i < ra->n; i++)
+		ck_assert_int_eq(sheaf_free(ra->cache, ra->objs[i]), 0);
+	sheaf_thread_exit();
+	return NULL;
+}
+
+/* How many of @objs sit in sheaves of node @node's barn (full ring). */
+static int objs_in_barn(sheaf_pool_t *p, sheaf_cache_t *c, unsigned node,
+			void **objs, int n)
+{
+	struct shm_pool *sp = &p->shm;
+	struct shm_ring *r = pool_full_ring(sp, c->id, node);
+	int found = 0;
+
+	for (uint32_t i = 0; i < r->size; i++) {
+		uint64_t v = at_load_acquire(&r->slots[i]);
+		uint32_t s = (uint32_t)v;
+		if (((uint32_t)(v >> 32) & r->mask) != 1 ||
+		    at_load_relaxed(&sp->owners[s]) != OWNER_RING(r->id))
+			continue;
+		struct shm_sheaf *sh = pool_sheaf(sp, s);
+		for (uint32_t k = 0; k < sh->size; k++)
+			for (int j = 0; j < n; j++)
+				found += sp->base + sh->objs[k] == (char *)objs[j];
+	}
+	return found;
+}
+
+static void remote_frees(unsigned nodes)
+{
+	sheaf_pool_t *p = mkpool(nodes, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "remote", 64, 16, 0);
+	enum { N = 160 };          /* 10 whole sheaves */
+	void *o[N], *back[N];
+	struct remote_arg ra = { p, c, 0, o, N };
+	pthread_t th;
+	uint64_t full0_before;
+
+	ck_assert_int_eq(sheaf_thread_set_node(p, 0), 0);
+	for (int i = 0; i < N; i++)
+		o[i] = xalloc(c);
+	/* Let the engine settle, then note node 0's barn. */
+	usleep(20000);
+	full0_before = stats(c, 0).barn_full;
+	for (unsigned n = 1; n < nodes; n++) {
+		ra.node = n;
+		ra.n = N / (int)(nodes - 1);
+		ra.objs = o + (n - 1) * (unsigned)ra.n;
+		if (n == nodes - 1)
+			ra.n = N - (int)((n - 1) * (unsigned)(N / (nodes - 1)));
+		pthread_create(&th, NULL, remote_freer, &ra);
+		pthread_join(th, NULL);
+		/* Node n's threads counted the remote frees... */
+		ck_assert_uint_ge(st(c, (int)n, "free_remote"), (uint64_t)ra.n);
+	}
+	ck_assert_uint_eq(st(c, -1, "free_remote"), N);
+	/* ...and handed whole sheaves to node 0's barn, none to their own
+	 * (the freeing threads exited: their partial sheaves went too). */
+	ck_assert_uint_ge(stats(c, 0).barn_full, full0_before + N / 16);
+	ck_assert_int_eq(objs_in_barn(p, c, 0, o, N), N);
+	for (unsigned n = 1; n < nodes; n++)
+		ck_assert_int_eq(objs_in_barn(p, c, n, o, N), 0);
+	/* Node 0 can allocate them again (the barn hands out whole sheaves). */
+	ck_assert_int_eq(sheaf_alloc_bulk(c, back, N), 0);
+	ck_assert_int_eq(sheaf_free_bulk(c, back, N), 0);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+
+START_TEST(remote_frees_2_nodes) { remote_frees(2); }
+END_TEST
+START_TEST(remote_frees_4_nodes) { remote_frees(4); }
+END_TEST
+
+/* ---- prefill, bulk, ENOMEM --------------------------------------------- */
+
+START_TEST(prefill_guarantee)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 1 << 20);   /* 4 slabs */
+	sheaf_cache_t *c = mkcache(p, "prefill", 64, 32, 0);
+	sheaf_prefill_t *pf = sheaf_prefill(c, 100);
+	void *o[100];
+
+	ck_assert_ptr_nonnull(pf);
+	ck_assert_uint_eq(sheaf_prefill_remaining(pf), 100);
+	ck_assert_uint_eq(st(c, -1, "sheaf_prefill_oversize"), 1);
+	for (int i = 0; i < 60; i++) {
+		o[i] = sheaf_prefill_alloc(pf);
+		ck_assert_ptr_nonnull(o[i]);
+	}
+	ck_assert_uint_eq(stats(c, -1).in_use, 100);
+	sheaf_prefill_return(pf);        /* 40 come back */
+	ck_assert_uint_eq(stats(c, -1).in_use, 60);
+	ck_assert_uint_eq(st(c, -1, "sheaf_return_fast") + st(c, -1, "sheaf_return_slow"), 1);
+	ck_assert_int_eq(sheaf_free_bulk(c, o, 60), 0);
+	/* A reservation larger than the pool can hold fails as a whole. */
+	pf = sheaf_prefill(c, 65536);
+	ck_assert_ptr_null(pf);
+	ck_assert_int_eq(errno, ENOMEM);
+	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	/* Used up: ENOSPC, not a crash. */
+	pf = sheaf_prefill(c, 2);
+	ck_assert_ptr_nonnull(pf);
+	ck_assert_ptr_nonnull(o[0] = sheaf_prefill_alloc(pf));
+	ck_assert_ptr_nonnull(o[1] = sheaf_prefill_alloc(pf));
+	ck_assert_ptr_null(sheaf_prefill_alloc(pf));
+	ck_assert_int_eq(errno, ENOSPC);
+	sheaf_prefill_return(pf);
+	ck_assert_int_eq(sheaf_free_bulk(c, o, 2), 0);
+	ck_assert_ptr_null(sheaf_prefill(c, 0));
+	ck_assert_int_eq(errno, EINVAL);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(bulk_and_enomem_at_cap)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 1 << 20);   /* 4 slabs of 4096 */
+	sheaf_cache_t *c = mkcache(p, "cap", 64, 32, 0);
+	enum { MAX = 4 * 4096 };
+	void **o = calloc(MAX + 1, sizeof(*o));
+	struct timespec a, b;
+	int n = 0;
+
+	ck_assert_int_eq(sheaf_alloc_bulk(c, o, 1000), 0);
+	for (int i = 0; i < 1000; i++)
+		for (int j = i + 1; j < 1000; j += 97)
+			ck_assert_ptr_ne(o[i], o[j]);
+	ck_assert_int_eq(sheaf_free_bulk(c, o, 1000), 0);
+	/* All or nothing past the cap. */
+	ck_assert_int_eq(sheaf_alloc_bulk(c, o, MAX + 1), -ENOMEM);
+	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	/* One by one until the cap: NULL with ENOMEM, promptly. */
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	while (n <= MAX && (o[n] = sheaf_alloc(c)) != NULL)
+		n++;
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ck_assert_int_eq(errno, ENOMEM);
+	ck_assert_int_le(n, MAX);
+	ck_assert_int_ge(n, MAX - 2 * 32);   /* all but what sits in sheaves */
+	ck_assert_int_lt(b.tv_sec - a.tv_sec, 3);
+	ck_assert_uint_ge(st(c, -1, "alloc_fail"), 1);
+	/* Again: still prompt, still ENOMEM. */
+	ck_assert_ptr_null(sheaf_alloc(c));
+	ck_assert_int_eq(errno, ENOMEM);
+	ck_assert_int_eq(sheaf_free_bulk(c, o, (size_t)n), 0);
+	/* Memory is usable again. */
+	ck_assert_int_eq(sheaf_alloc_bulk(c, o, 1000), 0);
+	ck_assert_int_eq(sheaf_free_bulk(c, o, 1000), 0);
+	free(o);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* ---- bad frees --------------------------------------------------------- */
+
+START_TEST(bad_frees_detected)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *a = mkcache(p, "a", 64, 8, 0);
+	sheaf_cache_t *b = mkcache(p, "b", 64, 8, 0);
+	sheaf_cache_t *d = mkcache(p, "dbg", 48, 8, SHEAF_CACHE_DEBUG);
+	int local;
+	void *x = xalloc(a), *y = xalloc(b), *z = xalloc(d);
+
+	ck_assert_int_eq(sheaf_free(a, NULL), -EFAULT);
+	ck_assert_int_eq(sheaf_free(a, &local), -EFAULT);
+	ck_assert_int_eq(sheaf_free(a, y), -EINVAL);          /* other cache */
+	ck_assert_int_eq(sheaf_free(a, (char *)x + 1), -EINVAL);  /* boundary */
+	ck_assert_int_eq(sheaf_free(a, (char *)x + 8), -EINVAL);
+	/* A frame no slab uses: the last frame of the data region. */
+	char *last = p->shm.data + p->shm.data_len - 64;
+	ck_assert_int_eq(sheaf_free(a, last), -EINVAL);
+	ck_assert_uint_eq(st(a, -1, "free_invalid"), 6);
+	/* Debug caches catch a double free at once. */
+	ck_assert_int_eq(sheaf_free(d, z), 0);
+	ck_assert_int_eq(sheaf_free(d, z), -EALREADY);
+	ck_assert_uint_eq(st(d, -1, "free_invalid"), 1);
+	ck_assert_int_eq(sheaf_free(a, x), 0);
+	ck_assert_int_eq(sheaf_free(b, y), 0);
+	sheaf_thread_exit();
+	check_pool(p);   /* nothing was corrupted */
+	/* Other caches: the engine drops the duplicate at flush time. */
+	x = xalloc(a);
+	ck_assert_int_eq(sheaf_free(a, x), 0);
+	ck_assert_int_eq(sheaf_free(a, x), 0);
+	sheaf_cache_shrink(a);
+	ck_assert_uint_ge(st(a, -1, "flush_invalid"), 1);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* ---- sheaves disabled, run-time capacity ------------------------------- */
+
+START_TEST(sheaves_disabled)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "nosheaf", 64, 0, 0);
+	enum { N = 500 };
+	void *o[N];
+
+	for (int i = 0; i < N; i++)
+		o[i] = xalloc(c);
+	for (int i = 0; i < N; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), 0);
+	ck_assert_uint_eq(st(c, -1, "free_fastpath"), 0);
+	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), N);
+	ck_assert_uint_eq(st(c, -1, "free_slowpath"), N);
+	ck_assert_uint_ge(st(c, -1, "barn_get"), N);
+	ck_assert_ptr_eq(tls_fast[c->slot]->main, &sheaf_dummy);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(capacity_tuned_at_run_time)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "tune", 64, 32, 0);
+	void *o[200];
+
+	ck_assert_uint_eq(sheaf_cache_capacity(c), 32);
+	for (int i = 0; i < 200; i++)
+		o[i] = xalloc(c);
+	for (int i = 0; i < 200; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	ck_assert_int_eq(sheaf_cache_set_capacity(c, 257), -EINVAL);
+	ck_assert_int_eq(sheaf_cache_set_capacity(c, 4), 0);
+	uint64_t puts = st(c, -1, "barn_put");
+	for (int i = 0; i < 200; i++)
+		o[i] = xalloc(c);
+	for (int i = 0; i < 200; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	/* New sheaves hold 4: about 200/4 full sheaves go to the barn. */
+	ck_assert_uint_ge(st(c, -1, "barn_put") - puts, 200 / 4 - 4);
+	ck_assert_uint_eq(tls_fast[c->slot]->main->capacity, 4);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* ---- thread exit, stress ------------------------------------------------ */
+
+static uint32_t sheaves_held_by(sheaf_pool_t *p, uint32_t client)
+{
+	uint32_t n = 0;
+	for (uint32_t s = 0; s < p->shm.sheaf_count; s++)
+		n += at_load_relaxed(&p->shm.owners[s]) == client;
+	return n;
+}
+
+struct user_arg {
+	sheaf_cache_t *c;
+	int iters;
+	unsigned seed;
+};
+
+static void *user_thread(void *arg)
+{
+	struct user_arg *ua = arg;
+	void *held[256];
+	int n = 0;
+
+	for (int i = 0; i < ua->iters; i++) {
+		if (n < 256 && (n == 0 || rand_r(&ua->seed) % 3 != 0)) {
+			held[n++] = xalloc(ua->c);
+		} else {
+			int k = (int)(rand_r(&ua->seed) % (unsigned)n);
+			REQUIRE(sheaf_free(ua->c, held[k]) == 0);
+			held[k] = held[--n];
+		}
+	}
+	for (int k = 0; k < n; k++)
+		REQUIRE(sheaf_free(ua->c, held[k]) == 0);
+	return NULL;             /* thread exit returns the sheaves */
+}
+
+START_TEST(thread_exit_returns_sheaves)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "exit", 64, 16, 0);
+	struct user_arg ua = { c, 5000, 7 };
+	pthread_t th;
+
+	pthread_create(&th, NULL, user_thread, &ua);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(sheaves_held_by(p, p->client), 0);
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+struct pass_arg {
+	sheaf_pool_t *p;
+	unsigned node;
+	sheaf_cache_t *c;
+	void **slots;             /* hand-over slots, NULL when empty */
+	int nslots;
+	int iters;
+	unsigned seed;
+};
+
+/* Allocate, write a tag, hand over through shared slots; free what others
+ * handed over after checking the tag: cross-thread frees under load. */
+static void *pass_thread(void *arg)
+{
+	struct pass_arg *pa = arg;
+
+	ck_assert_int_eq(sheaf_thread_set_node(pa->p, pa->node), 0);
+	for (int i = 0; i < pa->iters; i++) {
+		int k = (int)(rand_r(&pa->seed) % (unsigned)pa->nslots);
+		uint64_t *o = sheaf_alloc(pa->c);
+		REQUIRE(o != NULL);
+		o[0] = (uint64_t)(uintptr_t)o ^ 0x5a5a5a5a5a5a5a5aull;
+		void *old = __atomic_exchange_n(&pa->slots[k], (void *)o, __ATOMIC_ACQ_REL);
+		if (old != NULL) {
+			uint64_t *q = old;
+			REQUIRE(q[0] == ((uint64_t)(uintptr_t)q ^ 0x5a5a5a5a5a5a5a5aull));
+			REQUIRE(sheaf_free(pa->c, q) == 0);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(stress_threads_then_check)
+{
+	sheaf_pool_t *p = mkpool(2, 256 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "stress", 64, 32, 0);
+	enum { T = 4, SLOTS = 4096 };
+	void **slots = calloc(SLOTS, sizeof(void *));
+	struct pass_arg pa[T];
+	pthread_t th[T];
+	int iters = san() ? 50000 : 400000;
+
+	for (int i = 0; i < T; i++) {
+		pa[i] = (struct pass_arg){ p, (unsigned)i % 2, c, slots, SLOTS, iters,
+					   (unsigned)i + 1 };
+		pthread_create(&th[i], NULL, pass_thread, &pa[i]);
+	}
+	for (int i = 0; i < T; i++)
+		pthread_join(th[i], NULL);
+	for (int k = 0; k < SLOTS; k++)
+		if (slots[k] != NULL)
+			REQUIRE(sheaf_free(c, slots[k]) == 0);
+	sheaf_thread_exit();
+	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	ck_assert_uint_gt(st(c, -1, "free_remote"), 0);
+	check_pool(p);
+	free(slots);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(shrink_releases_memory)
+{
+	sheaf_pool_t *p = mkpool(1, 256 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "shrink", 256, -1, 0);
+	enum { N = 100000 };     /* ~25 MB */
+	void **o = calloc(N, sizeof(*o));
+	struct stat sb;
+	blkcnt_t before, peak, after;
+
+	fstat(p->shm.fd, &sb);
+	before = sb.st_blocks;
+	for (int i = 0; i < N; i++)
+		o[i] = xalloc(c);
+	fstat(p->shm.fd, &sb);
+	peak = sb.st_blocks;
+	for (int i = 0; i < N; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	ck_assert_int_ge(sheaf_cache_shrink(c), 1);
+	fstat(p->shm.fd, &sb);
+	after = sb.st_blocks;
+	ck_assert_msg(peak - after >= (peak - before) * 8 / 10,
+		      "blocks before %ld peak %ld after %ld", (long)before,
+		      (long)peak, (long)after);
+	ck_assert_uint_ge(st(c, -1, "free_slab"), 1);
+	free(o);
+	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(config_errors)
+{
+	struct sheaf_pool_config bad = { .nodes = 9 };
+	char err[256] = "";
+	sheaf_pool_t *p;
+
+	ck_assert_ptr_null(sheaf_pool_create(&bad, err, sizeof(err)));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_msg(strstr(err, "nodes") != NULL, "message: %s", err);
+	p = mkpool(1, 16 << 20, 0);
+	struct sheaf_cache_config cc = { .capacity = 300 };
+	ck_assert_ptr_null(sheaf_cache_create(p, "x", 64, &cc));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(sheaf_cache_create(p, "x", 0, NULL));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(sheaf_cache_create(p, "x", 70000, NULL));
+	ck_assert_int_eq(errno, EINVAL);
+	cc = (struct sheaf_cache_config){ .align = 24, .capacity = -1 };
+	ck_assert_ptr_null(sheaf_cache_create(p, "x", 64, &cc));
+	ck_assert_int_eq(errno, EINVAL);
+	cc = (struct sheaf_cache_config){ .capacity = -1, .flags = 0x80 };
+	ck_assert_ptr_null(sheaf_cache_create(p, "x", 64, &cc));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_nonnull(sheaf_cache_create(p, "x", 64, NULL));
+	ck_assert_ptr_null(sheaf_cache_create(p, "x", 64, NULL));
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_ptr_nonnull(sheaf_cache_open(p, "x"));
+	ck_assert_ptr_null(sheaf_cache_open(p, "nope"));
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_uint_eq(sheaf_cache_capacity(sheaf_cache_open(p, "x")), 60);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(default_capacities)
+{
+	sheaf_pool_t *p = mkpool(1, 16 << 20, 0);
+	const struct { size_t size; unsigned cap; } t[] = {
+		{ 8, 60 }, { 256, 60 }, { 257, 28 }, { 1024, 28 },
+		{ 1025, 12 }, { 4096, 12 }, { 4097, 4 }, { 65536, 4 },
+	};
+	for (unsigned i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "c%u", i);
+		sheaf_cache_t *c = sheaf_cache_create(p, name, t[i].size, NULL);
+		ck_assert_ptr_nonnull(c);
+		ck_assert_uint_eq(sheaf_cache_capacity(c), t[i].cap);
+	}
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* One test case per test, so that CK_RUN_CASE=<name> runs one alone. */
+#define ADD(fn)                                                 \
+	do {                                                    \
+		TCase *tc_ = tcase_create(#fn);                 \
+		tcase_set_timeout(tc_, 120);                    \
+		tcase_add_test(tc_, fn);                        \
+		suite_add_tcase(s, tc_);                        \
+	} while (0)
+
+int main(void)
+{
+	Suite *s = suite_create("sheaf");
+	SRunner *sr;
+	int failed;
+
+	ADD(fast_path_and_swaps);
+	ADD(empty_barn_refilled);
+	ADD(overfull_barn_flushed);
+	ADD(remote_frees_2_nodes);
+	ADD(remote_frees_4_nodes);
+	ADD(prefill_guarantee);
+	ADD(bulk_and_enomem_at_cap);
+	ADD(bad_frees_detected);
+	ADD(sheaves_disabled);
+	ADD(capacity_tuned_at_run_time);
+	ADD(thread_exit_returns_sheaves);
+	ADD(stress_threads_then_check);
+	ADD(shrink_releases_memory);
+	ADD(config_errors);
+	ADD(default_capacities);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,1402 @@
+/*
+ * test_slab.c - unit tests of the slab layer (shm/slab.c) and the pool
+ * region (shm/pool.c), driven directly: a pool made with pool_create (1, 2
+ * and 4 simulated nodes), caches made with engine_cache_create (the engine
+ * is initialised but never started: no worker threads), then
+ * slab_alloc_objs / slab_free_objs / slab_shrink called on region offsets.
+ *
+ * Covers: pool_create parameters and header geometry, a second mapping of
+ * the same memfd; cache geometry for sizes 8..65536 and aligns 8..4096 (and
+ * the invalid ones); every object distinct, aligned, inside its slab frame,
+ * on an object boundary, on the node it was asked for, and writable without
+ * overlap; slab list transitions and counters; freeing gives the memfd's
+ * blocks back (slab_shrink, min_partial); the memory cap (also under two
+ * nodes allocating at once); slab_free_objs refusing bad offsets (outside
+ * the data region, another cache's slab, off a boundary, never-used or
+ * released frame, double free) without corrupting anything; a random
+ * alloc/free churn against a model; the remote-refill try-lock.  After
+ * each test pool_check must pass with the number of objects the test holds.
+ *
+ * SHEAF_SAN (non-empty) shrinks iteration counts for sanitizer builds.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/check.h"
+#include "shm/engine.h"
+#include "shm/pool.h"
+#include "shm/slab.h"
+
+/* ck_assert_* records a mark point on every success; hot loops use this,
+ * which reports only failures. */
+#define REQUIRE(cond, ...)                                      \
+	do {                                                    \
+		if (!(cond))                                    \
+			ck_abort_msg(__VA_ARGS__);              \
+	} while (0)
+
+#define MIB (1024ull * 1024ull)
+
+static struct shm_pool P;
+static struct engine E;
+static int engine_up;
+static char ERR[512];
+
+static int san_mode(void)
+{
+	const char *s = getenv("SHEAF_SAN");
+	return s != NULL && s[0] != '\0';
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Deterministic PRNG (xorshift64*). */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static uint32_t rnd_below(uint32_t n)
+{
+	return (uint32_t)(rnd() % n);
+}
+
+static void shuffle(uint64_t *a, uint32_t n)
+{
+	for (uint32_t i = n; i > 1; i--) {
+		uint32_t j = rnd_below(i);
+		uint64_t t = a[i - 1];
+		a[i - 1] = a[j];
+		a[j] = t;
+	}
+}
+
+/* ---- pool, engine and cache helpers ---------------------------------- */
+
+static void pool_up(uint32_t nodes, uint64_t size)
+{
+	struct pool_params pp = { .size = size, .nodes = nodes, .sheaf_count = 1024 };
+	int rc;
+
+	rc = pool_create(&P, &pp, ERR, sizeof ERR);
+	ck_assert_msg(rc == 0, "pool_create(%u nodes): %d %s", nodes, rc, ERR);
+	ck_assert_uint_eq(P.nodes, nodes);
+	rc = engine_init(&E, &P, ERR, sizeof ERR);
+	ck_assert_msg(rc == 0, "engine_init: %d %s", rc, ERR);
+	engine_up = 1;
+}
+
+static void pool_down(void)
+{
+	if (engine_up)
+		engine_fini(&E);
+	engine_up = 0;
+	if (P.base != NULL || P.fd >= 0)
+		pool_unmap(&P);
+	memset(&P, 0, sizeof(P));
+	P.fd = -1;
+}
+
+static void setup(void)
+{
+	memset(&P, 0, sizeof(P));
+	P.fd = -1;
+	engine_up = 0;
+	rng_state = 0x9e3779b97f4a7c15ull;
+}
+
+static void teardown(void)
+{
+	pool_down();
+}
+
+static uint32_t cache_new(const char *name, uint32_t size, uint32_t align,
+			  uint32_t min_partial)
+{
+	struct engine_cache_params cp = {
+		.size = size, .align = align, .capacity = -1,
+		.min_partial = min_partial,
+	};
+	int id = engine_cache_create(&E, name, &cp, ERR, sizeof ERR);
+
+	ck_assert_msg(id >= 0, "engine_cache_create(%s, %u, %u): %d %s",
+		      name, size, align, id, ERR);
+	return (uint32_t)id;
+}
+
+#define CHECK_POOL(in_use) check_pool_at((in_use), __LINE__)
+
+static void check_pool_at(int64_t in_use, int line)
+{
+	struct check_report rep;
+	char err[512] = "";
+	int rc = pool_check(&P, -1, in_use, &rep, err, sizeof err);
+
+	REQUIRE(rc == 0, "line %d: pool_check(expect %lld in use): %d: %s",
+		line, (long long)in_use, rc, err);
+}
+
+static int64_t fd_blocks(void)
+{
+	struct stat st;
+
+	ck_assert_int_eq(fstat(P.fd, &st), 0);
+	return (int64_t)st.st_blocks;
+}
+
+static uint64_t frames_used(void)
+{
+	return atomic_load(&P.hdr->frames_used);
+}
+
+static uint64_t stat_sum(uint32_t c, enum sheaf_stat st)
+{
+	uint64_t s = 0;
+
+	for (uint32_t n = 0; n < P.nodes; n++)
+		s += atomic_load(&pool_cnode(&P, c, n)->stat[st]);
+	return s;
+}
+
+/* Allocate @n objects in batches of varying size; returns the number got
+ * (stops at the first short batch). */
+static uint32_t alloc_n(uint32_t c, uint32_t node, uint64_t *out, uint32_t n)
+{
+	static const uint32_t batch[] = { 1, 7, 64, 255, 1000, 3, 4096 };
+	uint32_t got = 0, k = 0;
+
+	while (got < n) {
+		uint32_t want = batch[k++ % 7], g;
+
+		if (want > n - got)
+			want = n - got;
+		g = slab_alloc_objs(&P, c, node, out + got, want, 0);
+		got += g;
+		if (g < want)
+			break;
+	}
+	return got;
+}
+
+/* Free @n objects in batches; returns the number refused. */
+static uint32_t free_n(uint32_t c, const uint64_t *objs, uint32_t n)
+{
+	static const uint32_t batch[] = { 5, 300, 1, 2048, 77 };
+	uint32_t done = 0, k = 0, bad = 0;
+
+	while (done < n) {
+		uint32_t m = batch[k++ % 5];
+		if (m > n - done)
+			m = n - done;
+		bad += slab_free_objs(&P, c, objs + done, m);
+		done += m;
+	}
+	return bad;
+}
+
+/* Every object of @objs: in the data range of @node, in a slab frame of
+ * cache @c on @node, inside [frame, frame + slab_bytes), on an object
+ * boundary, aligned to the cache's align (offset and address). */
+static void verify_placement(uint32_t c, uint32_t node, const uint64_t *objs, uint32_t n)
+{
+	const struct shm_cache *sc = &P.caches[c];
+	uint64_t node_lo = P.data_off + (uint64_t)node * P.hdr->node_bytes;
+	uint64_t node_hi = node_lo + P.hdr->node_bytes;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off = objs[i];
+		uint32_t f;
+		uint64_t rel;
+
+		REQUIRE(off >= P.data_off && off - P.data_off < P.data_len,
+			"obj %u %#llx outside the data region", i, (unsigned long long)off);
+		REQUIRE(off >= node_lo && off < node_hi,
+			"obj %u %#llx not in node %u's data range", i,
+			(unsigned long long)off, node);
+		f = pool_frame_of(&P, off);
+		REQUIRE(pool_node_of_frame(&P, f) == node,
+			"obj %u in frame %u of node %u, asked node %u", i, f,
+			pool_node_of_frame(&P, f), node);
+		REQUIRE(atomic_load(&P.frame_owner[f]) == c && P.slabs[f].cache == c &&
+			P.slabs[f].node == node,
+			"obj %u frame %u owner %u slab cache %u node %u", i, f,
+			atomic_load(&P.frame_owner[f]), P.slabs[f].cache, P.slabs[f].node);
+		rel = off - pool_frame_off(&P, f);
+		REQUIRE(rel < sc->slab_bytes && rel + sc->obj_size <= sc->slab_bytes,
+			"obj %u rel %llu beyond slab bytes %u", i,
+			(unsigned long long)rel, sc->slab_bytes);
+		REQUIRE(rel % sc->obj_size == 0, "obj %u rel %llu off boundary (size %u)",
+			i, (unsigned long long)rel, sc->obj_size);
+		REQUIRE(off % sc->align == 0 &&
+			(uintptr_t)(P.base + off) % sc->align == 0,
+			"obj %u %#llx not aligned to %u", i, (unsigned long long)off,
+			sc->align);
+		REQUIRE(slab_validate(&P, c, off) == 0, "slab_validate refuses obj %u", i);
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* All distinct and non-overlapping (objects of @size bytes). */
+static void verify_distinct(const uint64_t *objs, uint32_t n, uint32_t size)
+{
+	uint64_t *s = malloc((size_t)n * sizeof(*s) + 1);
+
+	ck_assert_ptr_nonnull(s);
+	memcpy(s, objs, (size_t)n * sizeof(*s));
+	qsort(s, n, sizeof(*s), cmp_u64);
+	for (uint32_t i = 1; i < n; i++)
+		REQUIRE(s[i] - s[i - 1] >= size,
+			"objects %#llx and %#llx overlap (size %u)",
+			(unsigned long long)s[i - 1], (unsigned long long)s[i], size);
+	free(s);
+}
+
+static uint64_t pattern(uint64_t seed, uint32_t i, uint32_t w)
+{
+	return (seed ^ ((uint64_t)i << 20) ^ w) * 0x9e3779b97f4a7c15ull + i;
+}
+
+/* Write every byte of every object: memset, then a per-object pattern. */
+static void fill_objs(const uint64_t *objs, uint32_t n, uint32_t size, uint64_t seed)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t *w = (uint64_t *)(void *)(P.base + objs[i]);
+
+		memset(w, 0xa5, size);
+		for (uint32_t k = 0; k < size / 8; k++)
+			w[k] = pattern(seed, i, k);
+	}
+}
+
+static void verify_objs(const uint64_t *objs, uint32_t n, uint32_t size, uint64_t seed)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const uint64_t *w = (const uint64_t *)(const void *)(P.base + objs[i]);
+
+		for (uint32_t k = 0; k < size / 8; k++)
+			REQUIRE(w[k] == pattern(seed, i, k),
+				"obj %u (%#llx) word %u overwritten", i,
+				(unsigned long long)objs[i], k);
+	}
+}
+
+static uint32_t list_count(uint32_t c, uint32_t node, enum slab_list l)
+{
+	return pool_cnode(&P, c, node)->lists[l].count;
+}
+
+/* ---- pool region ----------------------------------------------------- */
+
+START_TEST(test_pool_create_params)
+{
+	struct shm_pool q;
+	struct pool_params pp = { .size = 64 * MIB, .nodes = 9, .sheaf_count = 1024 };
+	char err[256] = "";
+
+	ck_assert_int_eq(pool_create(&q, &pp, err, sizeof err), -EINVAL);
+	printf("nodes 9 refused: %s\n", err);
+	pp.nodes = 2;
+	pp.sheaf_count = 32;
+	ck_assert_int_eq(pool_create(&q, &pp, err, sizeof err), -EINVAL);
+	pp.sheaf_count = (1u << 20) + 1;
+	ck_assert_int_eq(pool_create(&q, &pp, err, sizeof err), -EINVAL);
+	pp.sheaf_count = 1024;
+	pp.size = SLAB_SIZE;       /* less than one frame per node */
+	ck_assert_int_eq(pool_create(&q, &pp, err, sizeof err), -EINVAL);
+
+	for (uint32_t nodes = 1; nodes <= 4; nodes *= 2) {
+		struct pool_params ok = { .size = 64 * MIB, .nodes = nodes,
+					  .sheaf_count = 1000, .mem_cap = 8 * MIB };
+		const struct shm_header *h;
+
+		ck_assert_int_eq(pool_create(&P, &ok, ERR, sizeof ERR), 0);
+		h = P.hdr;
+		ck_assert(h->magic == SHEAF_MAGIC);
+		ck_assert_uint_eq(h->version, SHEAF_LAYOUT_VERSION);
+		ck_assert_uint_eq(h->nodes, nodes);
+		ck_assert_uint_eq(h->simulated, 1);
+		ck_assert_uint_eq(h->sheaf_count, 1024);       /* rounded up */
+		ck_assert_uint_eq(P.sheaf_count, 1024);
+		ck_assert_uint_eq(h->frames_per_node & (h->frames_per_node - 1), 0);
+		ck_assert_uint_eq(1u << h->node_frame_shift, h->frames_per_node);
+		ck_assert_uint_ge((uint64_t)h->frames_per_node * SLAB_SIZE * nodes, 64 * MIB);
+		ck_assert_uint_eq(h->node_bytes, (uint64_t)h->frames_per_node << SLAB_SHIFT);
+		ck_assert_uint_eq(P.data_len, nodes * h->node_bytes);
+		ck_assert_uint_eq(h->off_data % 4096, 0);
+		ck_assert_uint_eq(h->off_rw % 4096, 0);
+		ck_assert_uint_lt(h->off_rw, h->off_data);
+		ck_assert_uint_eq(h->off_data + P.data_len, h->region_size);
+		ck_assert_uint_eq(P.size, h->region_size);
+		ck_assert_uint_eq(P.data_off, h->off_data);
+		ck_assert_ptr_eq(P.data, P.base + P.data_off);
+		ck_assert_uint_eq((uintptr_t)P.base, h->map_addr);
+		ck_assert_uint_eq(atomic_load(&h->mem_cap), 8 * MIB);
+		ck_assert_uint_eq(atomic_load(&h->frames_used), 0);
+		for (uint32_t f = 0; f < P.frames_total; f++)
+			REQUIRE(atomic_load(&P.frame_owner[f]) == FRAME_FREE,
+				"frame %u owned at creation", f);
+		/* Every sheaf starts in the depot. */
+		ck_assert_uint_eq(ring_count(pool_ring(&P, RING_DEPOT)), 1024);
+		CHECK_POOL(0);
+		pool_unmap(&P);
+	}
+	/* Default cap is the whole data region. */
+	{
+		struct pool_params ok = { .size = 64 * MIB, .nodes = 2, .sheaf_count = 64 };
+		ck_assert_int_eq(pool_create(&P, &ok, ERR, sizeof ERR), 0);
+		ck_assert_uint_eq(atomic_load(&P.hdr->mem_cap), P.data_len);
+		pool_unmap(&P);
+	}
+	memset(&P, 0, sizeof(P));
+	P.fd = -1;
+}
+END_TEST
+
+/* A second mapping of the same memfd sees the same region. */
+START_TEST(test_pool_map_second_view)
+{
+	struct shm_pool q;
+	uint32_t c;
+	uint64_t obj;
+	int fd;
+
+	pool_up(2, 64 * MIB);
+	c = cache_new("view", 64, 8, 0);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 1, &obj, 1, 0), 1);
+	memset(P.base + obj, 0x5a, 64);
+
+	fd = dup(P.fd);
+	ck_assert_int_ge(fd, 0);
+	/* Its published address is taken in this process. */
+	ck_assert_int_eq(pool_map_fd(&q, fd, 1, 0, ERR, sizeof ERR), -EADDRINUSE);
+	printf("map at the same address refused: %s\n", ERR);
+	ck_assert_int_eq(pool_map_fd(&q, fd, 1, 1, ERR, sizeof ERR), 0);
+	ck_assert_ptr_ne(q.base, P.base);
+	ck_assert_uint_eq(q.size, P.size);
+	ck_assert_uint_eq(q.data_off, P.data_off);
+	ck_assert_uint_eq(q.frames_total, P.frames_total);
+	ck_assert_int_eq(pool_cache_find(&q, "view"), (int)c);
+	ck_assert_uint_eq((unsigned char)q.base[obj], 0x5a);
+	ck_assert_uint_eq(atomic_load(&q.frame_owner[pool_frame_of(&q, obj)]), c);
+	ck_assert_int_eq(slab_validate(&q, c, obj), 0);
+	q.base[obj + 1] = 0x11;                /* shared part: writable */
+	ck_assert_uint_eq((unsigned char)P.base[obj + 1], 0x11);
+	pool_unmap(&q);
+	CHECK_POOL(1);
+}
+END_TEST
+
+/* ---- geometry -------------------------------------------------------- */
+
+static const uint32_t geo_sizes[] = { 8, 24, 64, 100, 256, 1000, 4096, 5000, 65536 };
+static const uint32_t geo_aligns[] = { 8, 16, 64, 4096 };
+static const uint32_t geo_nodes[] = { 1, 2, 4 };
+#define GEO_NSIZES (sizeof(geo_sizes) / sizeof(geo_sizes[0]))
+
+/* How many objects one node gets: a few thousand, or several slabs. */
+static uint32_t geo_count(uint32_t per_slab)
+{
+	uint32_t n = 2 * per_slab + per_slab / 3 + 1;   /* ends in a partial slab */
+
+	if (n < 2000)
+		n = 2000;
+	if (n > 8 * per_slab)
+		n = 8 * per_slab;
+	if (san_mode() && n > 3 * per_slab)
+		n = 3 * per_slab;
+	return n;
+}
+
+/*
+ * For one object size on one node configuration, every align: allocate on
+ * each node, check placement/distinctness/writability, free all (shuffled
+ * over nodes), shrink to nothing and check the memfd gave its blocks back.
+ */
+START_TEST(test_geometry)
+{
+	uint32_t nodes = geo_nodes[_i / GEO_NSIZES];
+	uint32_t size = geo_sizes[_i % GEO_NSIZES];
+
+	pool_up(nodes, 64 * MIB);
+	for (uint32_t a = 0; a < 4; a++) {
+		uint32_t align = geo_aligns[a], c, per_slab, obj_size;
+		uint32_t count, total = 0, n0;
+		const struct shm_cache *sc;
+		uint64_t *objs, used0 = frames_used();
+		int64_t b0, b1, b2;
+		char name[32];
+		uint32_t released = 0;
+
+		snprintf(name, sizeof name, "geo-%u-%u", size, align);
+		c = cache_new(name, size, align, 0);
+		sc = &P.caches[c];
+		obj_size = (size + align - 1) / align * align;
+		per_slab = SLAB_SIZE / obj_size;
+		ck_assert_uint_eq(sc->obj_size, obj_size);
+		ck_assert_uint_eq(sc->align, align);
+		ck_assert_uint_eq(sc->objs_per_slab, per_slab);
+		ck_assert_uint_eq(sc->slab_bytes, per_slab * obj_size);
+		ck_assert_uint_le(sc->slab_bytes, SLAB_SIZE);
+		ck_assert_uint_eq(atomic_load(&sc->min_partial),
+				  slab_default_min_partial(obj_size));
+		ck_assert_uint_eq(atomic_load(&sc->sheaf_capacity),
+				  engine_default_capacity(obj_size));
+		ck_assert_int_eq(pool_cache_find(&P, name), (int)c);
+
+		count = geo_count(per_slab);
+		objs = malloc((size_t)count * nodes * sizeof(*objs));
+		ck_assert_ptr_nonnull(objs);
+		/* pool_check reads every ring and sheaf page, and a read fault
+		 * on a memfd hole allocates a page: run it before measuring. */
+		CHECK_POOL(0);
+		b0 = fd_blocks();
+		for (uint32_t n = 0; n < nodes; n++) {
+			uint32_t got = alloc_n(c, n, objs + total, count);
+			REQUIRE(got == count, "size %u align %u node %u: got %u of %u",
+				size, align, n, got, count);
+			verify_placement(c, n, objs + total, count);
+			fill_objs(objs + total, count, obj_size, (uint64_t)n << 40 | c);
+			/* Counters of the node agree. */
+			{
+				struct shm_cache_node *cn = pool_cnode(&P, c, n);
+				uint32_t slabs = (count + per_slab - 1) / per_slab;
+				REQUIRE(cn->total_objects == (uint64_t)slabs * per_slab &&
+					cn->free_objects == cn->total_objects - count,
+					"node %u counters total %llu free %llu for %u objs",
+					n, (unsigned long long)cn->total_objects,
+					(unsigned long long)cn->free_objects, count);
+				REQUIRE(list_count(c, n, SL_FULL) == count / per_slab &&
+					list_count(c, n, SL_PARTIAL) == (count % per_slab != 0) &&
+					list_count(c, n, SL_EMPTY) == 0,
+					"node %u lists full %u partial %u empty %u", n,
+					list_count(c, n, SL_FULL), list_count(c, n, SL_PARTIAL),
+					list_count(c, n, SL_EMPTY));
+				ck_assert_uint_eq(atomic_load(&cn->stat[ST_ALLOC_SLAB]), slabs);
+			}
+			total += count;
+		}
+		/* Verify only after every object of every node is written. */
+		for (uint32_t n = 0; n < nodes; n++)
+			verify_objs(objs + (size_t)n * count, count, obj_size,
+				    (uint64_t)n << 40 | c);
+		verify_distinct(objs, total, obj_size);
+		b1 = fd_blocks();
+		CHECK_POOL(total);
+
+		n0 = total;
+		shuffle(objs, total);
+		REQUIRE(free_n(c, objs, n0) == 0, "valid frees refused");
+		CHECK_POOL(0);
+		for (uint32_t n = 0; n < nodes; n++) {
+			released += slab_shrink(&P, c, n, 0);
+			REQUIRE(list_count(c, n, SL_EMPTY) == 0 &&
+				list_count(c, n, SL_PARTIAL) == 0 &&
+				list_count(c, n, SL_FULL) == 0 &&
+				pool_cnode(&P, c, n)->total_objects == 0 &&
+				pool_cnode(&P, c, n)->free_objects == 0,
+				"node %u not empty after shrink", n);
+		}
+		ck_assert_uint_eq(frames_used(), used0);
+		ck_assert_uint_eq(stat_sum(c, ST_FREE_SLAB), stat_sum(c, ST_ALLOC_SLAB));
+		(void)released;
+		b2 = fd_blocks();
+		REQUIRE(b1 > b0, "allocations added no blocks (%lld -> %lld)",
+			(long long)b0, (long long)b1);
+		REQUIRE((b1 - b2) * 5 >= (b1 - b0) * 4,
+			"size %u align %u: blocks %lld -> %lld after allocs -> %lld after "
+			"shrink: less than 80%% given back", size, align,
+			(long long)b0, (long long)b1, (long long)b2);
+		CHECK_POOL(0);
+		free(objs);
+	}
+	CHECK_POOL(0);
+}
+END_TEST
+
+START_TEST(test_invalid_geometry)
+{
+	static const struct { uint32_t size, align; } bad[] = {
+		{ 0, 8 }, { 0, 0 }, { 65537, 8 }, { 65537, 0 }, { 1u << 20, 8 },
+		{ UINT32_MAX, 8 }, { 64, 8192 }, { 64, 12 }, { 64, 24 },
+		{ 64, 1u << 31 }, { 64, 4097 }, { 64, 100 },
+	};
+	struct engine_cache_params cp = { .capacity = -1 };
+	int id;
+
+	pool_up(1, 64 * MIB);
+	for (uint32_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cp.size = bad[i].size;
+		cp.align = bad[i].align;
+		ERR[0] = '\0';
+		id = engine_cache_create(&E, "bad", &cp, ERR, sizeof ERR);
+		ck_assert_msg(id == -EINVAL, "size %u align %u accepted (%d)",
+			      bad[i].size, bad[i].align, id);
+		ck_assert_msg(ERR[0] != '\0', "no message for size %u align %u",
+			      bad[i].size, bad[i].align);
+	}
+	printf("invalid geometry: %s\n", ERR);
+	/* Other invalid parameters. */
+	cp.size = 64;
+	cp.align = 8;
+	cp.capacity = SHEAF_CAP_MAX + 1;
+	ck_assert_int_eq(engine_cache_create(&E, "bad", &cp, ERR, sizeof ERR), -EINVAL);
+	cp.capacity = -2;
+	ck_assert_int_eq(engine_cache_create(&E, "bad", &cp, ERR, sizeof ERR), -EINVAL);
+	cp.capacity = -1;
+	cp.flags = 0x80;
+	ck_assert_int_eq(engine_cache_create(&E, "bad", &cp, ERR, sizeof ERR), -EINVAL);
+	cp.flags = 0;
+	ck_assert_int_eq(engine_cache_create(&E, "", &cp, ERR, sizeof ERR), -EINVAL);
+	{
+		char longname[SHEAF_NAME_MAX + 1];
+		memset(longname, 'x', SHEAF_NAME_MAX);
+		longname[SHEAF_NAME_MAX] = '\0';
+		ck_assert_int_eq(engine_cache_create(&E, longname, &cp, ERR, sizeof ERR),
+				 -EINVAL);
+	}
+	/* Nothing was created by the refusals. */
+	ck_assert_int_eq(pool_cache_find(&P, "bad"), -ENOENT);
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+		ck_assert_uint_eq(atomic_load(&P.caches[c].state), CACHE_FREE);
+
+	/* The edges are valid. */
+	cp.size = 1;
+	cp.align = 0;
+	id = engine_cache_create(&E, "edge1", &cp, ERR, sizeof ERR);
+	ck_assert_int_ge(id, 0);
+	ck_assert_uint_eq(P.caches[id].obj_size, 8);
+	ck_assert_uint_eq(P.caches[id].objs_per_slab, SLAB_SIZE / 8);
+	cp.size = SHEAF_MAX_OBJ_SIZE;
+	cp.align = SHEAF_MAX_ALIGN;
+	id = engine_cache_create(&E, "edge2", &cp, ERR, sizeof ERR);
+	ck_assert_int_ge(id, 0);
+	ck_assert_uint_eq(P.caches[id].objs_per_slab, 4);
+	ck_assert_int_eq(engine_cache_create(&E, "edge2", &cp, ERR, sizeof ERR), -EEXIST);
+	CHECK_POOL(0);
+}
+END_TEST
+
+/*
+ * An align that is not a power of two must be refused whatever its size.
+ * slab_geometry() raises any align below 8 to 8 *before* its power-of-two
+ * test, so align 3, 5, 6 and 7 are accepted (and shm_cache.align records 3).
+ */
+START_TEST(test_invalid_small_align)
+{
+	static const uint32_t aligns[] = { 3, 5, 6, 7 };
+	struct engine_cache_params cp = { .size = 64, .capacity = -1 };
+	char name[16];
+
+	pool_up(1, 64 * MIB);
+	for (uint32_t i = 0; i < 4; i++) {
+		int id;
+
+		cp.align = aligns[i];
+		snprintf(name, sizeof name, "align%u", aligns[i]);
+		id = engine_cache_create(&E, name, &cp, ERR, sizeof ERR);
+		ck_assert_msg(id == -EINVAL,
+			      "align %u (not a power of two) accepted: cache %d, "
+			      "recorded align %u", aligns[i], id,
+			      id >= 0 ? P.caches[id].align : 0);
+	}
+	CHECK_POOL(0);
+}
+END_TEST
+
+/* ---- slab lists ------------------------------------------------------ */
+
+START_TEST(test_list_transitions)
+{
+	uint32_t c, per;
+	uint64_t *objs, extra;
+	struct shm_cache_node *cn;
+
+	pool_up(1, 64 * MIB);
+	c = cache_new("lists", 1024, 8, 0);
+	per = P.caches[c].objs_per_slab;
+	ck_assert_uint_eq(per, 256);
+	cn = pool_cnode(&P, c, 0);
+	objs = calloc(per, sizeof(*objs));
+	ck_assert_ptr_nonnull(objs);
+
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs, 1, 0), 1);
+	ck_assert_uint_eq(list_count(c, 0, SL_PARTIAL), 1);
+	ck_assert_uint_eq(cn->total_objects, per);
+	ck_assert_uint_eq(cn->free_objects, per - 1);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs + 1, per - 1, 0), per - 1);
+	ck_assert_uint_eq(list_count(c, 0, SL_PARTIAL), 0);
+	ck_assert_uint_eq(list_count(c, 0, SL_FULL), 1);
+	ck_assert_uint_eq(cn->free_objects, 0);
+	verify_distinct(objs, per, 1024);
+	/* The slab is full: the next object starts a second slab. */
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, &extra, 1, 0), 1);
+	ck_assert_uint_ne(pool_frame_of(&P, extra), pool_frame_of(&P, objs[0]));
+	ck_assert_uint_eq(list_count(c, 0, SL_PARTIAL), 1);
+	ck_assert_uint_eq(frames_used(), 2);
+	CHECK_POOL(per + 1);
+
+	/* Full -> partial: the freed object is the next one handed out. */
+	ck_assert_uint_eq(slab_free_objs(&P, c, &objs[100], 1), 0);
+	ck_assert_uint_eq(list_count(c, 0, SL_FULL), 0);
+	ck_assert_uint_eq(list_count(c, 0, SL_PARTIAL), 2);
+	CHECK_POOL(per);
+	ck_assert_uint_eq(slab_free_objs(&P, c, &extra, 1), 0);   /* -> empty */
+	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), 1);
+	ck_assert_uint_eq(list_count(c, 0, SL_PARTIAL), 1);
+	CHECK_POOL(per - 1);
+	{
+		uint64_t again;
+		ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, &again, 1, 0), 1);
+		ck_assert_uint_eq(again, objs[100]);   /* partial before empty */
+	}
+	ck_assert_uint_eq(list_count(c, 0, SL_FULL), 1);
+	CHECK_POOL(per);
+	ck_assert_uint_eq(free_n(c, objs, per), 0);
+	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), 2);
+	ck_assert_uint_eq(cn->free_objects, 2 * per);
+	CHECK_POOL(0);
+	ck_assert_uint_eq(slab_shrink(&P, c, 0, 1), 1);
+	ck_assert_uint_eq(slab_shrink(&P, c, 0, 1), 0);
+	ck_assert_uint_eq(slab_shrink(&P, c, 0, 0), 1);
+	ck_assert_uint_eq(frames_used(), 0);
+	CHECK_POOL(0);
+	free(objs);
+}
+END_TEST
+
+/* ---- shrink, min_partial, memfd blocks ------------------------------- */
+
+START_TEST(test_min_partial_on_free)
+{
+	const uint32_t mp = 3, slabs = 10;
+	uint32_t c, per, n;
+	uint64_t *objs;
+
+	pool_up(2, 64 * MIB);
+	c = cache_new("mp", 1000, 8, mp);
+	ck_assert_uint_eq(atomic_load(&P.caches[c].min_partial), mp);
+	per = P.caches[c].objs_per_slab;
+	n = per * slabs;
+	objs = malloc((size_t)n * sizeof(*objs));
+	ck_assert_ptr_nonnull(objs);
+	for (uint32_t node = 0; node < 2; node++) {
+		uint64_t used0 = frames_used();
+
+		ck_assert_uint_eq(alloc_n(c, node, objs, n), n);
+		fill_objs(objs, n, P.caches[c].obj_size, node);
+		ck_assert_uint_eq(frames_used(), used0 + slabs);
+		ck_assert_uint_eq(slab_free_objs(&P, c, objs, n), 0);   /* in order */
+		/* Empty slabs beyond min_partial went back at once. */
+		ck_assert_uint_eq(list_count(c, node, SL_EMPTY), mp);
+		ck_assert_uint_eq(list_count(c, node, SL_PARTIAL), 0);
+		ck_assert_uint_eq(frames_used(), used0 + mp);
+		ck_assert_uint_eq(atomic_load(&pool_cnode(&P, c, node)->stat[ST_FREE_SLAB]),
+				  slabs - mp);
+		CHECK_POOL(0);
+		/* keep = min_partial: that many stay. */
+		ck_assert_uint_eq(slab_shrink(&P, c, node, mp), 0);
+		ck_assert_uint_eq(list_count(c, node, SL_EMPTY), mp);
+		ck_assert_uint_eq(pool_cnode(&P, c, node)->total_objects, (uint64_t)mp * per);
+		ck_assert_uint_eq(pool_cnode(&P, c, node)->free_objects, (uint64_t)mp * per);
+		CHECK_POOL(0);
+	}
+	/* keep 0: all released, blocks back. */
+	{
+		int64_t before = fd_blocks();
+		ck_assert_uint_eq(slab_shrink(&P, c, 0, 0), mp);
+		ck_assert_uint_eq(slab_shrink(&P, c, 1, 0), mp);
+		ck_assert_uint_eq(frames_used(), 0);
+		ck_assert_int_lt(fd_blocks(), before);
+	}
+	CHECK_POOL(0);
+	free(objs);
+}
+END_TEST
+
+/* slab_shrink's keep counts partial slabs too; min_partial changed live. */
+START_TEST(test_shrink_keep)
+{
+	const uint32_t slabs = 10;
+	uint32_t c, per, n;
+	uint64_t *objs;
+	int64_t b0, b1, b2;
+
+	pool_up(1, 64 * MIB);
+	c = cache_new("keep", 256, 64, 100);      /* keep every empty slab */
+	per = P.caches[c].objs_per_slab;
+	n = per * slabs;
+	objs = malloc((size_t)n * sizeof(*objs));
+	ck_assert_ptr_nonnull(objs);
+	CHECK_POOL(0);           /* its page faults first (see test_geometry) */
+	b0 = fd_blocks();
+	ck_assert_uint_eq(alloc_n(c, 0, objs, n), n);
+	fill_objs(objs, n, 256, 7);
+	b1 = fd_blocks();
+	/* Free all but objs[0] (its slab stays partial). */
+	ck_assert_uint_eq(free_n(c, objs + 1, n - 1), 0);
+	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), slabs - 1);
+	ck_assert_uint_eq(list_count(c, 0, SL_PARTIAL), 1);
+	CHECK_POOL(1);
+
+	atomic_store(&P.caches[c].min_partial, 3);
+	ck_assert_uint_eq(slab_shrink(&P, c, 0, 3), slabs - 3);
+	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), 2);
+	ck_assert_uint_eq(list_count(c, 0, SL_PARTIAL), 1);
+	CHECK_POOL(1);
+	ck_assert_uint_eq(slab_shrink(&P, c, 0, 0), 2);
+	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), 0);
+	ck_assert_uint_eq(list_count(c, 0, SL_PARTIAL), 1);   /* never released */
+	ck_assert_uint_eq(frames_used(), 1);
+	verify_objs(objs, 1, 256, 7);
+	CHECK_POOL(1);
+	b2 = fd_blocks();
+	REQUIRE((b1 - b2) * 5 >= (b1 - b0) * 4,
+		"blocks %lld -> %lld -> %lld: less than 80%% given back",
+		(long long)b0, (long long)b1, (long long)b2);
+
+	/* Freeing the last object: the partial slab becomes empty, kept
+	 * (fewer than min_partial slabs left); then shrink releases it. */
+	ck_assert_uint_eq(slab_free_objs(&P, c, objs, 1), 0);
+	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), 1);
+	ck_assert_uint_eq(slab_shrink(&P, c, 0, 0), 1);
+	ck_assert_uint_eq(frames_used(), 0);
+	CHECK_POOL(0);
+
+	/* Released frames are reused (free stack), and come back zeroed. */
+	ck_assert_uint_eq(alloc_n(c, 0, objs, n), n);
+	verify_placement(c, 0, objs, n);
+	verify_distinct(objs, n, 256);
+	ck_assert_uint_eq(frames_used(), slabs);
+	for (uint32_t i = 0; i < n; i++) {
+		const uint64_t *w = (const uint64_t *)(const void *)(P.base + objs[i]);
+		for (uint32_t k = 0; k < 256 / 8; k++)
+			REQUIRE(w[k] == 0, "reused punched frame not zero at obj %u", i);
+	}
+	CHECK_POOL(n);
+	ck_assert_uint_eq(free_n(c, objs, n), 0);
+	CHECK_POOL(0);
+	free(objs);
+}
+END_TEST
+
+/* More than 16 slabs emptied by one call (the release batch is flushed
+ * mid-call with the lock dropped). */
+START_TEST(test_free_many_slabs_one_call)
+{
+	const uint32_t slabs = 40;
+	uint32_t c, per, n;
+	uint64_t *objs;
+
+	pool_up(2, 64 * MIB);
+	c = cache_new("many", 4096, 4096, 1);
+	per = P.caches[c].objs_per_slab;
+	n = per * slabs;
+	objs = malloc((size_t)n * 2 * sizeof(*objs));
+	ck_assert_ptr_nonnull(objs);
+	ck_assert_uint_eq(alloc_n(c, 0, objs, n), n);
+	ck_assert_uint_eq(alloc_n(c, 1, objs + n, n), n);
+	fill_objs(objs, 2 * n, 4096, 99);
+	verify_objs(objs, 2 * n, 4096, 99);
+	ck_assert_uint_eq(frames_used(), 2 * slabs);
+	CHECK_POOL(2 * n);
+	/* Node 0 in order, in one call: 39 releases. */
+	ck_assert_uint_eq(slab_free_objs(&P, c, objs, n), 0);
+	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), 1);
+	ck_assert_uint_eq(frames_used(), slabs + 1);
+	CHECK_POOL(n);
+	/* Node 1 shuffled with node 0 objects again (double frees) mixed in. */
+	shuffle(objs, 2 * n);
+	ck_assert_uint_eq(slab_free_objs(&P, c, objs, 2 * n), n);
+	ck_assert_uint_eq(list_count(c, 1, SL_EMPTY), 1);
+	ck_assert_uint_eq(frames_used(), 2);
+	CHECK_POOL(0);
+	/* Reuse every released frame. */
+	ck_assert_uint_eq(alloc_n(c, 0, objs, n), n);
+	ck_assert_uint_eq(alloc_n(c, 1, objs + n, n), n);
+	verify_distinct(objs, 2 * n, 4096);
+	verify_placement(c, 0, objs, n);
+	verify_placement(c, 1, objs + n, n);
+	CHECK_POOL(2 * n);
+	ck_assert_uint_eq(free_n(c, objs, 2 * n), 0);
+	CHECK_POOL(0);
+	free(objs);
+}
+END_TEST
+
+/* ---- memory cap ------------------------------------------------------ */
+
+/* Allocate on nodes 0 and 1 alternately until neither gives more. */
+static uint32_t drain(uint32_t c, uint64_t *out)
+{
+	uint32_t total = 0, done = 0, k = 0;
+
+	while (done != 3) {
+		uint32_t node = k++ % 2, got;
+		if (done & (1u << node))
+			continue;
+		got = slab_alloc_objs(&P, c, node, out + total, 50, 0);
+		total += got;
+		if (got < 50)
+			done |= 1u << node;
+	}
+	return total;
+}
+
+START_TEST(test_mem_cap)
+{
+	const uint64_t cap = 3 * SLAB_SIZE + SLAB_SIZE / 2;
+	uint32_t c, per, total = 0, got, k = 0;
+	uint64_t *objs;
+
+	pool_up(2, 64 * MIB);
+	c = cache_new("cap", 4096, 8, 0);
+	per = P.caches[c].objs_per_slab;
+	objs = malloc(64 * (size_t)per * sizeof(*objs));
+	ck_assert_ptr_nonnull(objs);
+
+	atomic_store(&P.hdr->mem_cap, cap);
+	/* Alternate nodes until a call comes back short. */
+	for (;;) {
+		uint32_t want = 50;
+		got = slab_alloc_objs(&P, c, k++ % 2, objs + total, want, 0);
+		total += got;
+		REQUIRE(frames_used() * SLAB_SIZE <= cap, "frames used %llu over cap",
+			(unsigned long long)frames_used());
+		if (got < want)
+			break;
+		REQUIRE(total < 64 * per, "cap never reached");
+	}
+	ck_assert_uint_eq(frames_used(), cap / SLAB_SIZE);
+	ck_assert_uint_le(frames_used() * SLAB_SIZE, cap);
+	/* What is left in the frames already taken is still served. */
+	total += drain(c, objs + total);
+	ck_assert_uint_eq(frames_used(), cap / SLAB_SIZE);
+	ck_assert_uint_eq(total, (cap / SLAB_SIZE) * per);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs + total, 1, 0), 0);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 1, objs + total, 1, 0), 0);
+	verify_distinct(objs, total, 4096);
+	fill_objs(objs, total, 4096, 3);
+	verify_objs(objs, total, 4096, 3);
+	CHECK_POOL(total);
+
+	/* Free everything: the empty slabs (kept: min_partial) serve again. */
+	ck_assert_uint_eq(free_n(c, objs, total), 0);
+	CHECK_POOL(0);
+	{
+		uint32_t again = drain(c, objs);
+		ck_assert_uint_eq(again, total);
+		ck_assert_uint_eq(frames_used(), cap / SLAB_SIZE);
+		ck_assert_uint_eq(free_n(c, objs, again), 0);
+	}
+	/* After a shrink every frame of the cap can go to one node. */
+	ck_assert_uint_eq(slab_shrink(&P, c, 0, 0) + slab_shrink(&P, c, 1, 0),
+			  cap / SLAB_SIZE);
+	ck_assert_uint_eq(frames_used(), 0);
+	ck_assert_uint_eq(alloc_n(c, 1, objs, total), total);
+	verify_placement(c, 1, objs, total);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs + total, 1, 0), 0);
+	CHECK_POOL(total);
+
+	/* A cap below one frame: nothing new. */
+	atomic_store(&P.hdr->mem_cap, SLAB_SIZE - 1);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs + total, 1, 0), 0);
+	/* Raised again: allocation goes on. */
+	atomic_store(&P.hdr->mem_cap, P.data_len);
+	ck_assert_uint_eq(alloc_n(c, 0, objs + total, 10 * per), 10 * per);
+	total += 10 * per;
+	verify_distinct(objs, total, 4096);
+	CHECK_POOL(total);
+	ck_assert_uint_eq(free_n(c, objs, total), 0);
+	CHECK_POOL(0);
+	free(objs);
+}
+END_TEST
+
+/*
+ * Two node allocators taking a frame at the same moment must not together
+ * go past the cap (one engine worker per node does exactly this).  The test
+ * thread and one helper race, each on its own node, for the one frame a
+ * 1-frame cap allows; the test thread waits a varying few cycles after the
+ * start signal so the two calls sweep across each other.
+ */
+struct race_arg {
+	uint32_t cache;
+	_Atomic uint32_t go, done, quit, delay;
+	uint64_t obj;
+	uint32_t got;
+};
+
+static void *race_main(void *arg)
+{
+	struct race_arg *a = arg;
+	uint32_t seen = 0;
+
+	for (;;) {
+		uint32_t g;
+
+		while ((g = atomic_load(&a->go)) == seen && !atomic_load(&a->quit))
+			;
+		if (atomic_load(&a->quit))
+			break;
+		seen = g;
+		for (volatile uint32_t d = 0, n = atomic_load(&a->delay); d < n; d++)
+			;
+		a->got = slab_alloc_objs(&P, a->cache, 1, &a->obj, 1, 0);
+		atomic_store(&a->done, g);
+	}
+	return NULL;
+}
+
+START_TEST(test_mem_cap_two_nodes_at_once)
+{
+	static struct race_arg a;
+	pthread_t th;
+	uint32_t c, rounds = san_mode() ? 20000 : 200000, r, over = 0;
+	uint64_t worst = 0;
+	double t0 = now_s(), limit = san_mode() ? 3.0 : 4.0;
+
+	pool_up(2, 64 * MIB);
+	c = cache_new("race", 65536, 8, 1);
+	atomic_store(&P.hdr->mem_cap, SLAB_SIZE);      /* one frame */
+	memset(&a, 0, sizeof(a));
+	a.cache = c;
+	ck_assert_int_eq(pthread_create(&th, NULL, race_main, &a), 0);
+	for (r = 1; r <= rounds && (r % 16 || now_s() - t0 < limit); r++) {
+		uint64_t used, mine;
+		uint32_t got, delay = rnd_below(96), spins = 0;
+
+		/* Delay one side or the other by a few cycles. */
+		atomic_store(&a.delay, delay < 48 ? 48 - delay : 0);
+		delay = delay < 48 ? 0 : delay - 48;
+		atomic_store(&a.go, r);
+		for (volatile uint32_t d = 0; d < delay; d++)
+			;
+		got = slab_alloc_objs(&P, c, 0, &mine, 1, 0);
+		while (atomic_load(&a.done) != r)
+			if (++spins % 1024 == 0)
+				sched_yield();
+		used = frames_used();
+		if (used > 1) {
+			over++;
+			if (used > worst)
+				worst = used;
+		}
+		if (got)
+			REQUIRE(slab_free_objs(&P, c, &mine, 1) == 0, "free refused");
+		if (a.got)
+			REQUIRE(slab_free_objs(&P, c, &a.obj, 1) == 0, "free refused");
+		slab_shrink(&P, c, 0, 0);
+		slab_shrink(&P, c, 1, 0);
+		REQUIRE(frames_used() == 0, "round %u: %llu frames left", r,
+			(unsigned long long)frames_used());
+		if (over > 0)
+			break;
+	}
+	atomic_store(&a.quit, 1);
+	pthread_join(th, NULL);
+	printf("cap race: %u rounds in %.2f s, %u over the 1-frame cap (worst %llu "
+	       "frames)\n", r, now_s() - t0, over, (unsigned long long)worst);
+	CHECK_POOL(0);
+	ck_assert_msg(over == 0,
+		      "frame_alloc() let nodes 0 and 1 together pass a 1-frame cap in "
+		      "%u of %u rounds (frames_used reached %llu): it tests the global "
+		      "frames_used against the cap under the per-node allocator lock "
+		      "only", over, r, (unsigned long long)worst);
+}
+END_TEST
+
+/* ---- slab_free_objs validation ---------------------------------------- */
+
+static uint32_t free_one(uint32_t c, uint64_t off)
+{
+	return slab_free_objs(&P, c, &off, 1);
+}
+
+START_TEST(test_free_validation)
+{
+	uint32_t a, b, t, n_a = 0;
+	uint64_t objs_a[512], obj_b[4], obj_t, inv0;
+	uint32_t last_f;
+
+	pool_up(2, 64 * MIB);
+	a = cache_new("val-a", 64, 8, 0);
+	b = cache_new("val-b", 64, 8, 0);
+	t = cache_new("val-t", 5000, 8, 0);       /* slab_bytes < SLAB_SIZE */
+	ck_assert_uint_lt(P.caches[t].slab_bytes, SLAB_SIZE);
+	ck_assert_uint_eq(alloc_n(a, 0, objs_a, 256), 256);
+	ck_assert_uint_eq(alloc_n(a, 1, objs_a + 256, 256), 256);
+	n_a = 512;
+	ck_assert_uint_eq(slab_alloc_objs(&P, b, 0, obj_b, 2, 0), 2);
+	ck_assert_uint_eq(slab_alloc_objs(&P, b, 1, obj_b + 2, 2, 0), 2);
+	ck_assert_uint_eq(slab_alloc_objs(&P, t, 0, &obj_t, 1, 0), 1);
+	fill_objs(objs_a, n_a, 64, 1);
+	CHECK_POOL(n_a + 4 + 1);
+	inv0 = stat_sum(a, ST_FLUSH_INVALID);
+
+	/* Outside the data region. */
+	{
+		const uint64_t outside[] = {
+			0, 64, P.hdr->off_caches, P.hdr->off_slabs, P.hdr->off_rw,
+			P.data_off - 64, P.data_off - 1, P.data_off + P.data_len,
+			P.data_off + P.data_len + 64, P.size, UINT64_MAX,
+			UINT64_MAX - P.data_off, (uint64_t)1 << 63,
+		};
+		uint32_t k = sizeof(outside) / sizeof(outside[0]);
+
+		for (uint32_t i = 0; i < k; i++)
+			ck_assert_int_eq(slab_validate(&P, a, outside[i]), -EFAULT);
+		ck_assert_uint_eq(slab_free_objs(&P, a, outside, k), k);
+		ck_assert_uint_eq(stat_sum(a, ST_FLUSH_INVALID), inv0 + k);
+		inv0 += k;
+	}
+	CHECK_POOL(n_a + 5);
+	/* A slab of another cache (same geometry). */
+	ck_assert_int_eq(slab_validate(&P, a, obj_b[0]), -EINVAL);
+	ck_assert_uint_eq(slab_free_objs(&P, a, obj_b, 4), 4);
+	ck_assert_uint_eq(stat_sum(a, ST_FLUSH_INVALID), inv0 + 4);
+	inv0 += 4;
+	ck_assert_uint_eq(free_one(b, objs_a[0]), 1);   /* and the other way */
+	CHECK_POOL(n_a + 5);
+	ck_assert_int_eq(pool_check(&P, (int)b, 4, NULL, ERR, sizeof ERR), 0);
+	ck_assert_int_eq(pool_check(&P, (int)a, n_a, NULL, ERR, sizeof ERR), 0);
+	/* Off an object boundary. */
+	{
+		const uint64_t offb[] = { objs_a[3] + 1, objs_a[3] + 8, objs_a[3] + 63,
+					  objs_a[300] + 32, obj_t + 8, obj_t + 4999 };
+		for (uint32_t i = 0; i < 4; i++)
+			ck_assert_int_eq(slab_validate(&P, a, offb[i]), -EINVAL);
+		ck_assert_uint_eq(slab_free_objs(&P, a, offb, 4), 4);
+		ck_assert_uint_eq(slab_free_objs(&P, t, offb + 4, 2), 2);
+		ck_assert_uint_eq(stat_sum(a, ST_FLUSH_INVALID), inv0 + 4);
+		inv0 += 4;
+	}
+	/* In the slab tail past the last object (slab_bytes..SLAB_SIZE). */
+	{
+		uint64_t fs = pool_frame_off(&P, pool_frame_of(&P, obj_t));
+		uint64_t tail[] = { fs + P.caches[t].slab_bytes,
+				    fs + P.caches[t].slab_bytes + 8,
+				    fs + SLAB_SIZE - 8 };
+		uint64_t tinv = stat_sum(t, ST_FLUSH_INVALID);
+		ck_assert_int_eq(slab_validate(&P, t, tail[0]), -EINVAL);
+		ck_assert_uint_eq(slab_free_objs(&P, t, tail, 3), 3);
+		ck_assert_uint_ge(stat_sum(t, ST_FLUSH_INVALID), tinv + 3);
+	}
+	CHECK_POOL(n_a + 5);
+	/* A never-used frame (node 0 and node 1). */
+	last_f = P.frames_per_node - 1;
+	{
+		uint64_t never[] = { pool_frame_off(&P, last_f),
+				     pool_frame_off(&P, last_f) + 64,
+				     pool_frame_off(&P, P.frames_per_node + last_f) };
+		ck_assert_uint_eq(atomic_load(&P.frame_owner[last_f]), FRAME_FREE);
+		ck_assert_int_eq(slab_validate(&P, a, never[0]), -EINVAL);
+		ck_assert_uint_eq(slab_free_objs(&P, a, never, 3), 3);
+		ck_assert_uint_eq(stat_sum(a, ST_FLUSH_INVALID), inv0 + 3);
+		inv0 += 3;
+		/* Nothing in the frame was touched. */
+		ck_assert_uint_eq(atomic_load(&P.frame_owner[last_f]), FRAME_FREE);
+		ck_assert_uint_eq(P.slabs[last_f].cache, FRAME_FREE);
+		ck_assert_uint_eq(P.slabs[last_f].nfree, 0);
+	}
+	CHECK_POOL(n_a + 5);
+	/* Double free: a second call, and twice in one call. */
+	ck_assert_uint_eq(free_one(a, objs_a[10]), 0);
+	ck_assert_uint_eq(free_one(a, objs_a[10]), 1);
+	ck_assert_uint_eq(stat_sum(a, ST_FLUSH_INVALID), inv0 + 1);
+	inv0 += 1;
+	{
+		uint64_t twice[] = { objs_a[11], objs_a[300], objs_a[11], objs_a[300] };
+		ck_assert_uint_eq(slab_free_objs(&P, a, twice, 4), 2);
+		ck_assert_uint_eq(stat_sum(a, ST_FLUSH_INVALID), inv0 + 2);
+		inv0 += 2;
+	}
+	n_a -= 3;
+	CHECK_POOL(n_a + 5);
+	/* Good and bad mixed in one call: the good ones are freed. */
+	{
+		uint64_t mix[] = { objs_a[20], UINT64_MAX, objs_a[21] + 4, objs_a[400],
+				   obj_b[1], objs_a[22], objs_a[20] };
+		ck_assert_uint_eq(slab_free_objs(&P, a, mix, 7), 4);
+		ck_assert_uint_eq(stat_sum(a, ST_FLUSH_INVALID), inv0 + 4);
+		inv0 += 4;
+		n_a -= 3;
+	}
+	CHECK_POOL(n_a + 5);
+	/* Objects of a released frame. */
+	{
+		uint64_t keep[512];
+		uint32_t nk = 0, f0 = pool_frame_of(&P, objs_a[0]);
+
+		for (uint32_t i = 0; i < 512; i++) {
+			if (i == 10 || i == 11 || i == 300 || i == 20 || i == 22 || i == 400)
+				continue;
+			keep[nk++] = objs_a[i];
+		}
+		ck_assert_uint_eq(nk, n_a);
+		ck_assert_uint_eq(free_n(a, keep, nk), 0);
+		ck_assert_uint_eq(slab_shrink(&P, a, 0, 0) + slab_shrink(&P, a, 1, 0), 2);
+		ck_assert_uint_eq(atomic_load(&P.frame_owner[f0]), FRAME_FREE);
+		ck_assert_uint_eq(free_one(a, objs_a[0]), 1);
+		ck_assert_uint_eq(free_one(a, objs_a[300]), 1);
+		ck_assert_uint_eq(stat_sum(a, ST_FLUSH_INVALID), inv0 + 2);
+		n_a = 0;
+	}
+	/* Data untouched by all that (b's objects still intact and in use). */
+	CHECK_POOL(5);
+	ck_assert_int_eq(pool_check(&P, (int)b, 4, NULL, ERR, sizeof ERR), 0);
+	ck_assert_int_eq(pool_check(&P, (int)t, 1, NULL, ERR, sizeof ERR), 0);
+	ck_assert_uint_eq(slab_free_objs(&P, b, obj_b, 4), 0);
+	ck_assert_uint_eq(free_one(t, obj_t), 0);
+	CHECK_POOL(0);
+}
+END_TEST
+
+/* ---- random churn against a model ------------------------------------ */
+
+START_TEST(test_churn)
+{
+	static const uint32_t sizes[] = { 8, 64, 1000, 8192 };
+	const uint32_t steps = san_mode() ? 1500 : 8000, max_held = 60000;
+	uint32_t cache[4], nheld[4] = { 0 }, limit[4];
+	uint64_t *held[4];
+	uint64_t *mark;                      /* 1 bit per 8 data bytes */
+	uint64_t *buf;
+	uint64_t refused = 0;
+
+	pool_up(2, 64 * MIB);
+	mark = calloc(P.data_len / 8 / 64, sizeof(uint64_t));
+	buf = malloc(4096 * sizeof(*buf));
+	ck_assert_ptr_nonnull(mark);
+	ck_assert_ptr_nonnull(buf);
+	for (int k = 0; k < 4; k++) {
+		char name[16];
+		snprintf(name, sizeof name, "churn%d", k);
+		cache[k] = cache_new(name, sizes[k], 8, k == 3 ? 1 : 0);
+		held[k] = malloc(max_held * sizeof(uint64_t));
+		limit[k] = (uint32_t)(4 * MIB / P.caches[cache[k]].obj_size);
+		if (limit[k] > max_held)
+			limit[k] = max_held;
+		ck_assert_ptr_nonnull(held[k]);
+	}
+	for (uint32_t s = 0; s < steps; s++) {
+		int k = (int)rnd_below(4);
+		uint32_t c = cache[k], osz = P.caches[c].obj_size;
+		uint32_t op = rnd_below(10);
+
+		uint32_t want = 1 + rnd_below(k == 3 ? 64 : 1024);
+
+		if (op < 5 && nheld[k] + want <= limit[k]) {
+			uint32_t node = rnd_below(2);
+			uint32_t got = slab_alloc_objs(&P, c, node, buf, want, 0);
+			REQUIRE(got == want, "step %u: got %u of %u", s, got, want);
+			verify_placement(c, node, buf, got);
+			for (uint32_t i = 0; i < got; i++) {
+				uint64_t bit = (buf[i] - P.data_off) / 8;
+				REQUIRE(!(mark[bit / 64] >> (bit % 64) & 1),
+					"step %u: %#llx handed out twice", s,
+					(unsigned long long)buf[i]);
+				mark[bit / 64] |= 1ull << (bit % 64);
+				*(uint64_t *)(void *)(P.base + buf[i]) = buf[i] ^ osz;
+				held[k][nheld[k]++] = buf[i];
+			}
+		} else if (op < 9 && nheld[k] > 0) {
+			uint32_t m = 1 + rnd_below(nheld[k] < 1024 ? nheld[k] : 1024);
+			for (uint32_t i = 0; i < m; i++) {
+				uint32_t j = rnd_below(nheld[k]);
+				uint64_t off = held[k][j], bit = (off - P.data_off) / 8;
+				REQUIRE(*(uint64_t *)(void *)(P.base + off) == (off ^ osz),
+					"step %u: object %#llx overwritten", s,
+					(unsigned long long)off);
+				buf[i] = off;
+				held[k][j] = held[k][--nheld[k]];
+				mark[bit / 64] &= ~(1ull << (bit % 64));
+			}
+			REQUIRE(slab_free_objs(&P, c, buf, m) == 0, "step %u: frees refused", s);
+			if (rnd_below(4) == 0) {      /* double free of one of them */
+				REQUIRE(slab_free_objs(&P, c, buf + rnd_below(m), 1) == 1,
+					"step %u: double free accepted", s);
+				refused++;
+			}
+		} else {
+			slab_shrink(&P, c, rnd_below(2), rnd_below(3));
+		}
+		if (s % 1000 == 999) {
+			uint64_t tot = 0;
+			for (int q = 0; q < 4; q++) {
+				char err[512];
+				int rc = pool_check(&P, (int)cache[q], nheld[q], NULL, err, sizeof err);
+				REQUIRE(rc == 0, "step %u cache %d: %s", s, q, err);
+				tot += nheld[q];
+			}
+			CHECK_POOL((int64_t)tot);
+		}
+	}
+	{
+		uint64_t tot = 0, inv = 0;
+		for (int k = 0; k < 4; k++) {
+			tot += nheld[k];
+			inv += stat_sum(cache[k], ST_FLUSH_INVALID);
+		}
+		CHECK_POOL((int64_t)tot);
+		ck_assert_uint_eq(inv, refused);
+		printf("churn: %u steps, %llu objects held at the end, %llu double "
+		       "frees refused, %llu frames used\n", steps,
+		       (unsigned long long)tot, (unsigned long long)refused,
+		       (unsigned long long)frames_used());
+	}
+	for (int k = 0; k < 4; k++) {
+		ck_assert_uint_eq(free_n(cache[k], held[k], nheld[k]), 0);
+		for (uint32_t n = 0; n < 2; n++)
+			slab_shrink(&P, cache[k], n, 0);
+		free(held[k]);
+	}
+	ck_assert_uint_eq(frames_used(), 0);
+	CHECK_POOL(0);
+	free(mark);
+	free(buf);
+}
+END_TEST
+
+/* ---- try-lock -------------------------------------------------------- */
+
+struct holder {
+	pthread_mutex_t *lock;
+	_Atomic int held, release;
+};
+
+static void *holder_main(void *arg)
+{
+	struct holder *h = arg;
+
+	pthread_mutex_lock(h->lock);
+	atomic_store(&h->held, 1);
+	while (!atomic_load(&h->release))
+		sched_yield();
+	pthread_mutex_unlock(h->lock);
+	return NULL;
+}
+
+START_TEST(test_trylock)
+{
+	struct holder h;
+	pthread_t th;
+	uint32_t c;
+	uint64_t objs[64];
+	double t0, dt;
+
+	pool_up(2, 64 * MIB);
+	c = cache_new("try", 256, 8, 0);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs, 8, 1), 8);   /* free lock */
+	memset(&h, 0, sizeof(h));
+	h.lock = &pool_cnode(&P, c, 0)->lock;
+	ck_assert_int_eq(pthread_create(&th, NULL, holder_main, &h), 0);
+	while (!atomic_load(&h.held))
+		sched_yield();
+
+	t0 = now_s();
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs + 8, 8, 1), 0);
+	dt = now_s() - t0;
+	ck_assert_msg(dt < 0.5, "trylock alloc took %.3f s", dt);
+	/* Another node's lock is free: served. */
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 1, objs + 8, 8, 1), 8);
+	verify_placement(c, 1, objs + 8, 8);
+	/* Another cache on the same node: its own lock. */
+	{
+		uint32_t c2 = cache_new("try2", 256, 8, 0);
+		uint64_t o;
+		ck_assert_uint_eq(slab_alloc_objs(&P, c2, 0, &o, 1, 1), 1);
+		ck_assert_uint_eq(slab_free_objs(&P, c2, &o, 1), 0);
+	}
+	atomic_store(&h.release, 1);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs + 16, 8, 1), 8);
+	verify_placement(c, 0, objs + 16, 8);
+	verify_distinct(objs, 24, 256);
+	CHECK_POOL(24);
+	ck_assert_uint_eq(free_n(c, objs, 24), 0);
+	CHECK_POOL(0);
+}
+END_TEST
+
+static Suite *slab_suite(void)
+{
+	Suite *su = suite_create("slab");
+	TCase *tc;
+
+	tc = tcase_create("pool");
+	tcase_set_timeout(tc, 30);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_pool_create_params);
+	tcase_add_test(tc, test_pool_map_second_view);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("geometry");
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_loop_test(tc, test_geometry, 0, (int)(GEO_NSIZES * 3));
+	tcase_add_test(tc, test_invalid_geometry);
+	tcase_add_test(tc, test_invalid_small_align);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("lists");
+	tcase_set_timeout(tc, 30);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_list_transitions);
+	tcase_add_test(tc, test_min_partial_on_free);
+	tcase_add_test(tc, test_shrink_keep);
+	tcase_add_test(tc, test_free_many_slabs_one_call);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("cap");
+	tcase_set_timeout(tc, 30);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_mem_cap);
+	tcase_add_test(tc, test_mem_cap_two_nodes_at_once);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("free");
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_free_validation);
+	tcase_add_test(tc, test_churn);
+	tcase_add_test(tc, test_trylock);
+	suite_add_tcase(su, tc);
+	return su;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(slab_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
