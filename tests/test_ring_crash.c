@@ -857,16 +857,22 @@ static unsigned long child_ip(pid_t pid)
 	return 0;
 }
 
+#define MAX_STEPS 200000
+
 /*
  * Fork the stepped child, let it execute @steps instructions of its one
  * operation (all of it if @steps is UINT32_MAX), then SIGKILL it.  Returns
  * the number of instructions executed; *ip where it was killed, *finished
  * whether the operation had completed.  Returns UINT32_MAX if ptrace is
- * unavailable.
+ * unavailable.  With @changed (calibration), changed[k] is set when
+ * instruction k changed the shared mapping.
  */
 static uint32_t step_and_kill(struct world *w, enum scen sc, uint32_t steps,
-			      unsigned long *ip, int *finished, struct verdict *v)
+			      unsigned long *ip, int *finished, struct verdict *v,
+			      unsigned char *changed)
 {
+	char *prev = changed != NULL ? malloc(w->len) : NULL;
+
 	pid_t pid, parent = getpid();
 	uint32_t n = 0;
 	int st;
@@ -881,12 +887,20 @@ static uint32_t step_and_kill(struct world *w, enum scen sc, uint32_t steps,
 	if (WIFEXITED(st))
 		return UINT32_MAX;      /* no ptrace here */
 	ck_assert(WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP);
+	if (prev != NULL)
+		memcpy(prev, w->map, w->len);
 	while (n < steps && !atomic_load(&w->sh->done[0])) {
 		ck_assert_int_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 		ck_assert_msg(WIFSTOPPED(st), "stepped child ended (status %#x)", st);
+		ck_assert_uint_lt(n, MAX_STEPS);
+		if (prev != NULL && memcmp(prev, w->map, w->len) != 0) {
+			changed[n] = 1;
+			memcpy(prev, w->map, w->len);
+		}
 		n++;
 	}
+	free(prev);
 	*finished = atomic_load(&w->sh->done[0]) != 0;
 	*ip = child_ip(pid);
 	kill(pid, SIGKILL);
@@ -896,11 +910,17 @@ static uint32_t step_and_kill(struct world *w, enum scen sc, uint32_t steps,
 	return n;
 }
 
+/*
+ * Kill after k instructions of one operation, for every k (sanitizer builds:
+ * for every k right after an instruction that changed the shared mapping;
+ * the state left between two such instructions is the same, and the
+ * instrumented code is thousands of instructions per operation).
+ */
 START_TEST(test_kill_at_every_instruction)
 {
+	static unsigned char changed[MAX_STEPS];
 	struct verdict v;
 	struct world w;
-	const uint32_t max_trials = san ? 120 : 400;
 	char ctx[192], at[64];
 
 	verdict_start(&v);
@@ -908,11 +928,14 @@ START_TEST(test_kill_at_every_instruction)
 	for (int sc = 0; sc < SC_NR; sc++) {
 		unsigned long ip;
 		int finished;
-		uint32_t total, stride;
+		uint32_t total, trials = 0;
 
-		/* Calibrate: how many instructions until the op is done. */
+		/* Calibrate: how many instructions until the op is done, and
+		 * which of them write the shared mapping. */
+		memset(changed, 0, sizeof(changed));
 		scen_setup(&w, (enum scen)sc);
-		total = step_and_kill(&w, (enum scen)sc, UINT32_MAX, &ip, &finished, &v);
+		total = step_and_kill(&w, (enum scen)sc, UINT32_MAX, &ip, &finished,
+				      &v, changed);
 		if (total == UINT32_MAX) {
 			printf("ptrace unavailable: instruction-level kills skipped\n");
 			break;
@@ -921,12 +944,15 @@ START_TEST(test_kill_at_every_instruction)
 		repair(&w, 0, &v, scen_name[sc]);
 		scen_finish(&w, (enum scen)sc);
 		check_quiescent(&w, &v, scen_name[sc]);
-		stride = total / max_trials + 1;
-		for (uint32_t k = 0; k <= total; k += stride) {
+		for (uint32_t k = 0; k <= total; k++) {
 			uint32_t did;
 
+			/* Killed after k instructions: the state instruction k-1 left. */
+			if (san && k > 0 && k < total && !changed[k - 1])
+				continue;
+			trials++;
 			scen_setup(&w, (enum scen)sc);
-			did = step_and_kill(&w, (enum scen)sc, k, &ip, &finished, &v);
+			did = step_and_kill(&w, (enum scen)sc, k, &ip, &finished, &v, NULL);
 			where(ip, at, sizeof(at));
 			snprintf(ctx, sizeof(ctx), "%s, killed after %u/%u instructions "
 				 "at %s%s", scen_name[sc], did, total, at,
@@ -935,6 +961,7 @@ START_TEST(test_kill_at_every_instruction)
 			scen_finish(&w, (enum scen)sc);
 			check_quiescent(&w, &v, ctx);
 		}
+		printf("  %s: %u instructions, %u kills\n", scen_name[sc], total, trials);
 	}
 	world_fini(&w);
 	verdict_report(&v, "kill at every instruction");
