@@ -33,7 +33,15 @@ static int check_sheaves(struct shm_pool *p, struct check_report *rep,
 		struct shm_ring *ring = pool_ring(p, r);
 		uint32_t valid = 0;
 
-		for (uint32_t i = 0; i < ring->size; i++) {
+		uint32_t head = at_load_relaxed(&ring->head);
+		uint32_t span = ring_count(ring) + 1;
+
+		/* Quiescent: every full slot lies in [head, tail); scanning only
+		 * those keeps untouched ring pages untouched. */
+		if (span > ring->size)
+			span = ring->size;
+		for (uint32_t k = 0; k < span; k++) {
+			uint32_t i = (head + k) & ring->mask;
 			uint64_t v = at_load_relaxed(&ring->slots[i]);
 			uint32_t s = (uint32_t)v;
 			if (((uint32_t)(v >> 32) & ring->mask) != 1)
@@ -81,8 +89,11 @@ static int check_cache(struct shm_pool *p, uint32_t c, struct check_report *rep,
 		for (int l = SL_PARTIAL; l <= SL_EMPTY && rc == 0; l++) {
 			uint32_t cnt = 0;
 			for (uint32_t s = cn->lists[l].first; s != SLAB_NONE; s = p->slabs[s].next) {
-				if (++cnt > p->frames_total || p->slabs[s].list != l) {
-					rc = bad(err, errlen, "cache %u node %u: list %d corrupt", c, n, l);
+				if (s >= p->frames_total || ++cnt > p->frames_total ||
+				    p->slabs[s].list != l || p->slabs[s].cache != c ||
+				    p->slabs[s].node != n) {
+					rc = bad(err, errlen, "cache %u node %u: list %d corrupt "
+						 "at slab %u", c, n, l, s);
 					break;
 				}
 			}
@@ -135,13 +146,21 @@ static int check_cache(struct shm_pool *p, uint32_t c, struct check_report *rep,
 				 (unsigned long long)cn->free_objects,
 				 (unsigned long long)cn->total_objects,
 				 (unsigned long long)node_free, (unsigned long long)node_total);
+		if (rc == 0 && on_lists != node_total / (sc->objs_per_slab ? sc->objs_per_slab : 1))
+			rc = bad(err, errlen, "cache %u node %u: %llu slabs on lists, %llu owned",
+				 c, n, (unsigned long long)on_lists,
+				 (unsigned long long)(node_total / sc->objs_per_slab));
 		objects += node_total;
 		nfree += node_free;
-		(void)on_lists;
 	}
 	/* Sheaves: every object valid, in no other place. */
 	for (uint32_t s = 0; s < p->sheaf_count && rc == 0; s++) {
-		struct shm_sheaf *sh = pool_sheaf(p, s);
+		struct shm_sheaf *sh;
+		/* Depot sheaves are empty; skipping them leaves unused sheaf
+		 * pages untouched. */
+		if (at_load_relaxed(&p->owners[s]) == OWNER_RING(RING_DEPOT))
+			continue;
+		sh = pool_sheaf(p, s);
 		if (sh->size == 0 || sh->cache != c)
 			continue;
 		if (sh->size > sh->capacity || sh->size > SHEAF_CAP_MAX) {

@@ -115,7 +115,7 @@ int engine_cache_create(struct engine *e, const char *name,
 		memset(sc->name, 0, sizeof(sc->name));
 		strncpy(sc->name, name, SHEAF_NAME_MAX - 1);
 		sc->obj_size = obj_size;
-		sc->align = cp->align ? cp->align : 8;
+		sc->align = cp->align > 8 ? cp->align : 8;
 		sc->objs_per_slab = per_slab;
 		sc->slab_bytes = per_slab * obj_size;
 		sc->div_magic = UINT64_MAX / obj_size + 1;

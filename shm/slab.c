@@ -19,10 +19,10 @@ int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
 
 	if (size == 0 || size > SHEAF_MAX_OBJ_SIZE)
 		return -EINVAL;
-	if (a < 8)
-		a = 8;
 	if ((a & (a - 1)) != 0 || a > SHEAF_MAX_ALIGN)
 		return -EINVAL;
+	if (a < 8)
+		a = 8;
 	size = (size + a - 1) & ~(a - 1);
 	*obj_size = size;
 	*objs_per_slab = SLAB_SIZE / size;
@@ -80,9 +80,14 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 	uint64_t cap_frames = at_load_relaxed(&p->hdr->mem_cap) >> SLAB_SHIFT;
 	uint32_t f = SLAB_NONE;
 
+	uint64_t used = at_load_relaxed(&p->hdr->frames_used);
+
+	/* Reserve a frame under the cap first: nodes allocate concurrently. */
+	do {
+		if (used >= cap_frames)
+			return SLAB_NONE;
+	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + 1));
 	pthread_mutex_lock(&na->lock);
-	if (at_load_relaxed(&p->hdr->frames_used) >= cap_frames)
-		goto out;
 	if (na->free_first != SLAB_NONE) {
 		f = na->free_first;
 		na->free_first = p->slabs[f].next;
@@ -90,15 +95,15 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 	} else if (na->next_fresh < p->frames_per_node) {
 		f = node * p->frames_per_node + na->next_fresh++;
 	}
-	if (f != SLAB_NONE) {
-		at_fetch_add_relaxed(&p->hdr->frames_used, 1);
+	if (f == SLAB_NONE) {
+		at_fetch_sub_relaxed(&p->hdr->frames_used, 1);   /* no frame left */
+	} else {
 		p->slabs[f].cache = (uint16_t)cache;
 		p->slabs[f].node = (uint8_t)node;
 		/* Clients read frame_owner to validate frees of objects
 		 * they got through the rings, which order after this. */
 		at_store_release(&p->frame_owner[f], (uint16_t)cache);
 	}
-out:
 	pthread_mutex_unlock(&na->lock);
 	return f;
 }
