@@ -75,18 +75,20 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 				STOP(RS_PUT_TAIL);
 				break;
 			}
-		} else if (d == 1) {
-			uint32_t exp = p;          /* filled, tail lags: help */
+		} else if (d > 0) {
+			/* Position p was filled (and maybe consumed) but tail
+			 * lags, perhaps for good if its producer died: help. */
+			uint32_t exp = p;
 			at_cas_relaxed(&r->tail, &exp, p + 1);
-		} else if (d < 0) {
-			/* The slot still holds the item of p - size: full. */
+		} else {
+			/* The slot still holds the item of p - size: full.
+			 * Take the sheaf back before dropping the intent, so a
+			 * death in between leaves a record for the repair. */
 			uint32_t exp = mine;
+			int back = at_cas_relaxed(&owners[sheaf], &exp, me);
 			intent_clear(in);
-			if (!at_cas_relaxed(&owners[sheaf], &exp, me))
-				return 0;  /* a repair took it: no longer ours */
-			return -ENOBUFS;
+			return back ? -ENOBUFS : 0;  /* !back: a repair took it */
 		}
-		/* d > 1: our view of tail is stale; reload. */
 	}
 	intent_clear(in);
 	STOP(RS_PUT_DONE);
@@ -112,29 +114,28 @@ uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
 
 		if (d == 0) {
 			uint32_t s = slot_id(v);
-			int won = 0;
+			uint32_t exp = mine;
 
+			/* Record what we are about to take: if we die between
+			 * the slot CAS and the owner CAS, the repair finds the
+			 * sheaf marked "in r" but in no slot. */
+			at_store_relaxed(&in->sheaf, s);
 			STOP(RS_GET_SLOT);
-			if (s < r->nsheaves) {
-				uint32_t exp = mine;
-				/* Acq_rel: acquires the producer's release store
-				 * of owners[s] (the sheaf's contents); the
-				 * linearisation point of get. */
-				won = at_cas_acqrel(&owners[s], &exp, me);
-			}
-			if (won) {
-				at_store_relaxed(&in->sheaf, s);
-				STOP(RS_GET_CLAIM);
-			}
-			/* Won or lost, the slot is done: clear it (helping). */
-			uint64_t ev = v;
-			at_cas_relaxed(&r->slots[i], &ev, slot_make(base + r->size, SHEAF_ID_NONE));
-			if (won)
-				STOP(RS_GET_CLEAR);
+			/* The slot CAS removes the item of position p exactly
+			 * once (the sequence ties it to the lap: no ABA). */
+			if (!at_cas_acqrel(&r->slots[i], &v,
+					   slot_make(base + r->size, SHEAF_ID_NONE)))
+				continue;
+			STOP(RS_GET_CLEAR);
 			uint32_t eh = p;
 			at_cas_relaxed(&r->head, &eh, p + 1);
-			if (won) {
-				STOP(RS_GET_HEAD);
+			STOP(RS_GET_HEAD);
+			/* Acq_rel: acquires the producer's release store of
+			 * owners[s] (the sheaf's contents).  It fails only if
+			 * a repair took the sheaf, or the slot was stale (its
+			 * sheaf no longer "in r"): then look further. */
+			if (s < r->nsheaves && at_cas_acqrel(&owners[s], &exp, me)) {
+				STOP(RS_GET_CLAIM);
 				intent_clear(in);
 				STOP(RS_GET_DONE);
 				return s;
@@ -160,18 +161,20 @@ int ring_holds(struct shm_ring *r, uint32_t sheaf)
 	return 0;
 }
 
-uint32_t ring_repair_put(struct shm_ring *r, _Atomic uint32_t *owners,
-			 struct ring_intent *in, uint32_t dead_owner)
+uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
+			    struct ring_intent *in, uint32_t dead_owner)
 {
+	uint32_t op = at_load_relaxed(&in->op);
 	uint32_t s = at_load_relaxed(&in->sheaf);
 	uint32_t got = SHEAF_ID_NONE;
 
-	if (at_load_relaxed(&in->op) == RING_OP_PUT && s < r->nsheaves) {
+	if ((op == RING_OP_PUT || op == RING_OP_GET) && s < r->nsheaves) {
 		uint32_t exp = OWNER_RING(r->id);
-		/* Marked "in r" but in no slot: the slot CAS never happened
-		 * (no one else can insert a sheaf its owner is putting).  The
-		 * acq_rel CAS races only with a consumer's claim, which needs
-		 * a slot holding s, and with nothing else. */
+		/* Marked "in r" but in no slot of r: a put whose slot CAS
+		 * never happened, or a get between its slot CAS and its owner
+		 * CAS.  A live peer can be in the same window with this sheaf
+		 * (a stale intent); the owner CAS arbitrates: whoever loses
+		 * forgets the sheaf (ring_put returns 0, ring_get looks on). */
 		if (at_load_acquire(&owners[s]) == exp && !ring_holds(r, s) &&
 		    at_cas_acqrel(&owners[s], &exp, dead_owner))
 			got = s;
@@ -196,6 +199,17 @@ uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
 		if (at_cas_relaxed(&r->slots[i], &v,
 				   slot_make(slot_seq(v) - 1 + r->size, SHEAF_ID_NONE)))
 			cleared++;
+	}
+	/* Advance tail over filled slots (a producer may have died before
+	 * moving it), then head over consumed ones. */
+	for (;;) {
+		uint32_t p = at_load_relaxed(&r->tail);
+		uint32_t i = p & r->mask;
+		uint64_t v = at_load_acquire(&r->slots[i]);
+		if ((int32_t)(slot_seq(v) - (p - i)) <= 0)
+			break;
+		uint32_t et = p;
+		at_cas_relaxed(&r->tail, &et, p + 1);
 	}
 	/* Advance head over consumed slots. */
 	for (;;) {
@@ -230,10 +244,7 @@ uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
 			intent_clear(in);
 			continue;
 		}
-		if (op == RING_OP_PUT)
-			(void)ring_repair_put(r, owners, in, dead); /* back to dead */
-		else
-			intent_clear(in);
+		(void)ring_repair_intent(r, owners, in, dead); /* back to dead */
 		ring_clear_stale(r, owners);
 	}
 	for (uint32_t s = 0; s < nsheaves && n < max_out; s++) {

@@ -23,13 +23,14 @@
  *     pairs with the consumer's acquire of owners[S]);  CAS slot (base, *) ->
  *     (base+1, S) (release, pairs with the consumer's acquire load of the
  *     slot);  help tail;  intent := NONE.
- *   get() by C:  load slot at head (acquire); if it holds S: CAS owners[S]
- *     RING(r) -> C (acq_rel: acquires the producer's writes to the sheaf);
- *     whoever wins or loses, CAS the slot to "consumed" and help head.  The
- *     owner CAS is the linearisation point: a sheaf belongs to exactly one
- *     owner, so a slot whose sheaf is no longer RING(r) is stale and skipped.
+ *   get() by C:  load slot at head (acquire); if it holds S: intent.sheaf
+ *     := S; CAS the slot to "consumed" (acq_rel; exact 64-bit value, so it
+ *     removes the item of that lap exactly once); help head; CAS owners[S]
+ *     RING(r) -> C (acq_rel: acquires the producer's writes to the sheaf).
+ *     A sheaf belongs to exactly one owner; a slot whose sheaf is no longer
+ *     RING(r) (taken by a repair) is consumed and skipped.
  *
- * Crash repair (ring_repair_put, ring_clear_stale) needs only the dead
+ * Crash repair (ring_repair_intent, ring_clear_stale) needs only the dead
  * client's intent and the owner table; see the functions below.
  */
 #ifndef SHEAF_SHM_RING_H
@@ -121,14 +122,15 @@ static inline uint32_t ring_count(const struct shm_ring *r)
 
 /*
  * Repair after the death of the owner whose intent is @in (only after the
- * owning process is gone).  For a PUT whose sheaf is marked RING(r) but sits
- * in no slot of @r, the put never happened: the sheaf is given back to
- * @dead_owner (returned id), for the caller to reclaim with the dead owner's
- * other sheaves.  Returns SHEAF_ID_NONE when there was nothing to roll back.
- * Clears the intent.
+ * owning process is gone).  A PUT or GET intent whose sheaf is marked
+ * RING(r) but sits in no slot of @r was caught between its two steps (put:
+ * before the slot CAS; get: between the slot CAS and the owner CAS): the
+ * sheaf is given to @dead_owner (returned id), for the caller to reclaim
+ * with the dead owner's other sheaves.  Returns SHEAF_ID_NONE when there was
+ * nothing to roll back.  Clears the intent.
  */
-uint32_t ring_repair_put(struct shm_ring *r, _Atomic uint32_t *owners,
-			 struct ring_intent *in, uint32_t dead_owner);
+uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
+			    struct ring_intent *in, uint32_t dead_owner);
 
 /*
  * Clear stale slots of @r: full slots whose sheaf is no longer RING(r)
@@ -140,7 +142,7 @@ uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners);
 
 /*
  * The whole repair of one dead owner @dead: roll back each of its
- * @nintents intents (ring_repair_put), clear stale slots of the rings the
+ * @nintents intents (ring_repair_intent), clear stale slots of the rings the
  * intents name, then collect every sheaf still owned by @dead into @out (at
  * most @max_out ids; they now belong to @reclaimer, who returns them to the
  * pool).  @ring_of maps a ring id to its ring (NULL for an unknown id, which
@@ -163,7 +165,7 @@ int ring_holds(struct shm_ring *r, uint32_t sheaf);
 extern void (*ring_stop_hook)(int step);
 enum ring_step {
 	RS_PUT_INTENT = 1, RS_PUT_OWNER, RS_PUT_SLOT, RS_PUT_TAIL, RS_PUT_DONE,
-	RS_GET_INTENT, RS_GET_SLOT, RS_GET_CLAIM, RS_GET_CLEAR, RS_GET_HEAD,
+	RS_GET_INTENT, RS_GET_SLOT, RS_GET_CLEAR, RS_GET_HEAD, RS_GET_CLAIM,
 	RS_GET_DONE, RS_NR
 };
 

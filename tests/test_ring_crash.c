@@ -74,7 +74,7 @@ static void sleep_us(unsigned us)
 /* How long a child may go without progress before it counts as stuck. */
 static unsigned stall_us(void)
 {
-	return san ? 3000000u : 500000u;
+	return san ? 3000000u : 1000000u;
 }
 
 /* ---- the shared world ---------------------------------------------------- */
@@ -540,12 +540,21 @@ static const char *step_name(int step)
 	return step > 0 && step < RS_NR ? names[step] : "free";
 }
 
-/* The intent op a child stopped at @step must show. */
+/* The intent op a child stopped at @step must show (repair depends on it
+ * being recorded before the owner store or claim, and gone when done);
+ * UINT32_MAX where the protocol leaves it open. */
 static uint32_t intent_at(int step)
 {
-	if (step == RS_PUT_DONE || step == RS_GET_DONE)
+	switch (step) {
+	case RS_PUT_INTENT: case RS_PUT_OWNER:
+		return RING_OP_PUT;
+	case RS_GET_INTENT: case RS_GET_SLOT:
+		return RING_OP_GET;
+	case RS_PUT_DONE: case RS_GET_DONE:
 		return RING_OP_NONE;
-	return step <= RS_PUT_DONE ? RING_OP_PUT : RING_OP_GET;
+	default:
+		return UINT32_MAX;
+	}
 }
 
 /* Fork child @idx stopping at (@step, @occ), wait for the stop, check the
@@ -564,7 +573,7 @@ static pid_t spawn_stopped(struct world *w, int idx, int step, unsigned occ,
 		return -1;
 	}
 	op = atomic_load(&w->sh->intent[idx].op);
-	if (op != intent_at(step))
+	if (intent_at(step) != UINT32_MAX && op != intent_at(step))
 		violation(v, "wrong intent op at a stop point", "%s: stopped at %s "
 			  "with intent op %u", ctx, step_name(step), op);
 	return pid;
@@ -579,7 +588,7 @@ START_TEST(test_stop_point_kills)
 {
 	struct verdict v;
 	struct world w;
-	const int rounds = san ? 1 : 3;
+	const int rounds = san ? 2 : 3;
 	char ctx[96];
 
 	verdict_start(&v);
@@ -609,7 +618,7 @@ START_TEST(test_random_kills)
 {
 	struct verdict v;
 	struct world w;
-	const unsigned n = san ? 250 : 800;
+	const unsigned n = san ? 720 : 800;
 	char ctx[96];
 
 	verdict_start(&v);
@@ -643,7 +652,7 @@ START_TEST(test_two_children)
 {
 	struct verdict v;
 	struct world w;
-	const unsigned rounds = san ? 40 : 120;
+	const unsigned rounds = san ? 60 : 120;
 	char ctx[128];
 
 	verdict_start(&v);
@@ -823,7 +832,7 @@ static void where(unsigned long ip, char *buf, size_t len)
 		{ "ring_put", (void *)ring_put }, { "ring_get", (void *)ring_get },
 		{ "ring_holds", (void *)ring_holds },
 		{ "ring_clear_stale", (void *)ring_clear_stale },
-		{ "ring_repair_put", (void *)ring_repair_put },
+		{ "ring_repair_intent", (void *)ring_repair_intent },
 		{ "ring_reclaim", (void *)ring_reclaim },
 		{ "ring_init", (void *)ring_init },
 	};

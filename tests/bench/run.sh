@@ -8,7 +8,10 @@
 # every contender: sheaf, sheaf0 (sheaves disabled), and the peers glibc,
 # jemalloc, tcmalloc (minimal) and mimalloc, each run in its own process
 # (`sheafbench --alloc malloc` under LD_PRELOAD; glibc is no preload).  A
-# peer whose library is not installed is skipped with a note.
+# peer whose library is not installed is skipped with a note.  Counts per
+# run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects; sheaf0 runs a
+# tenth of that (it is 10-20x slower per operation); figures are per
+# operation or per second, so they compare all the same.
 #
 # The contenders are alternated round-robin, R rounds per row (R=5 for W1/W2,
 # R=7 for W3), so that machine noise hits them alike.  The table on stdout
@@ -56,6 +59,10 @@ declare -A ROW_METRIC=([w1]=ns_per_pair [w2_4096]=ns_per_op [w2_1m]=ns_per_op
 declare -A ROW_UNIT=([w1]=ns/pair [w2_4096]=ns/op [w2_1m]=ns/op [w3]=Mobj/s)
 declare -A ROW_BETTER=([w1]=lower [w2_4096]=lower [w2_1m]=lower [w3]=higher)
 declare -A ROW_RUNS=([w1]=5 [w2_4096]=5 [w2_1m]=5 [w3]=7)
+# --count per row: w1 pairs, w2 timed operations, w3 objects (sheafbench's
+# defaults, written out so that they can be divided per contender).
+declare -A ROW_COUNT=([w1]=100000000 [w2_4096]=20000000 [w2_1m]=20000000
+	[w3]=10000000)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
 ALL_CONTENDERS=(sheaf sheaf0 glibc jemalloc tcmalloc mimalloc)
@@ -66,6 +73,9 @@ declare -A PRELOAD=([sheaf]="" [sheaf0]="" [glibc]="")
 declare -A SONAMES=([jemalloc]="libjemalloc.so.2 libjemalloc.so"
 	[tcmalloc]="libtcmalloc_minimal.so.4 libtcmalloc_minimal.so libtcmalloc.so.4"
 	[mimalloc]="libmimalloc.so.2 libmimalloc.so")
+# sheaf0 (every operation through the barn) is 10-20x slower per operation:
+# it runs a tenth of the count, so that it takes no longer than the others.
+declare -A COUNT_DIV=([sheaf0]=10)
 LIB_DIRS="/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib /usr/local/lib64"
 
 # The path of the first of @sonames found by ldconfig or in LIB_DIRS.
@@ -119,6 +129,7 @@ command -v timeout >/dev/null && TIMEOUT_CMD=(timeout "$TIMEOUT")
 declare -A VALUES=()     # row,contender -> "v1 v2 ..."
 declare -A FAILS=()      # row,contender -> failed runs
 declare -A CAPACITY=()   # contender -> sheaf capacity reported
+declare -A COUNT=()      # row,contender -> count of the last good run
 FAILED_ANY=0
 TMP=$(mktemp -d) || die "mktemp failed"
 trap 'rm -rf "$TMP"' EXIT
@@ -135,12 +146,14 @@ json_field() {  # json_field NAME < line: a number field of sheafbench's JSON
 
 # Run one contender on one row once; record the value or the failure.
 run_one() {
-	local row=$1 name=$2 tag=$3 rc value cap
+	local row=$1 name=$2 tag=$3 rc value cap count
+	count=$(( ROW_COUNT[$row] / ${COUNT_DIV[$name]:-1} ))
 	local preload=(-u LD_PRELOAD)   # glibc and sheaf: no preload at all
 	[ -n "${PRELOAD[$name]}" ] && preload=("LD_PRELOAD=${PRELOAD[$name]}")
 	# shellcheck disable=SC2086
 	"${TIMEOUT_CMD[@]}" env "${preload[@]}" "$BIN" \
-		--alloc "${ALLOC[$name]}" ${ROW_ARGS[$row]} $EXTRA_ARGS --json \
+		--alloc "${ALLOC[$name]}" ${ROW_ARGS[$row]} --count "$count" \
+		$EXTRA_ARGS --json \
 		>"$TMP/out" 2>"$TMP/err"
 	rc=$?
 	value=$(json_field value <"$TMP/out")
@@ -152,6 +165,7 @@ run_one() {
 		return
 	fi
 	VALUES[$row,$name]+="$value "
+	COUNT[$row,$name]=$(json_field count <"$TMP/out")
 	cap=$(json_field capacity <"$TMP/out")
 	[ -n "$cap" ] && CAPACITY[$name]=$cap
 	progress "$tag $name: $value ${ROW_UNIT[$row]}"
@@ -278,7 +292,8 @@ json_list() {  # the numbers given, as a JSON array
 json_result() {
 	local key=$1
 	# shellcheck disable=SC2086
-	printf '{"runs":%s,"median":%s,"min":%s,"max":%s,"failures":%d}' \
+	printf '{"count":%s,"runs":%s,"median":%s,"min":%s,"max":%s,"failures":%d}' \
+		"$(json_num_or_null "${COUNT[$key]:-}")" \
 		"$(json_list ${VALUES[$key]:-})" \
 		"$(json_num_or_null "${MEDIAN[$key]:-}")" \
 		"$(json_num_or_null "${MIN[$key]:-}")" \
