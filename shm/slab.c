@@ -4,7 +4,9 @@
  * Per cache-node lists (under cn->lock):
  *   SL_PARTIAL  0 < nfree < objs_per_slab
  *   SL_FULL     nfree == 0
- *   SL_EMPTY    nfree == objs_per_slab (kept up to min_partial, then released)
+ *   SL_EMPTY    nfree == objs_per_slab: kept (refills reuse them first) until
+ *               a shrink releases those beyond min_partial, or another
+ *               cache of the node needs frames at the memory cap.
  * Per node frame allocator (under nalloc->lock): a bump pointer over never
  * used frames and a stack of released ones (their holes punched).
  */
@@ -163,6 +165,40 @@ static uint32_t do_take_from_slab(struct shm_pool *p, const struct shm_cache *c,
 	return got;
 }
 
+/*
+ * Out of frames (memory cap, or the node's region is used up): release the
+ * empty slabs other caches keep on @node beyond their min_partial.  We hold
+ * @cache's lock, so the others are only try-locked (no lock order to break).
+ */
+static uint32_t reclaim_empty(struct shm_pool *p, uint32_t cache, uint32_t node)
+{
+	uint32_t released = 0;
+
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		struct shm_cache_node *cn;
+		uint32_t keep;
+
+		if (c == cache || at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
+			continue;
+		cn = pool_cnode(p, c, node);
+		if (pthread_mutex_trylock(&cn->lock) != 0)
+			continue;
+		keep = at_load_relaxed(&p->caches[c].min_partial);
+		while (cn->lists[SL_EMPTY].first != SLAB_NONE &&
+		       cn->lists[SL_PARTIAL].count + cn->lists[SL_EMPTY].count > keep) {
+			uint32_t s = cn->lists[SL_EMPTY].first;
+			list_del(p, cn, s);
+			cn->total_objects -= p->caches[c].objs_per_slab;
+			cn->free_objects -= p->caches[c].objs_per_slab;
+			at_counter_add(&cn->stat[ST_FREE_SLAB], 1);
+			frame_release(p, s);
+			released++;
+		}
+		pthread_mutex_unlock(&cn->lock);
+	}
+	return released;
+}
+
 static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
 				   uint32_t node, uint64_t *out, uint32_t n)
 {
@@ -176,6 +212,8 @@ static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
 			s = cn->lists[SL_EMPTY].first;
 		if (s == SLAB_NONE) {
 			s = frame_alloc(p, cache, node);
+			if (s == SLAB_NONE && reclaim_empty(p, cache, node) > 0)
+				s = frame_alloc(p, cache, node);
 			if (s == SLAB_NONE)
 				break;
 			slab_init(p, c, s);
@@ -229,8 +267,7 @@ int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off)
 
 /* Return one validated object to its slab; -EALREADY if it was free. */
 static int do_slab_free_one(struct shm_pool *p, struct shm_cache_node *cn,
-			    const struct shm_cache *c, uint64_t off,
-			    uint32_t *release)
+			    const struct shm_cache *c, uint64_t off)
 {
 	uint32_t f = pool_frame_of(p, off);
 	struct shm_slab *sl = &p->slabs[f];
@@ -243,20 +280,13 @@ static int do_slab_free_one(struct shm_pool *p, struct shm_cache_node *cn,
 	*w |= bit;
 	if (idx / 64 < sl->hint)
 		sl->hint = idx / 64;
-	list_del(p, cn, f);
 	sl->nfree++;
 	cn->free_objects++;
-	if (sl->nfree == c->objs_per_slab &&
-	    cn->lists[SL_PARTIAL].count + cn->lists[SL_EMPTY].count >=
-	    at_load_relaxed(&c->min_partial)) {
-		*release = f;     /* caller releases it after dropping the lock */
-		cn->total_objects -= c->objs_per_slab;
-		cn->free_objects -= c->objs_per_slab;
-		at_counter_add(&cn->stat[ST_FREE_SLAB], 1);
-		sl->list = SL_NONE;
-		return 0;
+	/* Move lists only on the transitions (full->partial, ->empty). */
+	if (sl->nfree == 1 || sl->nfree == c->objs_per_slab) {
+		list_del(p, cn, f);
+		list_add(p, cn, f, list_for(c, sl));
 	}
-	list_add(p, cn, f, list_for(c, sl));
 	return 0;
 }
 
@@ -266,11 +296,10 @@ uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
 	const struct shm_cache *c = &p->caches[cache];
 	struct shm_cache_node *cn = NULL;
 	uint32_t bad = 0, locked = SLAB_NONE;
-	uint32_t rel[16], nrel = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t off = objs[i];
-		uint32_t node, release = SLAB_NONE;
+		uint32_t node;
 
 		if (slab_validate(p, cache, off) != 0) {
 			bad++;
@@ -284,33 +313,18 @@ uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
 			pthread_mutex_lock(&cn->lock);
 			locked = node;
 		}
-		if (do_slab_free_one(p, cn, c, off, &release) != 0) {
+		if (do_slab_free_one(p, cn, c, off) != 0)
 			bad++;
-			continue;
-		}
-		if (release != SLAB_NONE) {
-			if (nrel == 16) {
-				pthread_mutex_unlock(&cn->lock);
-				for (uint32_t k = 0; k < nrel; k++)
-					frame_release(p, rel[k]);
-				nrel = 0;
-				pthread_mutex_lock(&cn->lock);
-			}
-			rel[nrel++] = release;
-		}
+	}
+	if (cn == NULL && bad) {
+		cn = pool_cnode(p, cache, 0);
+		pthread_mutex_lock(&cn->lock);
 	}
 	if (cn != NULL) {
 		if (bad)
 			at_counter_add(&cn->stat[ST_FLUSH_INVALID], bad);
 		pthread_mutex_unlock(&cn->lock);
-	} else if (bad) {
-		cn = pool_cnode(p, cache, 0);
-		pthread_mutex_lock(&cn->lock);
-		at_counter_add(&cn->stat[ST_FLUSH_INVALID], bad);
-		pthread_mutex_unlock(&cn->lock);
 	}
-	for (uint32_t k = 0; k < nrel; k++)
-		frame_release(p, rel[k]);
 	return bad;
 }
 

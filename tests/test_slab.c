@@ -725,14 +725,17 @@ START_TEST(test_min_partial_on_free)
 		fill_objs(objs, n, P.caches[c].obj_size, node);
 		ck_assert_uint_eq(frames_used(), used0 + slabs);
 		ck_assert_uint_eq(slab_free_objs(&P, c, objs, n), 0);   /* in order */
-		/* Empty slabs beyond min_partial went back at once. */
-		ck_assert_uint_eq(list_count(c, node, SL_EMPTY), mp);
+		/* Empty slabs are kept (refills reuse them) until a shrink. */
+		ck_assert_uint_eq(list_count(c, node, SL_EMPTY), slabs);
 		ck_assert_uint_eq(list_count(c, node, SL_PARTIAL), 0);
+		ck_assert_uint_eq(frames_used(), used0 + slabs);
+		ck_assert_uint_eq(atomic_load(&pool_cnode(&P, c, node)->stat[ST_FREE_SLAB]), 0);
+		CHECK_POOL(0);
+		/* keep = min_partial: that many stay, the rest go back. */
+		ck_assert_uint_eq(slab_shrink(&P, c, node, mp), slabs - mp);
 		ck_assert_uint_eq(frames_used(), used0 + mp);
 		ck_assert_uint_eq(atomic_load(&pool_cnode(&P, c, node)->stat[ST_FREE_SLAB]),
 				  slabs - mp);
-		CHECK_POOL(0);
-		/* keep = min_partial: that many stay. */
 		ck_assert_uint_eq(slab_shrink(&P, c, node, mp), 0);
 		ck_assert_uint_eq(list_count(c, node, SL_EMPTY), mp);
 		ck_assert_uint_eq(pool_cnode(&P, c, node)->total_objects, (uint64_t)mp * per);
@@ -818,8 +821,8 @@ START_TEST(test_shrink_keep)
 }
 END_TEST
 
-/* More than 16 slabs emptied by one call (the release batch is flushed
- * mid-call with the lock dropped). */
+/* Many slabs emptied by one call, double frees mixed in; shrink releases
+ * them and every released frame is reused. */
 START_TEST(test_free_many_slabs_one_call)
 {
 	const uint32_t slabs = 40;
@@ -838,15 +841,17 @@ START_TEST(test_free_many_slabs_one_call)
 	verify_objs(objs, 2 * n, 4096, 99);
 	ck_assert_uint_eq(frames_used(), 2 * slabs);
 	CHECK_POOL(2 * n);
-	/* Node 0 in order, in one call: 39 releases. */
+	/* Node 0 in order, in one call: 40 slabs emptied, all kept. */
 	ck_assert_uint_eq(slab_free_objs(&P, c, objs, n), 0);
-	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), 1);
-	ck_assert_uint_eq(frames_used(), slabs + 1);
+	ck_assert_uint_eq(list_count(c, 0, SL_EMPTY), slabs);
+	ck_assert_uint_eq(frames_used(), 2 * slabs);
 	CHECK_POOL(n);
 	/* Node 1 shuffled with node 0 objects again (double frees) mixed in. */
 	shuffle(objs, 2 * n);
 	ck_assert_uint_eq(slab_free_objs(&P, c, objs, 2 * n), n);
-	ck_assert_uint_eq(list_count(c, 1, SL_EMPTY), 1);
+	ck_assert_uint_eq(list_count(c, 1, SL_EMPTY), slabs);
+	ck_assert_uint_eq(slab_shrink(&P, c, 0, 1), slabs - 1);
+	ck_assert_uint_eq(slab_shrink(&P, c, 1, 1), slabs - 1);
 	ck_assert_uint_eq(frames_used(), 2);
 	CHECK_POOL(0);
 	/* Reuse every released frame. */
@@ -985,6 +990,37 @@ static void *race_main(void *arg)
 	}
 	return NULL;
 }
+
+/* At the cap, another cache's kept empty slabs are reclaimed for a cache
+ * that needs frames (beyond the other cache's min_partial). */
+START_TEST(test_cap_reclaims_other_caches_empty_slabs)
+{
+	uint32_t a, b, per, got;
+	uint64_t *objs;
+
+	pool_up(1, 64 * MIB);
+	a = cache_new("a", 4096, 8, 1);
+	b = cache_new("b", 4096, 8, 1);
+	per = P.caches[a].objs_per_slab;
+	objs = malloc(8 * (size_t)per * sizeof(*objs));
+	ck_assert_ptr_nonnull(objs);
+	atomic_store(&P.hdr->mem_cap, 4 * (uint64_t)SLAB_SIZE);
+	ck_assert_uint_eq(alloc_n(a, 0, objs, 4 * per), 4 * per);
+	ck_assert_uint_eq(free_n(a, objs, 4 * per), 0);
+	ck_assert_uint_eq(list_count(a, 0, SL_EMPTY), 4);   /* kept */
+	ck_assert_uint_eq(frames_used(), 4);
+	/* b takes 3 frames: a keeps its min_partial (1). */
+	got = alloc_n(b, 0, objs, 4 * per);
+	ck_assert_uint_eq(got, 3 * per);
+	ck_assert_uint_eq(list_count(a, 0, SL_EMPTY), 1);
+	ck_assert_uint_eq(stat_sum(a, ST_FREE_SLAB), 3);
+	ck_assert_uint_le(frames_used(), 4);
+	CHECK_POOL(got);
+	ck_assert_uint_eq(free_n(b, objs, got), 0);
+	CHECK_POOL(0);
+	free(objs);
+}
+END_TEST
 
 START_TEST(test_mem_cap_two_nodes_at_once)
 {
@@ -1397,6 +1433,7 @@ static Suite *slab_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_mem_cap);
 	tcase_add_test(tc, test_mem_cap_two_nodes_at_once);
+	tcase_add_test(tc, test_cap_reclaims_other_caches_empty_slabs);
 	suite_add_tcase(su, tc);
 
 	tc = tcase_create("free");
