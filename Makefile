@@ -13,9 +13,9 @@ BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
 
 BUILD   := build$(if $(SAN),-$(SAN))
 CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread \
-           -D_GNU_SOURCE -fvisibility=hidden -I. $(EXTRA_CFLAGS)
+           -D_GNU_SOURCE -fvisibility=hidden -I. -I$(BUILD) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(EXTRA_LDFLAGS)
-LIBS    := -lnuma
+LIBS    := -lprotobuf-c -lnuma
 
 ifeq ($(SAN),address)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -33,20 +33,35 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 SHM_SRC    := $(wildcard shm/*.c)
 CLIENT_SRC := $(filter-out client/sheafctl.c,$(wildcard client/*.c))
-LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC))
+PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
+LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c) \
+              $(BUILD)/proto/sheaf.pb-c.o
+DAEMON_SRC := $(wildcard daemon/*.c)
+DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
+SHEAFD     := $(BUILD)/daemon/sheafd
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/util_*.c))
 TEST_BIN   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_BIN  := $(BUILD)/tests/bench/sheafbench
 
-.PHONY: all lib tests test bench deps clean check-deps
-all: lib tests $(BENCH_BIN)
+.PHONY: all lib tests test bench deps clean check-deps run
+all: lib $(SHEAFD) tests $(BENCH_BIN)
 
 lib: $(BUILD)/libsheaf.a $(BUILD)/libsheaf.so
 
-$(BUILD)/%.o: %.c
+$(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h: proto/sheaf.proto
+	@mkdir -p $(BUILD)/proto
+	protoc-c --proto_path=proto --c_out=$(BUILD)/proto $<
+
+$(BUILD)/proto/sheaf.pb-c.o: $(BUILD)/proto/sheaf.pb-c.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.c | $(PROTO_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c $< -o $@
+
+$(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
+	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)
 
 $(BUILD)/libsheaf.a: $(LIB_OBJ)
 	@rm -f $@
@@ -55,7 +70,7 @@ $(BUILD)/libsheaf.a: $(LIB_OBJ)
 $(BUILD)/libsheaf.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(BUILD)/libsheaf.a
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(BUILD)/libsheaf.a | $(SHEAFD)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(BUILD)/libsheaf.a $(CHECK_LIBS) $(LIBS)
 
 tests: $(TEST_BIN)
@@ -63,8 +78,18 @@ tests: $(TEST_BIN)
 $(BENCH_BIN): $(BUILD)/tests/bench/sheafbench.o $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libsheaf.a $(LIBS) -lm
 
+# Start sheafd in the foreground with defaults that need neither root nor
+# systemd: socket under run/ (or $$XDG_RUNTIME_DIR/sheaf).
+RUN_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/sheaf,$(CURDIR)/run)
+run:
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deps; else $(MAKE) --no-print-directory check-deps; fi
+	@$(MAKE) --no-print-directory all
+	@mkdir -p $(RUN_DIR)
+	@echo "sheafd: socket $(RUN_DIR)/sheafd.sock -- clients: export SHEAF_SOCKET=$(RUN_DIR)/sheafd.sock"
+	exec $(SHEAFD) --foreground --socket $(RUN_DIR)/sheafd.sock
+
 # Each test program prints Check's summary line; any failure fails the target.
-test: check-deps tests
+test: check-deps all
 	@set -e; for t in $(TEST_BIN); do \
 		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
 	done; echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"

@@ -21,7 +21,12 @@
 
 struct sheaf_pool {
 	struct shm_pool shm;
-	struct engine engine;
+	struct engine engine;        /* local pools only */
+	int remote;                  /* attached to sheafd over sock */
+	int sock;
+	pthread_mutex_t rpc_lock;    /* one request in flight per connection */
+	uint64_t next_id;
+	int forked;                  /* this process is a fork() child */
 	uint32_t slot;               /* index in the process's pool registry */
 	uint32_t gen;                /* registry generation of this pool */
 	uint32_t client;             /* our client id in the region */
@@ -87,6 +92,24 @@ static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_shea
 {
 	return (uint32_t)(s - t->cache->pool->shm.sheaves);
 }
+
+/* rpc.c: one request/response round trip with sheafd (remote pools).
+ * Returns 0 with *@out to free with sheaf__v1__response__free_unpacked, or
+ * -errno with @err filled (a daemon error maps to its errno). */
+struct Sheaf__V1__Request;
+struct Sheaf__V1__Response;
+int rpc_call(sheaf_pool_t *pool, struct Sheaf__V1__Request *rq,
+	     struct Sheaf__V1__Response **out, int *recv_fd, char *err, size_t errlen);
+int rpc_cache_create(sheaf_pool_t *pool, const char *name, uint32_t size,
+		     uint32_t align, int capacity, uint32_t flags);
+int rpc_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out);
+int rpc_shrink(sheaf_pool_t *pool, const char *cache);
+int rpc_check(sheaf_pool_t *pool, char *err, size_t errlen);
+
+/* local.c */
+sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id);
+/* connect.c */
+void pool_disconnect(sheaf_pool_t *pool);
 
 /* alloc.c */
 void *alloc_slow(sheaf_cache_t *c);

@@ -83,7 +83,12 @@ void sheaf_pool_destroy(sheaf_pool_t *pool)
 {
 	if (pool == NULL)
 		return;
-	thread_flush_pool(pool);
+	if (pool->remote) {
+		pool_disconnect(pool);
+		return;
+	}
+	if (!pool->forked)
+		thread_flush_pool(pool);
 	engine_fini(&pool->engine);
 	registry_remove_pool(pool);
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
@@ -99,7 +104,7 @@ unsigned sheaf_pool_nodes(const sheaf_pool_t *pool)
 }
 
 /* The process's handle of cache @id (made on first use). */
-static sheaf_cache_t *handle_of(sheaf_pool_t *pool, uint32_t id)
+sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id)
 {
 	sheaf_cache_t *c;
 
@@ -133,6 +138,10 @@ sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
 	char msg[160];
 	int id;
 
+	if (pool->forked) {
+		errno = ECHILD;
+		return NULL;
+	}
 	if (size == 0 || size > SHEAF_MAX_OBJ_SIZE ||
 	    (cfg != NULL && (cfg->align > SHEAF_MAX_ALIGN ||
 			     cfg->flags & ~SHEAF_CACHE_DEBUG))) {
@@ -146,23 +155,31 @@ sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
 		cp.capacity = cfg->capacity;
 		cp.flags = cfg->flags & SHEAF_CACHE_DEBUG ? SHEAF_CACHE_F_DEBUG : 0;
 	}
-	id = engine_cache_create(&pool->engine, name, &cp, msg, sizeof(msg));
+	if (pool->remote)
+		id = rpc_cache_create(pool, name, cp.size, cp.align, cp.capacity, cp.flags);
+	else
+		id = engine_cache_create(&pool->engine, name, &cp, msg, sizeof(msg));
 	if (id < 0) {
 		errno = -id;
 		return NULL;
 	}
-	return handle_of(pool, (uint32_t)id);
+	return pool_handle_of(pool, (uint32_t)id);
 }
 
 sheaf_cache_t *sheaf_cache_open(sheaf_pool_t *pool, const char *name)
 {
-	int id = pool_cache_find(&pool->shm, name);
+	int id;
 
+	if (pool->forked) {
+		errno = ECHILD;
+		return NULL;
+	}
+	id = pool_cache_find(&pool->shm, name);
 	if (id < 0) {
 		errno = ENOENT;
 		return NULL;
 	}
-	return handle_of(pool, (uint32_t)id);
+	return pool_handle_of(pool, (uint32_t)id);
 }
 
 size_t sheaf_cache_object_size(const sheaf_cache_t *c)
@@ -179,6 +196,8 @@ int sheaf_cache_set_capacity(sheaf_cache_t *c, unsigned capacity)
 {
 	if (capacity > SHEAF_CAP_MAX)
 		return -EINVAL;
+	if (c->pool->remote)
+		return -EOPNOTSUPP;     /* descriptors are sheafd's: read-only here */
 	at_store_relaxed(&c->sc->sheaf_capacity, capacity);
 	return 0;
 }
@@ -187,8 +206,12 @@ int sheaf_cache_shrink(sheaf_cache_t *c)
 {
 	struct tcache *t = tcache_get(c);
 
+	if (t == NULL && c->pool->forked)
+		return -ECHILD;
 	if (t != NULL)
 		tcache_flush(t);
+	if (c->pool->remote)
+		return rpc_shrink(c->pool, c->sc->name);
 	return engine_shrink(&c->pool->engine, (int)c->id, 1);
 }
 
@@ -198,6 +221,10 @@ int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen)
 	char msg[256];
 	int rc = 0;
 
+	if (pool->forked)
+		return -ECHILD;
+	if (pool->remote)
+		return rpc_check(pool, err, errlen);
 	engine_stop(&pool->engine);       /* the checker needs a quiet pool */
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES && rc == 0; c++) {
 		int64_t in_use = 0;

@@ -60,6 +60,38 @@ SHEAF_API sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
  */
 SHEAF_API void sheaf_pool_destroy(sheaf_pool_t *pool);
 
+#define SHEAF_CONNECT_RELOCATE 0x1u  /* map anywhere if the pool's address is taken */
+
+/*
+ * Attach to the sheafd serving @path (NULL or "": $SHEAF_SOCKET, else the
+ * default socket, see sheafd --help), as @name (shown by `sheafctl
+ * clients`; may be NULL).  The pool is mapped at the address sheafd
+ * publishes, so object pointers are valid in every process of the pool; the
+ * daemon's metadata is mapped read-only.
+ * Returns the pool, or NULL with errno (reason in @err):
+ *   ENOENT, ECONNREFUSED  no daemon at that path;
+ *   EACCES           sheafd's allow lists refuse this uid/gid;
+ *   EPROTONOSUPPORT  the daemon speaks another protocol version;
+ *   EADDRINUSE       the pool's address range is taken in this process
+ *                    (pass SHEAF_CONNECT_RELOCATE to map it elsewhere;
+ *                    pointers then differ between processes: pass offsets);
+ *   ENOSPC           sheafd has no free client slot;
+ *   EINVAL           unknown @flags; EMFILE  8 pools already open.
+ * fork(): a child cannot use the pools its parent had open (their sheaves
+ * belong to the parent): every call on them fails with ECHILD.  The child
+ * releases them with sheaf_disconnect() and may then connect on its own.
+ */
+SHEAF_API sheaf_pool_t *sheaf_connect(const char *path, const char *name,
+				      unsigned flags, char *err, size_t errlen);
+
+/*
+ * Detach from sheafd: return the calling thread's sheaves, unmap the pool,
+ * close the connection (other threads must have exited or called
+ * sheaf_thread_exit()).  Objects still allocated stay allocated (another
+ * process may hold them).  Same as sheaf_pool_destroy for a connected pool.
+ */
+SHEAF_API void sheaf_disconnect(sheaf_pool_t *pool);
+
 /* Number of NUMA nodes (real or simulated) of @pool. */
 SHEAF_API unsigned sheaf_pool_nodes(const sheaf_pool_t *pool);
 
@@ -119,7 +151,8 @@ SHEAF_API unsigned sheaf_cache_capacity(const sheaf_cache_t *cache);
 /*
  * Set the sheaf capacity of @cache (0..256) at run time.  Threads pick it up
  * at their next sheaf exchange with the barn, without stopping.
- * Returns 0 or -EINVAL.
+ * Returns 0, -EINVAL, or -EOPNOTSUPP on a connected pool (the cache
+ * descriptors are sheafd's; tune through sheafd).
  */
 SHEAF_API int sheaf_cache_set_capacity(sheaf_cache_t *cache, unsigned capacity);
 
@@ -140,7 +173,8 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  *   ENOMEM  the pool is at its memory cap and no object is free anywhere
  *           (returned promptly, never after a hang);
  *   EAGAIN  the engine did not stock the barn within wait_ms;
- *   EMFILE  this thread could not get a lane (256 threads use the pool).
+ *   EMFILE  this thread could not get a lane (256 threads use the pool);
+ *   ECHILD  the pool was inherited through fork() (see sheaf_connect).
  */
 SHEAF_API void *sheaf_alloc(sheaf_cache_t *cache);
 
@@ -156,7 +190,8 @@ SHEAF_API void *sheaf_alloc(sheaf_cache_t *cache);
  *   -EALREADY  @obj is already free (SHEAF_CACHE_DEBUG caches only; other
  *              caches catch it when the sheaf reaches the slabs, where the
  *              engine drops it and counts flush_invalid);
- *   -EMFILE    this thread could not get a lane (the object stays allocated).
+ *   -EMFILE    this thread could not get a lane (the object stays allocated);
+ *   -ECHILD    the pool was inherited through fork().
  */
 SHEAF_API int sheaf_free(sheaf_cache_t *cache, void *obj);
 

@@ -31,6 +31,8 @@ int sheaf_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out)
 
 	if (node >= (int)p->nodes)
 		return -EINVAL;
+	if (c->pool->remote)
+		return rpc_cache_stats(c, node, out);   /* slab lists are sheafd's */
 	memset(out, 0, sizeof(*out));
 	out->nstat = SHEAF_STAT_NR;
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {

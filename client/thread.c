@@ -26,15 +26,38 @@ static sheaf_cache_t *handles[SHEAF_HANDLES_MAX];
 
 static void thread_destructor(void *arg);
 
+/*
+ * fork(): the child has a copy of the forking thread's TLS, which points at
+ * the parent's lanes and sheaves.  Drop it without returning anything (the
+ * sheaves are the parent's) and mark every pool as inherited: the child's
+ * calls fail with ECHILD until it connects on its own.
+ */
+static void atfork_child(void)
+{
+	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++)
+		if (pools[i] != NULL)
+			pools[i]->forked = 1;
+	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
+		tls_fast[i] = NULL;
+	if (tls_state != NULL) {
+		for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
+			free(tls_state->tc[i]);
+		memset(tls_state, 0, sizeof(*tls_state));
+	}
+	pthread_mutex_init(&registry_lock, NULL);
+}
+
 static void make_key(void)
 {
 	pthread_key_create(&exit_key, thread_destructor);
+	pthread_atfork(NULL, NULL, atfork_child);
 }
 
 int registry_add_pool(sheaf_pool_t *pool)
 {
 	int rc = -EMFILE;
 
+	pthread_once(&key_once, make_key);
 	pthread_mutex_lock(&registry_lock);
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
 		if (pools[i] == NULL) {
@@ -125,6 +148,10 @@ struct tcache *tcache_get(sheaf_cache_t *c)
 
 	if (ts == NULL) {
 		errno = ENOMEM;
+		return NULL;
+	}
+	if (pool->forked) {
+		errno = ECHILD;
 		return NULL;
 	}
 	t = ts->tc[c->slot];

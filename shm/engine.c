@@ -395,3 +395,89 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	pthread_mutex_unlock(&e->ctl_lock);
 	return (int)n;
 }
+
+int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache)
+{
+	int64_t n = 0;
+
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		_Atomic uint64_t *st = p->lanes[l].stat[cache];
+		n += (int64_t)(at_load_relaxed(&st[ST_ALLOC_FASTPATH]) +
+			       at_load_relaxed(&st[ST_ALLOC_SLOWPATH])) -
+		     (int64_t)(at_load_relaxed(&st[ST_FREE_FASTPATH]) +
+			       at_load_relaxed(&st[ST_FREE_SLOWPATH]));
+	}
+	return n;
+}
+
+int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t errlen)
+{
+	struct shm_pool *p = e->pool;
+	struct shm_cache *sc = &p->caches[cache];
+	struct ring_intent *in;
+	char msg[128];
+	uint32_t workers = e->nworkers;
+	int rc = 0;
+
+	/* No worker may be half-way through a pass over this cache. */
+	if (workers)
+		engine_stop(e);
+	pthread_mutex_lock(&e->ctl_lock);
+	in = &e->ctl_lane->intent;
+	if (at_load_acquire(&sc->state) != CACHE_LIVE) {
+		snprintf(err, errlen, "no cache %u", cache);
+		rc = -ENOENT;
+		goto out;
+	}
+	for (uint32_t s = 0; s < p->sheaf_count; s++) {
+		uint32_t o = at_load_relaxed(&p->owners[s]);
+		if (!OWNER_IS_RING(o) && o != OWNER_ENGINE && o != OWNER_NONE &&
+		    pool_sheaf(p, s)->cache == cache) {
+			snprintf(err, errlen, "cache '%s': client %u still holds its sheaves",
+				 sc->name, o);
+			rc = -EBUSY;
+			goto out;
+		}
+	}
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		uint32_t s;
+		while ((s = barn_get_full(p, cache, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+			flush_one(p, cache, n, s, OWNER_ENGINE, in);
+	}
+	if (engine_counted_in_use(p, cache) != 0) {
+		snprintf(err, errlen, "cache '%s': %lld objects in use", sc->name,
+			 (long long)engine_counted_in_use(p, cache));
+		rc = -EBUSY;
+		goto out;
+	}
+	/* No new refill may start once the state is not LIVE. */
+	at_store_release(&sc->state, CACHE_FREE);
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		struct shm_cache_node *cn = pool_cnode(p, cache, n);
+		uint32_t s;
+
+		while ((s = barn_get_full(p, cache, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
+			slab_free_objs(p, cache, pool_sheaf(p, s)->objs, pool_sheaf(p, s)->size);
+			depot_put(p, s, OWNER_ENGINE, in);
+		}
+		while ((s = ring_get(pool_empty_ring(p, cache, n), p->owners,
+				     OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+			depot_put(p, s, OWNER_ENGINE, in);
+		slab_shrink(p, cache, n, 0);
+		pthread_mutex_lock(&cn->lock);
+		for (int i = 0; i < SHEAF_STAT_NR; i++)
+			at_store_relaxed(&cn->stat[i], 0);
+		pthread_mutex_unlock(&cn->lock);
+	}
+	/* Counters of the lanes for this cache start again from zero. */
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		for (int i = 0; i < SHEAF_STAT_NR; i++)
+			at_store_relaxed(&p->lanes[l].stat[cache][i], 0);
+out:
+	pthread_mutex_unlock(&e->ctl_lock);
+	if (workers && engine_start(e, msg, sizeof(msg)) != 0 && rc == 0) {
+		snprintf(err, errlen, "%s", msg);
+		rc = -EAGAIN;
+	}
+	return rc;
+}

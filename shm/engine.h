@@ -53,6 +53,16 @@ int engine_cache_create(struct engine *e, const char *name,
 			const struct engine_cache_params *cp,
 			char *err, size_t errlen);
 
+/*
+ * Destroy cache @cache: refused with -EBUSY while objects are in use or a
+ * client holds one of its sheaves; otherwise its barns are emptied, its
+ * slabs released and its slot freed.  0 or -errno with @err.
+ */
+int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t errlen);
+
+/* Objects of @cache allocated and not freed, by the lanes' counters. */
+int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache);
+
 /* Id of live cache @name, or -ENOENT.  Safe from any process. */
 int pool_cache_find(const struct shm_pool *p, const char *name);
 

@@ -1,0 +1,201 @@
+/*
+ * rpc.c - libsheaf's side of the control protocol: one framed protobuf-c
+ * request and its response over the connection to sheafd, and the calls
+ * built on it (cache create, stats, shrink, check).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "client/internal.h"
+#include "proto/frame.h"
+#include "proto/sheaf.pb-c.h"
+#include "shm/stats.h"
+
+#define RPC_TIMEOUT_MS 30000
+
+static int errno_of(Sheaf__V1__Status st)
+{
+	switch (st) {
+	case SHEAF__V1__STATUS__STATUS_OK: return 0;
+	case SHEAF__V1__STATUS__STATUS_BAD_REQUEST: return EINVAL;
+	case SHEAF__V1__STATUS__STATUS_UNSUPPORTED: return EPROTONOSUPPORT;
+	case SHEAF__V1__STATUS__STATUS_DENIED: return EACCES;
+	case SHEAF__V1__STATUS__STATUS_NOT_FOUND: return ENOENT;
+	case SHEAF__V1__STATUS__STATUS_EXISTS: return EEXIST;
+	case SHEAF__V1__STATUS__STATUS_NO_SPACE: return ENOSPC;
+	case SHEAF__V1__STATUS__STATUS_NOT_ATTACHED: return ENOTCONN;
+	case SHEAF__V1__STATUS__STATUS_BUSY: return EBUSY;
+	default: return EIO;
+	}
+}
+
+int rpc_call(sheaf_pool_t *pool, Sheaf__V1__Request *rq, Sheaf__V1__Response **out,
+	     int *recv_fd, char *err, size_t errlen)
+{
+	size_t n, len;
+	uint8_t *buf, *in = NULL;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&pool->rpc_lock);
+	rq->id = ++pool->next_id;
+	n = sheaf__v1__request__get_packed_size(rq);
+	buf = malloc(n ? n : 1);
+	if (buf == NULL) {
+		pthread_mutex_unlock(&pool->rpc_lock);
+		return -ENOMEM;
+	}
+	sheaf__v1__request__pack(rq, buf);
+	rc = frame_send(pool->sock, buf, n, -1);
+	if (rc == 0)
+		rc = frame_recv(pool->sock, &in, &len, FRAME_DEFAULT_CAP * 16,
+				RPC_TIMEOUT_MS, recv_fd);
+	pthread_mutex_unlock(&pool->rpc_lock);
+	free(buf);
+	if (rc != 0) {
+		if (err != NULL)
+			snprintf(err, errlen, "sheafd connection: %s", strerror(-rc));
+		return rc;
+	}
+	r = sheaf__v1__response__unpack(NULL, len, in);
+	free(in);
+	if (r == NULL) {
+		if (err != NULL)
+			snprintf(err, errlen, "sheafd sent an unparsable response");
+		return -EPROTO;
+	}
+	if (r->status != SHEAF__V1__STATUS__STATUS_OK) {
+		rc = -errno_of(r->status);
+		if (err != NULL)
+			snprintf(err, errlen, "%s", r->error);
+		sheaf__v1__response__free_unpacked(r, NULL);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+int rpc_cache_create(sheaf_pool_t *pool, const char *name, uint32_t size,
+		     uint32_t align, int capacity, uint32_t flags)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__CacheCreateRequest cc = SHEAF__V1__CACHE_CREATE_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc, id;
+
+	cc.name = (char *)name;
+	cc.size = size;
+	cc.align = align;
+	cc.capacity = capacity;
+	cc.flags = flags;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_CACHE_CREATE;
+	rq.cache_create = &cc;
+	rc = rpc_call(pool, &rq, &r, NULL, NULL, 0);
+	if (rc != 0)
+		return rc;
+	id = r->body_case == SHEAF__V1__RESPONSE__BODY_CACHE_CREATE && r->cache_create->cache
+		? (int)r->cache_create->cache->id : -EPROTO;
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return id;
+}
+
+int rpc_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__StatsRequest sr = SHEAF__V1__STATS_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	sr.cache = c->sc->name;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_STATS;
+	rq.stats = &sr;
+	rc = rpc_call(c->pool, &rq, &r, NULL, NULL, 0);
+	if (rc != 0)
+		return rc;
+	memset(out, 0, sizeof(*out));
+	out->nstat = SHEAF_STAT_NR;
+	rc = -EPROTO;
+	if (r->body_case == SHEAF__V1__RESPONSE__BODY_STATS && r->stats->n_caches == 1) {
+		Sheaf__V1__CacheStats *cs = r->stats->caches[0];
+		for (size_t n = 0; n < cs->n_nodes; n++) {
+			Sheaf__V1__NodeStats *ns = cs->nodes[n];
+			if (node >= 0 && ns->node != (uint32_t)node)
+				continue;
+			for (size_t k = 0; k < ns->n_counters; k++) {
+				int i = sheaf_stat_index(ns->counters[k]->name);
+				if (i >= 0)
+					out->stat[i] += ns->counters[k]->value;
+			}
+			out->objects += ns->objects;
+			out->active_objects += ns->active_objects;
+			out->slabs += ns->slabs;
+			out->partial_slabs += ns->partial_slabs;
+			out->barn_full += ns->barn_full;
+			out->barn_empty += ns->barn_empty;
+		}
+		int64_t in_use = (int64_t)(out->stat[ST_ALLOC_FASTPATH] + out->stat[ST_ALLOC_SLOWPATH]) -
+				 (int64_t)(out->stat[ST_FREE_FASTPATH] + out->stat[ST_FREE_SLOWPATH]);
+		out->in_use = node < 0 ? cs->in_use : (in_use > 0 ? (uint64_t)in_use : 0);
+		out->bytes_in_use = out->in_use * c->sc->obj_size;
+		out->bytes_mapped = out->slabs * SLAB_SIZE;
+		out->sheaf_capacity = cs->cache ? cs->cache->sheaf_capacity : 0;
+		out->min_partial = cs->cache ? cs->cache->min_partial : 0;
+		rc = 0;
+	}
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+int rpc_shrink(sheaf_pool_t *pool, const char *cache)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__ShrinkRequest sr = SHEAF__V1__SHRINK_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	sr.cache = (char *)(cache ? cache : "");
+	rq.body_case = SHEAF__V1__REQUEST__BODY_SHRINK;
+	rq.shrink = &sr;
+	rc = rpc_call(pool, &rq, &r, NULL, NULL, 0);
+	if (rc != 0)
+		return rc;
+	rc = r->body_case == SHEAF__V1__RESPONSE__BODY_SHRINK ? (int)r->shrink->slabs_released
+							       : -EPROTO;
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+int rpc_check(sheaf_pool_t *pool, char *err, size_t errlen)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__CheckRequest cr = SHEAF__V1__CHECK_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	rq.body_case = SHEAF__V1__REQUEST__BODY_CHECK;
+	rq.check = &cr;
+	rc = rpc_call(pool, &rq, &r, NULL, err, errlen);
+	if (rc != 0)
+		return rc;
+	rc = -EPROTO;
+	if (r->body_case == SHEAF__V1__RESPONSE__BODY_CHECK) {
+		Sheaf__V1__CheckResponse *c = r->check;
+		if (!c->ok) {
+			if (err != NULL)
+				snprintf(err, errlen, "%s", c->problem);
+			rc = -EUCLEAN;
+		} else if (c->in_use != c->counted_in_use) {
+			if (err != NULL)
+				snprintf(err, errlen, "in use %llu by the walk, %llu by the counters",
+					 (unsigned long long)c->in_use,
+					 (unsigned long long)c->counted_in_use);
+			rc = -EUCLEAN;
+		} else {
+			rc = 0;
+		}
+	}
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * config.h - sheafd's configuration: defaults, a key=value file, and
+ * command-line flags (flags win over the file).
+ * Who may call: daemon/main.c (startup and SIGHUP reload).
+ */
+#ifndef SHEAF_DAEMON_CONFIG_H
+#define SHEAF_DAEMON_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/un.h>
+
+#define CONFIG_MAX_IDS 16
+
+struct config {
+	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char config_path[512];
+	uint64_t size;               /* pool data bytes */
+	uint64_t mem_cap;            /* 0: size */
+	uint32_t nodes;              /* 0: real NUMA nodes; N: simulated */
+	uint32_t sheaves;
+	uint32_t max_frame;
+	int foreground;
+	int log_level;
+	uint32_t allow_uid[CONFIG_MAX_IDS], n_uid;
+	uint32_t allow_gid[CONFIG_MAX_IDS], n_gid;
+};
+
+void config_defaults(struct config *c);
+
+/*
+ * Fill @c from defaults, the file named by --config (if any) and the flags,
+ * in that order.  Returns 0; 1 when --help or --version was printed; -1 on a
+ * bad flag or file, with the reason in @err.
+ */
+int config_from_args(struct config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Re-read the file of @c (SIGHUP): only log_level and the allow-lists may
+ * change at run time.  0 or -1 with @err. */
+int config_reload(struct config *c, char *err, size_t errlen);
+
+void config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * daemon.h - sheafd's state: the pool it serves, its engine, its control
+ * connections.  Who may call: daemon/ only.
+ *
+ * Threads: the libevent main thread owns everything here except what the
+ * engine's node workers touch (the region, through shm/).
+ */
+#ifndef SHEAF_DAEMON_DAEMON_H
+#define SHEAF_DAEMON_DAEMON_H
+
+#include <event2/event.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#include "config.h"
+#include "shm/engine.h"
+#include "shm/pool.h"
+
+#include "version.h"
+
+struct conn {
+	struct daemon *d;
+	int fd;
+	struct event *ev_read;
+	struct event *ev_write;
+	uint8_t *in;                 /* bytes received, not yet a whole frame */
+	size_t in_len, in_cap;
+	uint8_t *out;                /* bytes to send */
+	size_t out_len, out_off;
+	int out_fd;                  /* descriptor to pass with the next byte */
+	pid_t pid;                   /* peer credentials (SO_PEERCRED) */
+	uid_t uid;
+	gid_t gid;
+	int client;                  /* client id once attached, else -1 */
+	int pidfd;                   /* attached: the client's process */
+	int closing;                 /* close once out is flushed */
+	struct conn *next, *prev;
+};
+
+/* An attached client's process, watched through a pidfd: when it ends,
+ * the client is repaired (registry.c). */
+struct watch {
+	struct daemon *d;
+	int client;
+	int pidfd;
+	struct event *ev;
+	struct watch *next;
+};
+
+struct daemon_counters {
+	uint64_t connections;
+	uint64_t requests;
+	uint64_t bad_frames;         /* unparsable, unknown field or body */
+	uint64_t oversize_frames;    /* over max_frame: connection closed */
+	uint64_t denied;             /* peer credentials refused */
+	uint64_t attached;
+	uint64_t reclaimed;          /* dead clients repaired */
+};
+
+struct daemon {
+	struct config cfg;
+	struct shm_pool pool;
+	struct engine engine;
+	struct event_base *base;
+	int listen_fd;
+	int lock_fd;
+	struct event *ev_listen;
+	struct event *ev_signal[3];
+	time_t started;
+	struct conn *conns;
+	struct watch *watches;
+	struct daemon_counters n;
+};
+
+/* server.c */
+int server_listen(struct daemon *d, char *err, size_t errlen);
+void server_close_all(struct daemon *d);
+/* Queue a serialised response on @c (with @pass_fd when >= 0). */
+int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd);
+
+/* clients.c (daemon side): attach and dead-client repair. */
+int peer_allowed(const struct daemon *d, uid_t uid, gid_t gid);
+int daemon_attach(struct daemon *d, struct conn *c, const char *name,
+		  char *err, size_t errlen);
+void daemon_client_gone(struct daemon *d, struct conn *c);
+uint32_t daemon_live_clients(const struct daemon *d);
+
+/* rpc.c: handle one frame from @c (parse, act, reply). */
+void rpc_handle_frame(struct daemon *d, struct conn *c, const uint8_t *buf, size_t len);
+
+#endif

@@ -1,0 +1,512 @@
+/*
+ * rpc.c - sheafd's request handlers: parse a frame, act on the pool, reply.
+ * Every reply goes out with the request's id; a request that cannot be
+ * parsed, carries unknown fields or names no known body gets
+ * STATUS_BAD_REQUEST and is counted; the connection stays usable.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "daemon.h"
+#include "log.h"
+#include "proto/sheaf.pb-c.h"
+#include "shm/barn.h"
+#include "shm/check.h"
+#include "shm/stats.h"
+
+/* Every allocation of one reply, freed together after it is sent. */
+struct arena {
+	void *p[512];
+	int n;
+};
+
+static void *arena_alloc(struct arena *a, size_t size)
+{
+	void *p;
+
+	if (a->n == (int)(sizeof(a->p) / sizeof(a->p[0])))
+		return NULL;
+	p = calloc(1, size);
+	if (p != NULL)
+		a->p[a->n++] = p;
+	return p;
+}
+
+static char *arena_strdup(struct arena *a, const char *s)
+{
+	char *d = arena_alloc(a, strlen(s) + 1);
+	if (d != NULL)
+		strcpy(d, s);
+	return d;
+}
+
+static void arena_free(struct arena *a)
+{
+	for (int i = 0; i < a->n; i++)
+		free(a->p[i]);
+	a->n = 0;
+}
+
+#define NEW(a, type, init)                                          \
+	({ type *x_ = arena_alloc((a), sizeof(type));               \
+	   if (x_ != NULL) { type t_ = init; *x_ = t_; } x_; })
+
+struct reply {
+	Sheaf__V1__Response r;
+	struct arena a;
+	char err[256];
+	int pass_fd;
+	int close_after;
+};
+
+static void fail(struct reply *rp, Sheaf__V1__Status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void fail(struct reply *rp, Sheaf__V1__Status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rp->err, sizeof(rp->err), fmt, ap);
+	va_end(ap);
+	rp->r.status = st;
+	rp->r.error = rp->err;
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY__NOT_SET;
+}
+
+static Sheaf__V1__Status status_of(int rc)
+{
+	switch (rc) {
+	case -EEXIST: return SHEAF__V1__STATUS__STATUS_EXISTS;
+	case -ENOENT: return SHEAF__V1__STATUS__STATUS_NOT_FOUND;
+	case -ENOSPC: case -EUSERS: case -ENOMEM: return SHEAF__V1__STATUS__STATUS_NO_SPACE;
+	case -EBUSY: return SHEAF__V1__STATUS__STATUS_BUSY;
+	case -EINVAL: return SHEAF__V1__STATUS__STATUS_BAD_REQUEST;
+	default: return SHEAF__V1__STATUS__STATUS_INTERNAL;
+	}
+}
+
+static Sheaf__V1__Layout *layout_of(struct daemon *d, struct arena *a)
+{
+	Sheaf__V1__Layout *l = NEW(a, Sheaf__V1__Layout, SHEAF__V1__LAYOUT__INIT);
+	const struct shm_header *h = d->pool.hdr;
+
+	if (l == NULL)
+		return NULL;
+	l->layout_version = h->version;
+	l->region_size = h->region_size;
+	l->map_addr = h->map_addr;
+	l->nodes = h->nodes;
+	l->simulated_nodes = h->simulated != 0;
+	l->sheaf_count = h->sheaf_count;
+	return l;
+}
+
+static Sheaf__V1__CacheInfo *cache_info(struct daemon *d, struct arena *a, uint32_t id)
+{
+	const struct shm_cache *sc = &d->pool.caches[id];
+	Sheaf__V1__CacheInfo *ci = NEW(a, Sheaf__V1__CacheInfo, SHEAF__V1__CACHE_INFO__INIT);
+
+	if (ci == NULL)
+		return NULL;
+	ci->id = id;
+	ci->name = arena_strdup(a, sc->name);
+	ci->object_size = sc->obj_size;
+	ci->align = sc->align;
+	ci->sheaf_capacity = at_load_relaxed(&sc->sheaf_capacity);
+	ci->objects_per_slab = sc->objs_per_slab;
+	ci->flags = sc->flags;
+	ci->min_partial = at_load_relaxed(&sc->min_partial);
+	ci->barn_limit = at_load_relaxed(&sc->barn_limit);
+	ci->barn_low = at_load_relaxed(&sc->barn_low);
+	ci->barn_high = at_load_relaxed(&sc->barn_high);
+	return ci->name != NULL ? ci : NULL;
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+static void do_attach(struct daemon *d, struct conn *c, const Sheaf__V1__AttachRequest *rq,
+		      struct reply *rp)
+{
+	Sheaf__V1__AttachResponse *ar;
+	char err[160];
+	int id;
+
+	if (rq->protocol_version != SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_UNSUPPORTED,
+		     "protocol version %u not supported (this daemon speaks %u)",
+		     rq->protocol_version,
+		     SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+		rp->close_after = 1;
+		return;
+	}
+	if (c->client >= 0) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "already attached as client %d",
+		     c->client);
+		return;
+	}
+	id = daemon_attach(d, c, rq->name, err, sizeof(err));
+	if (id < 0) {
+		fail(rp, status_of(id), "%s", err);
+		return;
+	}
+	ar = NEW(&rp->a, Sheaf__V1__AttachResponse, SHEAF__V1__ATTACH_RESPONSE__INIT);
+	if (ar == NULL || (ar->layout = layout_of(d, &rp->a)) == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	ar->client_id = (uint32_t)id;
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_ATTACH;
+	rp->r.attach = ar;
+	rp->pass_fd = d->pool.fd;
+}
+
+static void do_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateRequest *rq,
+			    struct reply *rp)
+{
+	struct engine_cache_params cp = {
+		.size = rq->size, .align = rq->align, .capacity = rq->capacity,
+		.flags = rq->flags,
+	};
+	Sheaf__V1__CacheCreateResponse *cr;
+	char err[160];
+	int id = engine_cache_create(&d->engine, rq->name, &cp, err, sizeof(err));
+
+	if (id < 0) {
+		fail(rp, status_of(id), "%s", err);
+		return;
+	}
+	log_info("cache '%s' created: id %d, object size %u", rq->name, id,
+		 d->pool.caches[id].obj_size);
+	cr = NEW(&rp->a, Sheaf__V1__CacheCreateResponse, SHEAF__V1__CACHE_CREATE_RESPONSE__INIT);
+	if (cr == NULL || (cr->cache = cache_info(d, &rp->a, (uint32_t)id)) == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CACHE_CREATE;
+	rp->r.cache_create = cr;
+}
+
+static void do_cache_open(struct daemon *d, const Sheaf__V1__CacheOpenRequest *rq,
+			  struct reply *rp)
+{
+	Sheaf__V1__CacheOpenResponse *cr;
+	int id = pool_cache_find(&d->pool, rq->name);
+
+	if (id < 0) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->name);
+		return;
+	}
+	cr = NEW(&rp->a, Sheaf__V1__CacheOpenResponse, SHEAF__V1__CACHE_OPEN_RESPONSE__INIT);
+	if (cr == NULL || (cr->cache = cache_info(d, &rp->a, (uint32_t)id)) == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CACHE_OPEN;
+	rp->r.cache_open = cr;
+}
+
+static void do_cache_list(struct daemon *d, struct reply *rp)
+{
+	Sheaf__V1__CacheListResponse *lr = NEW(&rp->a, Sheaf__V1__CacheListResponse,
+					       SHEAF__V1__CACHE_LIST_RESPONSE__INIT);
+
+	if (lr == NULL || (lr->caches = arena_alloc(&rp->a, SHEAF_MAX_CACHES * sizeof(void *))) == NULL)
+		goto oom;
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		if (at_load_acquire(&d->pool.caches[c].state) != CACHE_LIVE)
+			continue;
+		if ((lr->caches[lr->n_caches++] = cache_info(d, &rp->a, c)) == NULL)
+			goto oom;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CACHE_LIST;
+	rp->r.cache_list = lr;
+	return;
+oom:
+	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+}
+
+static void do_cache_destroy(struct daemon *d, const Sheaf__V1__CacheDestroyRequest *rq,
+			     struct reply *rp)
+{
+	char err[160];
+	int id = pool_cache_find(&d->pool, rq->name), rc;
+
+	if (id < 0) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->name);
+		return;
+	}
+	rc = engine_cache_destroy(&d->engine, (uint32_t)id, err, sizeof(err));
+	if (rc != 0) {
+		fail(rp, status_of(rc), "%s", err);
+		return;
+	}
+	log_info("cache '%s' destroyed", rq->name);
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CACHE_DESTROY;
+	rp->r.cache_destroy = NEW(&rp->a, Sheaf__V1__CacheDestroyResponse,
+				  SHEAF__V1__CACHE_DESTROY_RESPONSE__INIT);
+	if (rp->r.cache_destroy == NULL)
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+}
+
+static Sheaf__V1__NodeStats *node_stats(struct daemon *d, struct arena *a, uint32_t c,
+					uint32_t n)
+{
+	struct shm_pool *p = &d->pool;
+	struct shm_cache_node *cn = pool_cnode(p, c, n);
+	uint64_t v[SHEAF_STAT_NR] = { 0 };
+	Sheaf__V1__NodeStats *ns = NEW(a, Sheaf__V1__NodeStats, SHEAF__V1__NODE_STATS__INIT);
+
+	if (ns == NULL || (ns->counters = arena_alloc(a, SHEAF_STAT_NR * sizeof(void *))) == NULL)
+		return NULL;
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		if (at_load_relaxed(&p->lanes[l].node) != n)
+			continue;
+		for (int i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
+			v[i] += at_load_relaxed(&p->lanes[l].stat[c][i]);
+	}
+	for (int i = SHEAF_STAT_ENGINE_FIRST; i < SHEAF_STAT_NR; i++)
+		v[i] = at_load_relaxed(&cn->stat[i]);
+	for (int i = 0; i < SHEAF_STAT_NR; i++) {
+		Sheaf__V1__Counter *k = NEW(a, Sheaf__V1__Counter, SHEAF__V1__COUNTER__INIT);
+		if (k == NULL)
+			return NULL;
+		k->name = (char *)sheaf_stat_names[i];
+		k->value = v[i];
+		ns->counters[ns->n_counters++] = k;
+	}
+	ns->node = n;
+	pthread_mutex_lock(&cn->lock);
+	ns->objects = cn->total_objects;
+	ns->active_objects = cn->total_objects - cn->free_objects;
+	ns->slabs = cn->lists[SL_PARTIAL].count + cn->lists[SL_FULL].count +
+		    cn->lists[SL_EMPTY].count;
+	ns->partial_slabs = cn->lists[SL_PARTIAL].count;
+	pthread_mutex_unlock(&cn->lock);
+	ns->barn_full = ring_count(pool_full_ring(p, c, n));
+	ns->barn_empty = ring_count(pool_empty_ring(p, c, n));
+	return ns;
+}
+
+static void do_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, struct reply *rp)
+{
+	struct shm_pool *p = &d->pool;
+	Sheaf__V1__StatsResponse *sr = NEW(&rp->a, Sheaf__V1__StatsResponse,
+					   SHEAF__V1__STATS_RESPONSE__INIT);
+	int only = -1;
+
+	if (rq->cache != NULL && rq->cache[0] != '\0') {
+		only = pool_cache_find(p, rq->cache);
+		if (only < 0) {
+			fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'",
+			     rq->cache);
+			return;
+		}
+	}
+	if (sr == NULL || (sr->caches = arena_alloc(&rp->a, SHEAF_MAX_CACHES * sizeof(void *))) == NULL)
+		goto oom;
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		Sheaf__V1__CacheStats *cs;
+		int64_t in_use;
+
+		if ((only >= 0 && (uint32_t)only != c) ||
+		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
+			continue;
+		cs = NEW(&rp->a, Sheaf__V1__CacheStats, SHEAF__V1__CACHE_STATS__INIT);
+		if (cs == NULL || (cs->cache = cache_info(d, &rp->a, c)) == NULL ||
+		    (cs->nodes = arena_alloc(&rp->a, p->nodes * sizeof(void *))) == NULL)
+			goto oom;
+		for (uint32_t n = 0; n < p->nodes; n++) {
+			if ((cs->nodes[n] = node_stats(d, &rp->a, c, n)) == NULL)
+				goto oom;
+			cs->bytes_mapped += cs->nodes[n]->slabs * SLAB_SIZE;
+		}
+		cs->n_nodes = p->nodes;
+		in_use = engine_counted_in_use(p, c);
+		cs->in_use = in_use > 0 ? (uint64_t)in_use : 0;
+		cs->bytes_in_use = cs->in_use * p->caches[c].obj_size;
+		sr->caches[sr->n_caches++] = cs;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_STATS;
+	rp->r.stats = sr;
+	return;
+oom:
+	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+}
+
+static void do_daemon_info(struct daemon *d, struct reply *rp)
+{
+	Sheaf__V1__DaemonInfoResponse *di = NEW(&rp->a, Sheaf__V1__DaemonInfoResponse,
+						SHEAF__V1__DAEMON_INFO_RESPONSE__INIT);
+
+	if (di == NULL || (di->layout = layout_of(d, &rp->a)) == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	di->version = (char *)SHEAF_VERSION;
+	di->protocol_version = SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	di->pool_size = d->pool.data_len;
+	di->mem_cap = at_load_relaxed(&d->pool.hdr->mem_cap);
+	di->uptime_seconds = (uint64_t)(time(NULL) - d->started);
+	di->max_caches = SHEAF_MAX_CACHES;
+	di->max_clients = SHEAF_MAX_CLIENTS;
+	di->clients = daemon_live_clients(d);
+	di->max_frame = d->cfg.max_frame;
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_DAEMON_INFO;
+	rp->r.daemon_info = di;
+}
+
+static void do_check(struct daemon *d, struct reply *rp)
+{
+	Sheaf__V1__CheckResponse *cr = NEW(&rp->a, Sheaf__V1__CheckResponse,
+					   SHEAF__V1__CHECK_RESPONSE__INIT);
+	struct check_report rep;
+	char err[256] = "", msg[128];
+	int64_t counted = 0;
+	int rc;
+
+	if (cr == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	engine_stop(&d->engine);           /* the checker needs a quiet engine */
+	rc = pool_check(&d->pool, -1, -1, &rep, err, sizeof(err));
+	if (engine_start(&d->engine, msg, sizeof(msg)) != 0)
+		log_err("restarting workers after check: %s", msg);
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+		if (at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE)
+			counted += engine_counted_in_use(&d->pool, c);
+	cr->ok = rc == 0;
+	cr->problem = arena_strdup(&rp->a, err);
+	cr->objects = rep.objects;
+	cr->free_in_slabs = rep.free_in_slabs;
+	cr->in_sheaves = rep.in_sheaves;
+	cr->in_use = rep.in_use;
+	cr->counted_in_use = counted > 0 ? (uint64_t)counted : 0;
+	if (rc != 0)
+		log_warn("pool check: %s", err);
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CHECK;
+	rp->r.check = cr;
+}
+
+static void do_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, struct reply *rp)
+{
+	Sheaf__V1__ShrinkResponse *sr;
+	int cache = -1, n;
+
+	if (rq->cache != NULL && rq->cache[0] != '\0') {
+		cache = pool_cache_find(&d->pool, rq->cache);
+		if (cache < 0) {
+			fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'",
+			     rq->cache);
+			return;
+		}
+	}
+	n = engine_shrink(&d->engine, cache, 1);
+	sr = NEW(&rp->a, Sheaf__V1__ShrinkResponse, SHEAF__V1__SHRINK_RESPONSE__INIT);
+	if (sr == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	sr->slabs_released = (uint32_t)n;
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_SHRINK;
+	rp->r.shrink = sr;
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+/* Unknown fields anywhere we look are refused: they mean a peer speaking
+ * something this daemon does not understand. */
+static int unknown_fields(const ProtobufCMessage *m)
+{
+	return m != NULL && m->n_unknown_fields > 0 ? (int)m->unknown_fields[0].tag : 0;
+}
+
+static void dispatch(struct daemon *d, struct conn *c, const Sheaf__V1__Request *rq,
+		     struct reply *rp)
+{
+	const ProtobufCMessage *body = NULL;
+	int tag;
+
+	switch (rq->body_case) {
+	case SHEAF__V1__REQUEST__BODY_ATTACH: body = &rq->attach->base; break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_CREATE: body = &rq->cache_create->base; break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_OPEN: body = &rq->cache_open->base; break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_LIST: body = &rq->cache_list->base; break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_DESTROY: body = &rq->cache_destroy->base; break;
+	case SHEAF__V1__REQUEST__BODY_STATS: body = &rq->stats->base; break;
+	case SHEAF__V1__REQUEST__BODY_DAEMON_INFO: body = &rq->daemon_info->base; break;
+	case SHEAF__V1__REQUEST__BODY_CHECK: body = &rq->check->base; break;
+	case SHEAF__V1__REQUEST__BODY_SHRINK: body = &rq->shrink->base; break;
+	default: break;
+	}
+	if ((tag = unknown_fields(&rq->base)) != 0 || (tag = unknown_fields(body)) != 0) {
+		d->n.bad_frames++;
+		log_warn("client pid %d: request %llu has unknown field %d", (int)c->pid,
+			 (unsigned long long)rq->id, tag);
+		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST,
+		     "unknown field %d (newer client?)", tag);
+		return;
+	}
+	switch (rq->body_case) {
+	case SHEAF__V1__REQUEST__BODY_ATTACH: do_attach(d, c, rq->attach, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_CREATE: do_cache_create(d, rq->cache_create, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_OPEN: do_cache_open(d, rq->cache_open, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_LIST: do_cache_list(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_DESTROY: do_cache_destroy(d, rq->cache_destroy, rp); break;
+	case SHEAF__V1__REQUEST__BODY_STATS: do_stats(d, rq->stats, rp); break;
+	case SHEAF__V1__REQUEST__BODY_DAEMON_INFO: do_daemon_info(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CHECK: do_check(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_SHRINK: do_shrink(d, rq->shrink, rp); break;
+	default:
+		d->n.bad_frames++;
+		log_warn("client pid %d: request %llu has no known body", (int)c->pid,
+			 (unsigned long long)rq->id);
+		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "request has no known body");
+		break;
+	}
+}
+
+void rpc_handle_frame(struct daemon *d, struct conn *c, const uint8_t *buf, size_t len)
+{
+	Sheaf__V1__Request *rq = sheaf__v1__request__unpack(NULL, len, buf);
+	struct reply *rp = calloc(1, sizeof(*rp));
+	uint8_t *out;
+	size_t n;
+
+	if (rp == NULL) {
+		if (rq != NULL)
+			sheaf__v1__request__free_unpacked(rq, NULL);
+		c->closing = 1;
+		return;
+	}
+	sheaf__v1__response__init(&rp->r);
+	rp->pass_fd = -1;
+	d->n.requests++;
+	if (rq == NULL) {
+		d->n.bad_frames++;
+		log_warn("client pid %d: unparsable request (%zu bytes)", (int)c->pid, len);
+		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "unparsable request");
+	} else {
+		rp->r.id = rq->id;
+		dispatch(d, c, rq, rp);
+	}
+	n = sheaf__v1__response__get_packed_size(&rp->r);
+	out = malloc(n ? n : 1);
+	if (out != NULL) {
+		sheaf__v1__response__pack(&rp->r, out);
+		if (conn_send(c, out, n, rp->pass_fd) != 0)
+			c->closing = 1;
+		free(out);
+	} else {
+		c->closing = 1;
+	}
+	if (rp->close_after)
+		c->closing = 1;
+	if (rq != NULL)
+		sheaf__v1__request__free_unpacked(rq, NULL);
+	arena_free(&rp->a);
+	free(rp);
+}
