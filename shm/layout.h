@@ -6,12 +6,13 @@
  * (pool.h).  The region is split in two parts:
  *
  *   [0, off_rw)        engine-owned: header, cache descriptors, per cache-node
- *                      slab lists, node frame allocators, the slab table, the
- *                      free-object bitmaps, the frame->cache map.  Only the
- *                      engine (sheafd) writes it; clients map it read-only.
+ *                      slab lists, node frame allocators, the slab table,
+ *                      client slots, the free-object bitmaps, the
+ *                      frame->cache map.  Only the engine (sheafd) writes it;
+ *                      clients map it read-only.
  *   [off_rw, size)     shared: sheaf owner table, sheaves, rings, barns, node
- *                      doorbells, client slots, thread lanes, debug in-use
- *                      bitmaps and, last, one data region per NUMA node.
+ *                      doorbells, thread lanes, debug in-use bitmaps and,
+ *                      last, one data region per NUMA node.
  *
  * Who writes what (the rules; functions assume them):
  *   shm_header         engine at creation; then mem_cap, frames_used (engine).
@@ -28,6 +29,7 @@
  *   shm_barn           rings by the ring protocol; supply/starved by the
  *                      engine; waiters by clients.
  *   shm_node           doorbell bumped by clients, read by the node worker.
+ *   shm_client         engine (attach, repair); clients only read it.
  *   shm_lane           the thread that holds it (stats, intent); readers sum.
  *
  * Invariant (checked by pool_check, check.c): every object of every cache is

@@ -56,6 +56,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_cache_nodes = o;  o += (uint64_t)SHEAF_MAX_CACHES * nodes * sizeof(struct shm_cache_node);
 	h->off_node_alloc = o;   o += nodes * sizeof(struct shm_node_alloc);
 	h->off_slabs = o;        o += frames * sizeof(struct shm_slab);
+	h->off_clients = o;      o += SHEAF_MAX_CLIENTS * sizeof(struct shm_client);
 	o = align_up(o, PAGE);
 	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
 	h->off_frame_owner = o;  o += frames * 2;
@@ -70,7 +71,6 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	o = align_up(o, PAGE);
 	h->off_barns = o;        o += (uint64_t)SHEAF_MAX_CACHES * nodes * sizeof(struct shm_barn);
 	h->off_nodes = o;        o += nodes * sizeof(struct shm_node);
-	h->off_clients = o;      o += SHEAF_MAX_CLIENTS * sizeof(struct shm_client);
 	h->off_lanes = o;        o += SHEAF_MAX_LANES * sizeof(struct shm_lane);
 	o = align_up(o, PAGE);
 	h->off_inuse = o;        o += frames * SLAB_BITMAP_WORDS * 8;
