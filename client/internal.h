@@ -105,6 +105,7 @@ int rpc_cache_create(sheaf_pool_t *pool, const char *name, uint32_t size,
 int rpc_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out);
 int rpc_shrink(sheaf_pool_t *pool, const char *cache);
 int rpc_check(sheaf_pool_t *pool, char *err, size_t errlen);
+int rpc_tune(sheaf_pool_t *pool, const char *cache, const char *key, uint64_t value);
 
 /* local.c */
 sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id);

@@ -196,8 +196,8 @@ int sheaf_cache_set_capacity(sheaf_cache_t *c, unsigned capacity)
 {
 	if (capacity > SHEAF_CAP_MAX)
 		return -EINVAL;
-	if (c->pool->remote)
-		return -EOPNOTSUPP;     /* descriptors are sheafd's: read-only here */
+	if (c->pool->remote)            /* descriptors are sheafd's: ask it */
+		return rpc_tune(c->pool, c->sc->name, "sheaf_capacity", capacity);
 	at_store_relaxed(&c->sc->sheaf_capacity, capacity);
 	return 0;
 }

@@ -199,3 +199,24 @@ int rpc_check(sheaf_pool_t *pool, char *err, size_t errlen)
 	sheaf__v1__response__free_unpacked(r, NULL);
 	return rc;
 }
+
+int rpc_tune(sheaf_pool_t *pool, const char *cache, const char *key, uint64_t value)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__TuneRequest tr = SHEAF__V1__TUNE_REQUEST__INIT;
+	Sheaf__V1__Setting st = SHEAF__V1__SETTING__INIT, *sp = &st;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	st.key = (char *)key;
+	st.value = value;
+	tr.cache = (char *)cache;
+	tr.n_settings = 1;
+	tr.settings = &sp;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_TUNE;
+	rq.tune = &tr;
+	rc = rpc_call(pool, &rq, &r, NULL, NULL, 0);
+	if (rc == 0)
+		sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}

@@ -151,8 +151,8 @@ SHEAF_API unsigned sheaf_cache_capacity(const sheaf_cache_t *cache);
 /*
  * Set the sheaf capacity of @cache (0..256) at run time.  Threads pick it up
  * at their next sheaf exchange with the barn, without stopping.
- * Returns 0, -EINVAL, or -EOPNOTSUPP on a connected pool (the cache
- * descriptors are sheafd's; tune through sheafd).
+ * On a connected pool the request goes to sheafd (a Tune request).
+ * Returns 0, -EINVAL, or for a connected pool the error of the request.
  */
 SHEAF_API int sheaf_cache_set_capacity(sheaf_cache_t *cache, unsigned capacity);
 

@@ -5,6 +5,7 @@
  * STATUS_BAD_REQUEST and is counted; the connection stays usable.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,6 +416,155 @@ static void do_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, stru
 	rp->r.shrink = sr;
 }
 
+struct tunable {
+	const char *key;
+	uint64_t lo, hi;
+	size_t off;              /* in struct shm_cache; SIZE_MAX: pool */
+};
+
+static const struct tunable tunables[] = {
+	{ "sheaf_capacity", 0, SHEAF_CAP_MAX, offsetof(struct shm_cache, sheaf_capacity) },
+	{ "barn_limit", 1, 65536, offsetof(struct shm_cache, barn_limit) },
+	{ "barn_low", 0, 65536, offsetof(struct shm_cache, barn_low) },
+	{ "barn_high", 1, 65536, offsetof(struct shm_cache, barn_high) },
+	{ "min_partial", 0, 1024, offsetof(struct shm_cache, min_partial) },
+	{ "mem_cap", SLAB_SIZE, UINT64_MAX, SIZE_MAX },
+};
+
+static const struct tunable *tunable_find(const char *key)
+{
+	for (size_t i = 0; i < sizeof(tunables) / sizeof(tunables[0]); i++)
+		if (strcmp(tunables[i].key, key) == 0)
+			return &tunables[i];
+	return NULL;
+}
+
+static void do_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, struct reply *rp)
+{
+	struct shm_pool *p = &d->pool;
+	Sheaf__V1__TuneResponse *tr;
+	int cache = -1;
+	uint64_t low, high;
+
+	if (rq->cache != NULL && rq->cache[0] != '\0') {
+		cache = pool_cache_find(p, rq->cache);
+		if (cache < 0) {
+			fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->cache);
+			return;
+		}
+	}
+	if (rq->n_settings == 0) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "nothing to tune");
+		return;
+	}
+	/* Check everything first: a request is applied whole or not at all. */
+	low = cache >= 0 ? at_load_relaxed(&p->caches[cache].barn_low) : 0;
+	high = cache >= 0 ? at_load_relaxed(&p->caches[cache].barn_high) : 0;
+	for (size_t i = 0; i < rq->n_settings; i++) {
+		const Sheaf__V1__Setting *st = rq->settings[i];
+		const struct tunable *t = tunable_find(st->key);
+		uint64_t hi;
+
+		if (t == NULL) {
+			fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "unknown setting '%s' (known: "
+			     "sheaf_capacity, barn_limit, barn_low, barn_high, min_partial, mem_cap)",
+			     st->key);
+			return;
+		}
+		if ((t->off == SIZE_MAX) != (cache < 0)) {
+			fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, t->off == SIZE_MAX ?
+			     "'%s' is a pool setting: give no cache" :
+			     "'%s' is a cache setting: name the cache", st->key);
+			return;
+		}
+		hi = t->off == SIZE_MAX ? p->data_len : t->hi;
+		if (st->value < t->lo || st->value > hi) {
+			fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST,
+			     "%s=%llu out of range %llu..%llu", st->key,
+			     (unsigned long long)st->value, (unsigned long long)t->lo,
+			     (unsigned long long)hi);
+			return;
+		}
+		if (strcmp(st->key, "barn_low") == 0)
+			low = st->value;
+		if (strcmp(st->key, "barn_high") == 0)
+			high = st->value;
+	}
+	if (cache >= 0 && low > high) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST,
+		     "barn_low (%llu) must not exceed barn_high (%llu)",
+		     (unsigned long long)low, (unsigned long long)high);
+		return;
+	}
+	for (size_t i = 0; i < rq->n_settings; i++) {
+		const Sheaf__V1__Setting *st = rq->settings[i];
+		const struct tunable *t = tunable_find(st->key);
+
+		if (t->off == SIZE_MAX)
+			at_store_relaxed(&p->hdr->mem_cap, st->value);
+		else
+			at_store_relaxed((_Atomic uint32_t *)((char *)&p->caches[cache] + t->off),
+					 (uint32_t)st->value);
+		log_info("tune %s%s%s=%llu", cache >= 0 ? p->caches[cache].name : "",
+			 cache >= 0 ? " " : "", st->key, (unsigned long long)st->value);
+	}
+	/* Let the workers act on new watermarks at once. */
+	for (uint32_t n = 0; n < p->nodes; n++)
+		node_ring_doorbell(p, n);
+	tr = NEW(&rp->a, Sheaf__V1__TuneResponse, SHEAF__V1__TUNE_RESPONSE__INIT);
+	if (tr == NULL || (cache >= 0 && (tr->cache = cache_info(d, &rp->a, (uint32_t)cache)) == NULL)) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	tr->mem_cap = at_load_relaxed(&p->hdr->mem_cap);
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_TUNE;
+	rp->r.tune = tr;
+}
+
+static void do_clients(struct daemon *d, struct reply *rp)
+{
+	struct shm_pool *p = &d->pool;
+	Sheaf__V1__ClientsResponse *cr = NEW(&rp->a, Sheaf__V1__ClientsResponse,
+					     SHEAF__V1__CLIENTS_RESPONSE__INIT);
+
+	if (cr == NULL || (cr->clients = arena_alloc(&rp->a, SHEAF_MAX_CLIENTS * sizeof(void *))) == NULL)
+		goto oom;
+	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++) {
+		const struct shm_client *sc = &p->clients[c];
+		Sheaf__V1__ClientInfo *ci;
+
+		if (at_load_acquire((_Atomic uint32_t *)&sc->state) != CLIENT_LIVE)
+			continue;
+		ci = NEW(&rp->a, Sheaf__V1__ClientInfo, SHEAF__V1__CLIENT_INFO__INIT);
+		if (ci == NULL || (ci->name = arena_strdup(&rp->a, sc->name)) == NULL)
+			goto oom;
+		ci->id = c;
+		ci->pid = sc->pid;
+		ci->uid = sc->uid;
+		ci->attached_since = sc->attached_at;
+		for (uint32_t s = 0; s < p->sheaf_count; s++)
+			ci->sheaves_held += at_load_relaxed(&p->owners[s]) == c;
+		for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+			if (at_load_relaxed(&p->lanes[l].client) != c)
+				continue;
+			for (uint32_t k = 0; k < SHEAF_MAX_CACHES; k++) {
+				_Atomic uint64_t *st = p->lanes[l].stat[k];
+				ci->objects_in_use +=
+					(int64_t)(at_load_relaxed(&st[ST_ALLOC_FASTPATH]) +
+						  at_load_relaxed(&st[ST_ALLOC_SLOWPATH])) -
+					(int64_t)(at_load_relaxed(&st[ST_FREE_FASTPATH]) +
+						  at_load_relaxed(&st[ST_FREE_SLOWPATH]));
+			}
+		}
+		cr->clients[cr->n_clients++] = ci;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CLIENTS;
+	rp->r.clients = cr;
+	return;
+oom:
+	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 /* Unknown fields anywhere we look are refused: they mean a peer speaking
@@ -440,6 +590,8 @@ static void dispatch(struct daemon *d, struct conn *c, const Sheaf__V1__Request 
 	case SHEAF__V1__REQUEST__BODY_DAEMON_INFO: body = &rq->daemon_info->base; break;
 	case SHEAF__V1__REQUEST__BODY_CHECK: body = &rq->check->base; break;
 	case SHEAF__V1__REQUEST__BODY_SHRINK: body = &rq->shrink->base; break;
+	case SHEAF__V1__REQUEST__BODY_TUNE: body = &rq->tune->base; break;
+	case SHEAF__V1__REQUEST__BODY_CLIENTS: body = &rq->clients->base; break;
 	default: break;
 	}
 	if ((tag = unknown_fields(&rq->base)) != 0 || (tag = unknown_fields(body)) != 0) {
@@ -460,6 +612,8 @@ static void dispatch(struct daemon *d, struct conn *c, const Sheaf__V1__Request 
 	case SHEAF__V1__REQUEST__BODY_DAEMON_INFO: do_daemon_info(d, rp); break;
 	case SHEAF__V1__REQUEST__BODY_CHECK: do_check(d, rp); break;
 	case SHEAF__V1__REQUEST__BODY_SHRINK: do_shrink(d, rq->shrink, rp); break;
+	case SHEAF__V1__REQUEST__BODY_TUNE: do_tune(d, rq->tune, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CLIENTS: do_clients(d, rp); break;
 	default:
 		d->n.bad_frames++;
 		log_warn("client pid %d: request %llu has no known body", (int)c->pid,
