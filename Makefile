@@ -32,20 +32,28 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 SHM_SRC    := $(wildcard shm/*.c)
-CLIENT_SRC := $(filter-out client/sheafctl.c,$(wildcard client/*.c))
+CLIENT_SRC := $(filter-out client/sheafctl%.c,$(wildcard client/*.c))
 PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
 LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c) \
               $(BUILD)/proto/sheaf.pb-c.o
 DAEMON_SRC := $(wildcard daemon/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
 SHEAFD     := $(BUILD)/daemon/sheafd
+CTL_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/sheafctl*.c))
+SHEAFCTL   := $(BUILD)/client/sheafctl
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/util_*.c))
 TEST_BIN   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_BIN  := $(BUILD)/tests/bench/sheafbench
+BENCH_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/bench/dpdkbench.c,$(wildcard tests/bench/*.c)))
+# The DPDK rte_mempool peer (tests/bench/dpdkbench.c) is optional: built for
+# `make bench` only when pkg-config finds libdpdk (its headers as -isystem).
+DPDK_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags libdpdk 2>/dev/null))
+DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null)
+DPDK_BENCH  := $(if $(DPDK_LIBS),$(BUILD)/tests/bench/dpdkbench)
 
 .PHONY: all lib tests test bench deps clean check-deps run
-all: lib $(SHEAFD) tests $(BENCH_BIN)
+all: lib $(SHEAFD) $(SHEAFCTL) tests $(BENCH_BIN)
 
 lib: $(BUILD)/libsheaf.a $(BUILD)/libsheaf.so
 
@@ -63,6 +71,10 @@ $(BUILD)/%.o: %.c | $(PROTO_GEN)
 $(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)
 
+# sheafctl, the operator CLI (client/sheafctl*.c; not part of libsheaf).
+$(SHEAFCTL): $(CTL_OBJ) $(BUILD)/libsheaf.a
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(BUILD)/libsheaf.a $(LIBS)
+
 $(BUILD)/libsheaf.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -70,13 +82,18 @@ $(BUILD)/libsheaf.a: $(LIB_OBJ)
 $(BUILD)/libsheaf.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(BUILD)/libsheaf.a | $(SHEAFD)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(BUILD)/libsheaf.a | $(SHEAFD) $(SHEAFCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(BUILD)/libsheaf.a $(CHECK_LIBS) $(LIBS)
 
 tests: $(TEST_BIN)
 
-$(BENCH_BIN): $(BUILD)/tests/bench/sheafbench.o $(BUILD)/libsheaf.a
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libsheaf.a $(LIBS) -lm
+$(BENCH_BIN): $(BENCH_OBJ) $(BUILD)/libsheaf.a
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libsheaf.a $(LIBS) -lm
+
+$(BUILD)/tests/bench/dpdkbench.o: CFLAGS += $(DPDK_CFLAGS)
+
+$(BUILD)/tests/bench/dpdkbench: $(BUILD)/tests/bench/dpdkbench.o
+	$(CC) $(LDFLAGS) -o $@ $< $(DPDK_LIBS)
 
 # Start sheafd in the foreground with defaults that need neither root nor
 # systemd: socket under run/ (or $$XDG_RUNTIME_DIR/sheaf).
@@ -94,7 +111,8 @@ test: check-deps all
 		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
 	done; echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
 
-bench: check-deps $(BENCH_BIN)
+bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH)
+	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
 
 check-deps:

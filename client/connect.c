@@ -17,7 +17,7 @@
 #include "proto/paths.h"
 #include "proto/sheaf.pb-c.h"
 
-static int connect_unix(const char *path, char *err, size_t errlen)
+int pool_connect_socket(const char *path, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd;
@@ -68,7 +68,8 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 	pool->remote = 1;
 	pool->shm.fd = -1;
 	pool->wait_ns = 5000000000ll;
-	pool->sock = connect_unix(path, msg, sizeof(msg));
+	snprintf(pool->path, sizeof(pool->path), "%s", path);
+	pool->sock = pool_connect_socket(path, msg, sizeof(msg));
 	if (pool->sock < 0) {
 		rc = pool->sock;
 		goto err_free;
@@ -87,6 +88,7 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 		goto err_sock;
 	}
 	pool->client = r->attach->client_id;
+	pool->client_attached = 1;
 	rc = registry_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",
@@ -127,7 +129,8 @@ void pool_disconnect(sheaf_pool_t *pool)
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
 		free(pool->handles[c]);
 	pool_unmap(&pool->shm);
-	close(pool->sock);
+	if (pool->sock >= 0)
+		close(pool->sock);
 	pthread_mutex_destroy(&pool->lock);
 	pthread_mutex_destroy(&pool->rpc_lock);
 	free(pool);

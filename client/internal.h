@@ -27,6 +27,9 @@ struct sheaf_pool {
 	pthread_mutex_t rpc_lock;    /* one request in flight per connection */
 	uint64_t next_id;
 	int forked;                  /* this process is a fork() child */
+	int client_attached;         /* Attach done: reconnects resume it */
+	uint32_t reconnects;
+	char path[108];              /* sheafd's socket */
 	uint32_t slot;               /* index in the process's pool registry */
 	uint32_t gen;                /* registry generation of this pool */
 	uint32_t client;             /* our client id in the region */
@@ -111,6 +114,7 @@ int rpc_tune(sheaf_pool_t *pool, const char *cache, const char *key, uint64_t va
 sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id);
 /* connect.c */
 void pool_disconnect(sheaf_pool_t *pool);
+int pool_connect_socket(const char *path, char *err, size_t errlen);
 
 /* alloc.c */
 void *alloc_slow(sheaf_cache_t *c);

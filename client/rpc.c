@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "client/internal.h"
 #include "proto/frame.h"
 #include "proto/sheaf.pb-c.h"
@@ -30,8 +31,9 @@ static int errno_of(Sheaf__V1__Status st)
 	}
 }
 
-int rpc_call(sheaf_pool_t *pool, Sheaf__V1__Request *rq, Sheaf__V1__Response **out,
-	     int *recv_fd, char *err, size_t errlen)
+/* One request and its response; the caller holds rpc_lock. */
+static int roundtrip(sheaf_pool_t *pool, Sheaf__V1__Request *rq, Sheaf__V1__Response **out,
+		     int *recv_fd, char *err, size_t errlen)
 {
 	size_t n, len;
 	uint8_t *buf, *in = NULL;
@@ -39,20 +41,16 @@ int rpc_call(sheaf_pool_t *pool, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 	int rc;
 
 	*out = NULL;
-	pthread_mutex_lock(&pool->rpc_lock);
 	rq->id = ++pool->next_id;
 	n = sheaf__v1__request__get_packed_size(rq);
 	buf = malloc(n ? n : 1);
-	if (buf == NULL) {
-		pthread_mutex_unlock(&pool->rpc_lock);
+	if (buf == NULL)
 		return -ENOMEM;
-	}
 	sheaf__v1__request__pack(rq, buf);
-	rc = frame_send(pool->sock, buf, n, -1);
+	rc = pool->sock >= 0 ? frame_send(pool->sock, buf, n, -1) : -EPIPE;
 	if (rc == 0)
 		rc = frame_recv(pool->sock, &in, &len, FRAME_DEFAULT_CAP * 16,
 				RPC_TIMEOUT_MS, recv_fd);
-	pthread_mutex_unlock(&pool->rpc_lock);
 	free(buf);
 	if (rc != 0) {
 		if (err != NULL)
@@ -75,6 +73,52 @@ int rpc_call(sheaf_pool_t *pool, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 	}
 	*out = r;
 	return 0;
+}
+
+/*
+ * The daemon went away (restart): connect again and resume our client id.
+ * The pool stays mapped; the memfd the reply carries is the same pool.
+ */
+static int reconnect_locked(sheaf_pool_t *pool)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__AttachRequest ar = SHEAF__V1__ATTACH_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	char msg[160];
+	int fd = -1, rc;
+
+	if (pool->sock >= 0)
+		close(pool->sock);
+	pool->sock = pool_connect_socket(pool->path, msg, sizeof(msg));
+	if (pool->sock < 0)
+		return pool->sock;
+	ar.protocol_version = SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	ar.pid = (uint32_t)getpid();
+	ar.resume = 1;
+	ar.client_id = pool->client;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_ATTACH;
+	rq.attach = &ar;
+	rc = roundtrip(pool, &rq, &r, &fd, NULL, 0);
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0) {
+		pool->reconnects++;
+		sheaf__v1__response__free_unpacked(r, NULL);
+	}
+	return rc;
+}
+
+int rpc_call(sheaf_pool_t *pool, Sheaf__V1__Request *rq, Sheaf__V1__Response **out,
+	     int *recv_fd, char *err, size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&pool->rpc_lock);
+	rc = roundtrip(pool, rq, out, recv_fd, err, errlen);
+	if (rc == -EPIPE && pool->client_attached && reconnect_locked(pool) == 0)
+		rc = roundtrip(pool, rq, out, recv_fd, err, errlen);
+	pthread_mutex_unlock(&pool->rpc_lock);
+	return rc;
 }
 
 int rpc_cache_create(sheaf_pool_t *pool, const char *name, uint32_t size,

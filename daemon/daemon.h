@@ -66,6 +66,9 @@ struct daemon {
 	int lock_fd;
 	struct event *ev_listen;
 	struct event *ev_signal[3];
+	struct event *ev_watchdog;
+	int adopted;                 /* the pool came from systemd's fd store */
+	int socket_activated;        /* the listening socket came from systemd */
 	time_t started;
 	struct conn *conns;
 	struct watch *watches;
@@ -73,7 +76,9 @@ struct daemon {
 };
 
 /* server.c */
-int server_listen(struct daemon *d, char *err, size_t errlen);
+/* Listen on @activated (a socket passed by systemd) or, when < 0, bind the
+ * configured path (refusing when another daemon holds it). */
+int server_listen(struct daemon *d, int activated, char *err, size_t errlen);
 void server_close_all(struct daemon *d);
 /* Queue a serialised response on @c (with @pass_fd when >= 0). */
 int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd);
@@ -82,6 +87,12 @@ int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd);
 int peer_allowed(const struct daemon *d, uid_t uid, gid_t gid);
 int daemon_attach(struct daemon *d, struct conn *c, const char *name,
 		  char *err, size_t errlen);
+/* Re-attach a client that was attached before a daemon restart. */
+int daemon_resume(struct daemon *d, struct conn *c, uint32_t id, char *err, size_t errlen);
+/* After adopting a pool: watch the clients it lists, repair the dead. */
+void daemon_watch_existing(struct daemon *d);
+/* Tell systemd how we are doing (STATUS=, no-op without NOTIFY_SOCKET). */
+void daemon_status(struct daemon *d);
 void daemon_client_gone(struct daemon *d, struct conn *c);
 uint32_t daemon_live_clients(const struct daemon *d);
 

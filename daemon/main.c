@@ -1,7 +1,14 @@
 /*
- * main.c - sheafd: parse the configuration, create the pool and its engine
- * (one worker per NUMA node), serve the control socket with libevent until
- * SIGTERM/SIGINT; SIGHUP re-reads the configuration file.
+ * main.c - sheafd: parse the configuration, create (or adopt) the pool and
+ * its engine (one worker per NUMA node), serve the control socket with
+ * libevent until SIGTERM/SIGINT; SIGHUP re-reads the configuration file.
+ *
+ * Under systemd (notify.h): the listening socket may come from socket
+ * activation; the pool's memfd is handed to the fd store (FDSTORE=1,
+ * FDNAME=pool) and, when a restarted sheafd finds it among its passed
+ * descriptors, it adopts that pool (engine_adopt) instead of creating one,
+ * so attached clients keep their objects.  READY/STATUS/RELOADING/STOPPING
+ * and WATCHDOG (at half of WATCHDOG_USEC) are sent as the protocol asks.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,15 +16,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include "daemon.h"
 #include "log.h"
+#include "notify.h"
+
+void daemon_status(struct daemon *d)
+{
+	char msg[256];
+	uint32_t caches = 0;
+	uint64_t frames = at_load_relaxed(&d->pool.hdr->frames_used);
+
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+		caches += at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE;
+	snprintf(msg, sizeof(msg), "STATUS=%u clients, %u caches, %llu MiB of slabs%s",
+		 daemon_live_clients(d), caches,
+		 (unsigned long long)((frames * SLAB_SIZE) >> 20),
+		 d->adopted ? " (adopted pool)" : "");
+	notify_send(msg, -1);
+}
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
 	struct daemon *d = arg;
 
 	(void)what;
+	notify_send("STOPPING=1", -1);
 	log_info("signal %d: stopping (%u clients attached)", (int)sig,
 		 daemon_live_clients(d));
 	event_base_loopexit(d->base, NULL);
@@ -30,13 +55,24 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 
 	(void)sig;
 	(void)what;
+	notify_send("RELOADING=1", -1);
 	if (config_reload(&d->cfg, err, sizeof(err)) != 0) {
 		log_err("reload: %s (keeping the old settings)", err);
-		return;
+	} else {
+		log_threshold = (enum log_level)d->cfg.log_level;
+		log_info("configuration reloaded: log level %s, %u uids, %u gids allowed",
+			 log_level_name(log_threshold), d->cfg.n_uid, d->cfg.n_gid);
 	}
-	log_threshold = (enum log_level)d->cfg.log_level;
-	log_info("configuration reloaded: log level %s, %u uids, %u gids allowed",
-		 log_level_name(log_threshold), d->cfg.n_uid, d->cfg.n_gid);
+	notify_send("READY=1", -1);
+	daemon_status(d);
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	notify_send("WATCHDOG=1", -1);
 }
 
 static int detach(void)
@@ -61,12 +97,65 @@ static int detach(void)
 	return 0;
 }
 
+/* Sort the descriptors systemd passed: a listening socket, and the pool's
+ * memfd kept in the fd store (named "pool", or any non-socket). */
+static void passed_fds(int *listen_fd, int *pool_fd)
+{
+	int n = activation_fds();
+	char name[64];
+
+	*listen_fd = *pool_fd = -1;
+	for (int i = 0; i < n; i++) {
+		int fd = ACTIVATION_FD_START + i, acc = 0;
+		socklen_t len = sizeof(acc);
+
+		activation_fd_name(i, name, sizeof(name));
+		if (strcmp(name, "pool") != 0 &&
+		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) == 0) {
+			if (acc && *listen_fd < 0)
+				*listen_fd = fd;
+			continue;
+		}
+		if (*pool_fd < 0 && fcntl(fd, F_GET_SEALS) >= 0)
+			*pool_fd = fd;
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+}
+
+static int make_pool(struct daemon *d, int pool_fd, char *err, size_t errlen)
+{
+	struct pool_params pp = { 0 };
+	int rc;
+
+	if (pool_fd >= 0) {
+		rc = pool_map_fd(&d->pool, pool_fd, 0, 0, err, errlen);
+		if (rc != 0)
+			return rc;
+		rc = engine_adopt(&d->pool);
+		if (rc < 0) {
+			snprintf(err, errlen, "adopting the pool: %s", strerror(-rc));
+			return rc;
+		}
+		d->adopted = 1;
+		log_info("adopted the pool from the fd store: %d sheaves of the previous "
+			 "engine recovered", rc);
+		return 0;
+	}
+	pp.size = d->cfg.size;
+	pp.nodes = d->cfg.nodes;
+	pp.sheaf_count = d->cfg.sheaves;
+	pp.mem_cap = d->cfg.mem_cap;
+	return pool_create(&d->pool, &pp, err, errlen);
+}
+
 int main(int argc, char **argv)
 {
 	static struct daemon d;
-	struct pool_params pp = { 0 };
 	char err[256];
-	int rc, sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+	int rc, listen_fd, pool_fd, sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+	uint64_t wd;
 
 	rc = config_from_args(&d.cfg, argc, argv, err, sizeof(err));
 	if (rc != 0) {
@@ -78,20 +167,17 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	d.listen_fd = d.lock_fd = -1;
 	d.started = time(NULL);
+	passed_fds(&listen_fd, &pool_fd);
 	d.base = event_base_new();
 	if (d.base == NULL) {
 		fprintf(stderr, "sheafd: event_base_new failed\n");
 		return 1;
 	}
-	if (server_listen(&d, err, sizeof(err)) != 0) {
+	if (server_listen(&d, listen_fd, err, sizeof(err)) != 0) {
 		fprintf(stderr, "sheafd: %s\n", err);
 		return 1;
 	}
-	pp.size = d.cfg.size;
-	pp.nodes = d.cfg.nodes;
-	pp.sheaf_count = d.cfg.sheaves;
-	pp.mem_cap = d.cfg.mem_cap;
-	rc = pool_create(&d.pool, &pp, err, sizeof(err));
+	rc = make_pool(&d, pool_fd, err, sizeof(err));
 	if (rc == 0)
 		rc = engine_init(&d.engine, &d.pool, err, sizeof(err));
 	/* Detach before any thread starts: fork keeps only the caller. */
@@ -110,10 +196,22 @@ int main(int argc, char **argv)
 		d.ev_signal[i] = evsignal_new(d.base, sigs[i], sigs[i] == SIGHUP ? on_hup : on_stop, &d);
 		event_add(d.ev_signal[i], NULL);
 	}
-	log_info("serving %s: pool %llu MiB (%u %s node%s, %u sheaves), pid %d",
+	if (d.adopted)
+		daemon_watch_existing(&d);
+	wd = notify_watchdog_usec();
+	if (wd > 0) {
+		struct timeval tv = { (time_t)(wd / 2 / 1000000), (suseconds_t)(wd / 2 % 1000000) };
+		d.ev_watchdog = event_new(d.base, -1, EV_PERSIST, on_watchdog, &d);
+		event_add(d.ev_watchdog, &tv);
+	}
+	notify_send("FDSTORE=1\nFDNAME=pool", d.pool.fd);
+	notify_send("READY=1", -1);
+	daemon_status(&d);
+	log_info("serving %s: pool %llu MiB (%u %s node%s, %u sheaves)%s, pid %d",
 		 d.cfg.socket, (unsigned long long)(d.pool.data_len >> 20), d.pool.nodes,
 		 d.pool.hdr->simulated ? "simulated" : "NUMA", d.pool.nodes == 1 ? "" : "s",
-		 d.pool.sheaf_count, (int)getpid());
+		 d.pool.sheaf_count, d.socket_activated ? " (socket activated)" : "",
+		 (int)getpid());
 	event_base_dispatch(d.base);
 
 	server_close_all(&d);
@@ -126,6 +224,8 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < 3; i++)
 		event_free(d.ev_signal[i]);
+	if (d.ev_watchdog != NULL)
+		event_free(d.ev_watchdog);
 	engine_fini(&d.engine);
 	pool_unmap(&d.pool);
 	event_base_free(d.base);

@@ -76,31 +76,29 @@ static void on_process_exit(evutil_socket_t fd, short what, void *arg)
 	d->n.reclaimed++;
 	log_info("client %d gone: repaired, %d sheaves returned", w->client, n);
 	watch_free(w);
+	daemon_status(d);
 }
 
-int daemon_attach(struct daemon *d, struct conn *c, const char *name,
-		  char *err, size_t errlen)
+static struct watch *watch_find(struct daemon *d, int client)
+{
+	for (struct watch *w = d->watches; w != NULL; w = w->next)
+		if (w->client == client)
+			return w;
+	return NULL;
+}
+
+/* Watch client @id's process @pid; -ESRCH when it is already gone. */
+static int watch_add(struct daemon *d, int id, pid_t pid)
 {
 	struct watch *w;
-	int id, pidfd;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 
-	pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-	if (pidfd < 0) {
-		snprintf(err, errlen, "pidfd_open(%d): %s", (int)c->pid, strerror(errno));
-		return -ESRCH;
-	}
+	if (pidfd < 0)
+		return -errno;
 	w = calloc(1, sizeof(*w));
 	if (w == NULL) {
 		close(pidfd);
-		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
-	}
-	id = client_attach(&d->pool, (uint32_t)c->pid, (uint32_t)c->uid, name);
-	if (id < 0) {
-		close(pidfd);
-		free(w);
-		snprintf(err, errlen, "all %u client slots are in use", SHEAF_MAX_CLIENTS);
-		return id;
 	}
 	w->d = d;
 	w->client = id;
@@ -109,17 +107,109 @@ int daemon_attach(struct daemon *d, struct conn *c, const char *name,
 	w->next = d->watches;
 	d->watches = w;
 	event_add(w->ev, NULL);
+	return 0;
+}
+
+int daemon_attach(struct daemon *d, struct conn *c, const char *name,
+		  char *err, size_t errlen)
+{
+	int id, rc;
+
+	id = client_attach(&d->pool, (uint32_t)c->pid, (uint32_t)c->uid, name);
+	if (id < 0) {
+		snprintf(err, errlen, "all %u client slots are in use", SHEAF_MAX_CLIENTS);
+		return id;
+	}
+	rc = watch_add(d, id, c->pid);
+	if (rc != 0) {
+		client_detach(&d->pool, (uint32_t)id);
+		snprintf(err, errlen, "pidfd_open(%d): %s", (int)c->pid, strerror(-rc));
+		return rc;
+	}
 	c->client = id;
 	d->n.attached++;
 	log_info("client %d attached: pid %d uid %u name '%s'", id, (int)c->pid,
 		 (unsigned)c->uid, name ? name : "");
+	daemon_status(d);
 	return id;
+}
+
+int daemon_resume(struct daemon *d, struct conn *c, uint32_t id, char *err, size_t errlen)
+{
+	const struct shm_client *sc;
+
+	if (id >= SHEAF_MAX_CLIENTS) {
+		snprintf(err, errlen, "no client %u", id);
+		return -EINVAL;
+	}
+	sc = &d->pool.clients[id];
+	if (at_load_acquire((_Atomic uint32_t *)&sc->state) != CLIENT_LIVE ||
+	    sc->pid != (uint32_t)c->pid || sc->uid != (uint32_t)c->uid) {
+		snprintf(err, errlen, "client %u is not pid %d's to resume", id, (int)c->pid);
+		return -EINVAL;
+	}
+	if (watch_find(d, (int)id) == NULL && watch_add(d, (int)id, c->pid) != 0) {
+		snprintf(err, errlen, "pidfd_open(%d): %s", (int)c->pid, strerror(errno));
+		return -ESRCH;
+	}
+	c->client = (int)id;
+	log_info("client %u resumed: pid %d", id, (int)c->pid);
+	return (int)id;
+}
+
+void daemon_watch_existing(struct daemon *d)
+{
+	for (uint32_t id = 0; id < SHEAF_MAX_CLIENTS; id++) {
+		const struct shm_client *sc = &d->pool.clients[id];
+		int n;
+
+		if (at_load_acquire((_Atomic uint32_t *)&sc->state) != CLIENT_LIVE)
+			continue;
+		if (watch_add(d, (int)id, (pid_t)sc->pid) == 0) {
+			log_info("client %u (pid %u) carried over from the previous daemon",
+				 id, sc->pid);
+			continue;
+		}
+		n = engine_reclaim_client(&d->engine, id);
+		d->n.reclaimed++;
+		log_info("client %u (pid %u) died while no daemon ran: repaired, %d sheaves "
+			 "returned", id, sc->pid, n);
+	}
+}
+
+/* Whether client @id holds any sheaf or lane of the pool. */
+static int client_holds_anything(const struct daemon *d, uint32_t id)
+{
+	const struct shm_pool *p = &d->pool;
+
+	for (uint32_t s = 0; s < p->sheaf_count; s++)
+		if (at_load_relaxed(&p->owners[s]) == id)
+			return 1;
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		if (at_load_relaxed(&p->lanes[l].client) == id)
+			return 1;
+	return 0;
 }
 
 void daemon_client_gone(struct daemon *d, struct conn *c)
 {
-	(void)d;
-	/* The repair waits for the process to end (on_process_exit). */
-	log_debug("client %d closed its connection", c->client);
+	struct watch *w = watch_find(d, c->client);
+
+	/*
+	 * sheaf_disconnect returns the caller's sheaves and lane, unmaps the
+	 * pool, then closes: a client that holds nothing when its connection
+	 * ends is done with the pool, and its slot is free at once.  One that
+	 * still holds sheaves (other threads, or a crash) is repaired when
+	 * its process ends (on_process_exit).
+	 */
+	if (w != NULL && !client_holds_anything(d, (uint32_t)c->client)) {
+		engine_reclaim_client(&d->engine, (uint32_t)c->client);
+		log_info("client %d detached", c->client);
+		watch_free(w);
+		daemon_status(d);
+	} else {
+		log_debug("client %d closed its connection; repair when pid %d ends",
+			  c->client, (int)c->pid);
+	}
 	c->client = -1;
 }

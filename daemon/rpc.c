@@ -136,6 +136,10 @@ static void do_attach(struct daemon *d, struct conn *c, const Sheaf__V1__AttachR
 	int id;
 
 	if (rq->protocol_version != SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
+		d->n.bad_frames++;
+		log_warn("pid %d: attach with protocol version %u refused (this daemon "
+			 "speaks %u): closing", (int)c->pid, rq->protocol_version,
+			 SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
 		fail(rp, SHEAF__V1__STATUS__STATUS_UNSUPPORTED,
 		     "protocol version %u not supported (this daemon speaks %u)",
 		     rq->protocol_version,
@@ -148,7 +152,8 @@ static void do_attach(struct daemon *d, struct conn *c, const Sheaf__V1__AttachR
 		     c->client);
 		return;
 	}
-	id = daemon_attach(d, c, rq->name, err, sizeof(err));
+	id = rq->resume ? daemon_resume(d, c, rq->client_id, err, sizeof(err))
+			: daemon_attach(d, c, rq->name, err, sizeof(err));
 	if (id < 0) {
 		fail(rp, status_of(id), "%s", err);
 		return;
@@ -181,6 +186,7 @@ static void do_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateReques
 	}
 	log_info("cache '%s' created: id %d, object size %u", rq->name, id,
 		 d->pool.caches[id].obj_size);
+	daemon_status(d);
 	cr = NEW(&rp->a, Sheaf__V1__CacheCreateResponse, SHEAF__V1__CACHE_CREATE_RESPONSE__INIT);
 	if (cr == NULL || (cr->cache = cache_info(d, &rp->a, (uint32_t)id)) == NULL) {
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");

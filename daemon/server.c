@@ -37,12 +37,19 @@ static int mkdir_parent(const char *path)
 	return 0;
 }
 
-int server_listen(struct daemon *d, char *err, size_t errlen)
+int server_listen(struct daemon *d, int activated, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char lock[sizeof(sa.sun_path) + 8];
 	int fd, rc;
 
+	if (activated >= 0) {
+		/* systemd owns the socket file and guarantees one instance. */
+		fcntl(activated, F_SETFL, fcntl(activated, F_GETFL) | O_NONBLOCK);
+		d->listen_fd = activated;
+		d->socket_activated = 1;
+		goto listen;
+	}
 	rc = mkdir_parent(d->cfg.socket);
 	if (rc != 0) {
 		snprintf(err, errlen, "cannot create the directory of %s: %s",
@@ -74,7 +81,8 @@ int server_listen(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	d->listen_fd = fd;
-	d->ev_listen = event_new(d->base, fd, EV_READ | EV_PERSIST, on_accept, d);
+listen:
+	d->ev_listen = event_new(d->base, d->listen_fd, EV_READ | EV_PERSIST, on_accept, d);
 	event_add(d->ev_listen, NULL);
 	return 0;
 }
@@ -115,7 +123,8 @@ void server_close_all(struct daemon *d)
 	d->ev_listen = NULL;
 	if (d->listen_fd >= 0) {
 		close(d->listen_fd);
-		unlink(d->cfg.socket);
+		if (!d->socket_activated)
+			unlink(d->cfg.socket);
 	}
 	d->listen_fd = -1;
 	if (d->lock_fd >= 0)

@@ -481,3 +481,41 @@ out:
 	}
 	return rc;
 }
+
+int engine_adopt(struct shm_pool *p)
+{
+	const uint32_t me = OWNER_NONE;          /* the recovery's owner id */
+	struct ring_intent in = { 0 };
+	uint32_t *ids = calloc(p->sheaf_count, sizeof(uint32_t));
+	uint32_t n;
+
+	if (ids == NULL)
+		return -ENOMEM;
+	slab_rebuild(p);
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+		if (at_load_acquire(&ln->client) == OWNER_ENGINE)
+			ring_reclaim(pool_ring_of, p, p->owners, p->sheaf_count,
+				     &ln->intent, 1, OWNER_ENGINE, me, ids, 0);
+	}
+	n = ring_reclaim(pool_ring_of, p, p->owners, p->sheaf_count, NULL, 0,
+			 OWNER_ENGINE, me, ids, p->sheaf_count);
+	for (uint32_t k = 0; k < n; k++) {
+		struct shm_sheaf *sh = pool_sheaf(p, ids[k]);
+		uint32_t c = sh->cache;
+
+		/* A sheaf the engine was filling or flushing: whatever it holds
+		 * goes back to the slabs; objects already back are refused by
+		 * the bitmap (counted in flush_invalid), never freed twice. */
+		if (sh->size > 0 && c < SHEAF_MAX_CACHES &&
+		    at_load_acquire(&p->caches[c].state) == CACHE_LIVE)
+			slab_free_objs(p, c, sh->objs, sh->size > SHEAF_CAP_MAX ? SHEAF_CAP_MAX
+								       : sh->size);
+		depot_put(p, ids[k], me, &in);
+	}
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		if (at_load_acquire(&p->lanes[l].client) == OWNER_ENGINE)
+			lane_release(&p->lanes[l]);
+	free(ids);
+	return (int)n;
+}

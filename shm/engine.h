@@ -38,6 +38,15 @@ struct engine_cache_params {
 };
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen);
+
+/*
+ * Adopt a region whose previous engine is gone (sheafd restarted with the
+ * memfd from systemd's fd store): rebuild the engine's metadata
+ * (slab_rebuild), roll back the dead engine's ring operations and return
+ * the sheaves it held (their objects validated back into the slabs).  Call
+ * before engine_init.  Returns the number of sheaves recovered.
+ */
+int engine_adopt(struct shm_pool *p);
 /* Start one worker per node (threads bound to the node when it is real). */
 int engine_start(struct engine *e, char *err, size_t errlen);
 /* Stop and join the workers (engine_start starts them again). */

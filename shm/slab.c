@@ -355,3 +355,68 @@ uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
 	}
 	return released;
 }
+
+void slab_rebuild(struct shm_pool *p)
+{
+	pthread_mutexattr_t ma;
+	uint64_t used = 0;
+
+	pthread_mutexattr_init(&ma);
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		struct shm_node_alloc *na = &p->nalloc[n];
+
+		pthread_mutex_init(&na->lock, &ma);
+		na->free_first = SLAB_NONE;
+		na->free_count = 0;
+		if (na->next_fresh > p->frames_per_node)
+			na->next_fresh = p->frames_per_node;
+		/* Frames below the bump pointer that no cache owns are free
+		 * (one being taken when the engine died included). */
+		for (uint32_t k = na->next_fresh; k-- > 0;) {
+			uint32_t f = n * p->frames_per_node + k;
+			if (at_load_relaxed(&p->frame_owner[f]) == FRAME_FREE) {
+				p->slabs[f].cache = FRAME_FREE;
+				p->slabs[f].next = na->free_first;
+				na->free_first = f;
+				na->free_count++;
+			}
+		}
+	}
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		const struct shm_cache *sc = &p->caches[c];
+		for (uint32_t n = 0; n < p->nodes; n++) {
+			struct shm_cache_node *cn = pool_cnode(p, c, n);
+
+			pthread_mutex_init(&cn->lock, &ma);
+			for (int l = 0; l < 4; l++) {
+				cn->lists[l].first = SLAB_NONE;
+				cn->lists[l].count = 0;
+			}
+			cn->total_objects = cn->free_objects = 0;
+			if (at_load_relaxed((_Atomic uint32_t *)&sc->state) != CACHE_LIVE)
+				continue;
+			for (uint32_t k = 0; k < p->frames_per_node; k++) {
+				uint32_t f = n * p->frames_per_node + k;
+				struct shm_slab *sl = &p->slabs[f];
+				const uint64_t *bm = pool_bitmap(p, f);
+				uint32_t pop = 0;
+
+				if (at_load_relaxed(&p->frame_owner[f]) != c)
+					continue;
+				for (uint32_t i = 0; i < sc->objs_per_slab; i++)
+					pop += (uint32_t)(bm[i / 64] >> (i % 64) & 1);
+				sl->cache = (uint16_t)c;
+				sl->node = (uint8_t)n;
+				sl->nfree = pop;
+				sl->hint = 0;
+				sl->list = SL_NONE;
+				list_add(p, cn, f, list_for(sc, sl));
+				cn->total_objects += sc->objs_per_slab;
+				cn->free_objects += pop;
+				used++;
+			}
+		}
+	}
+	pthread_mutexattr_destroy(&ma);
+	at_store_relaxed(&p->hdr->frames_used, used);
+}

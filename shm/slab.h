@@ -45,6 +45,14 @@ uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
 uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
 		     uint32_t keep);
 
+/*
+ * After adopting a region whose engine died (possibly inside a critical
+ * section): re-initialise every engine lock, rebuild each node's frame
+ * allocator from the frame owner map and each cache-node's slab lists and
+ * counters from the free bitmaps.  Only with no engine thread running.
+ */
+void slab_rebuild(struct shm_pool *p);
+
 /* Validate one object offset for @cache: 0, or -EFAULT (not in the data
  * region), -EINVAL (not an object of @cache). */
 int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off);

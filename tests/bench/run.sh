@@ -1,34 +1,77 @@
 #!/usr/bin/env bash
 # run.sh - the sheaf benchmark driver (`make bench`).
 #
-# What it measures: the workloads of BENCHMARKS.md that sheafbench implements,
-# one row each -- W1 (alloc+free pairs, ns/pair), W2 with B=4096 and with
-# B=2^20 (batch alloc then free, ns/op), W3 cross-thread (producer -> SPSC
-# ring -> consumer that frees, pinned to two CPUs, million objects/s) -- for
-# every contender: sheaf, sheaf0 (sheaves disabled), and the peers glibc,
-# jemalloc, tcmalloc (minimal) and mimalloc, each run in its own process
-# (`sheafbench --alloc malloc` under LD_PRELOAD; glibc is no preload).  A
-# peer whose library is not installed is skipped with a note.  Counts per
-# run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects; sheaf0 runs a
-# tenth of that (it is 10-20x slower per operation); figures are per
-# operation or per second, so they compare all the same.
+# What it measures: the workloads of BENCHMARKS.md, one table row each.
+# Single-process rows, every contender in its own process: W1 (alloc+free
+# pairs, ns/pair), W2 with B=4096 and with B=2^20 (batch alloc then free,
+# ns/op), W3 cross-thread (producer -> SPSC ring -> consumer that frees,
+# pinned to two CPUs, million objects/s) for sheaf, sheaf0 (sheaves
+# disabled), and the peers glibc, jemalloc, tcmalloc (minimal) and mimalloc
+# (`sheafbench --alloc malloc` under LD_PRELOAD; glibc is no preload).
+# sheafd rows, against one sheafd started here (--nodes 1 --size 1G, socket
+# in a temporary folder; stopped with SIGTERM at the end):
+#   W3 cross-process  `sheafbench --workload w3p`: producer and consumer are
+#                     two processes, each connecting on its own, pinned to
+#                     two CPUs; sheaf and sheaf0 through sheafd, and the peers
+#                     mutex-pool (one robust process-shared mutex over a free
+#                     list in a MAP_SHARED region, the naive multi-process
+#                     design) and DPDK (dpdkbench: rte_mempool with a
+#                     256-object per-lcore cache on two lcores of ONE process:
+#                     cross-lcore, i.e. cross-thread), twice: "dpdk" hands
+#                     objects over an SP/SC rte_ring, one per enqueue, and
+#                     "dpdk_spsc" over sheafbench's own SPSC ring, the one all
+#                     the other contenders use (rte_ring's per-object
+#                     enqueue/dequeue touches the other side's cache line
+#                     every time and costs more than the allocator).
+#   W4 W1 / W2 N proc `sheafbench --procs N`: N processes (BENCH_PROCS,
+#                     default 1 and 2, at most the CPUs) run W1 (an operation
+#                     is an alloc+free pair) or W2 B=4096 at once; million
+#                     operations per process per second (will-it-scale's
+#                     per_process_ops); the ratio column is N-proc / 1-proc
+#                     (ideal 1).
+#   W6 miss p50/p99/max  `sheafbench --workload w6`: latency (us) of an
+#                     allocation that waits for sheafd to stock an emptied
+#                     barn, 1000 verified misses per run, capacity-256 cache.
+#   sheafd idle CPU   utime+stime of sheafd over BENCH_IDLE_S (10) seconds
+#                     with no client, from /proc/PID/stat (one measurement).
+# Counts per run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects;
+# sheaf0 runs a tenth and mutex-pool half of that; figures are per operation
+# or per second, so they compare all the same.
 #
-# The contenders are alternated round-robin, R rounds per row (R=5 for W1/W2,
-# R=7 for W3), so that machine noise hits them alike.  The table on stdout
-# shows each contender's median (min-max) and the ratio of sheaf's median to
-# the best peer's (peers: glibc, jemalloc, tcmalloc, mimalloc); the direction
-# that is better is printed with it.  The same data goes, as JSON, to
+# Runs are grouped (each single-process row is its own group; W4's rows form
+# one group, W6's another); in every round of a group each of its runs
+# happens once, contenders alternating, R rounds per group (R=5, R=7 for W3
+# and W3 cross-process), so that machine noise hits them alike.  The table on
+# stdout shows each cell's median (min-max) and the ratio of sheaf's median
+# to the row's best peer (single-process rows: glibc, jemalloc, tcmalloc,
+# mimalloc; W3 cross-process: mutex-pool, dpdk); the direction that is better
+# is printed with it.  Below the table, the target ratios: W3 cross-process
+# sheaf / best single-process peer's W3 cross-thread, W3 cross-process sheaf
+# / dpdk (both hand-offs), W4 N-proc / 1-proc.  The same data goes, as JSON, to
 # results/bench-<UTC timestamp>.json and results/latest.json.  Progress goes
-# to stderr.  Exit status 1 when any run failed (its cell shows FAIL).
+# to stderr.  Exit status 1 when any run failed (its cell shows FAIL) or
+# sheafd died or did not stop cleanly.
+#
+# DPDK is optional: dpdkbench is built only when `pkg-config libdpdk` works,
+# and runs only as root with >= 128 free 2 MiB hugepages (run.sh mounts
+# hugetlbfs on /dev/hugepages when none is mounted); otherwise the dpdk
+# column is skipped with a note saying why.
 #
 # Usage (from anywhere; it works from the repository root):
 #   tests/bench/run.sh build/tests/bench/sheafbench      # or: make bench
+# (sheafd and dpdkbench are looked up next to it: BUILD/daemon/sheafd,
+# BUILD/tests/bench/dpdkbench.)
 # Environment:
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
-#   BENCH_RUNS=N         rounds per row (overrides R)
+#   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3
-#   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc mimalloc
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w3p w4 w6 idle
+#                        (w4 and w6 stand for their rows, e.g. w4_w1_2);
+#                        "single": the first four; "daemon": the last four
+#   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
+#                        mimalloc mutexpool dpdk dpdk_spsc
+#   BENCH_PROCS="1 2"    W4 process counts (default: 1 2 4 8... up to the CPUs)
+#   BENCH_IDLE_S=SEC     sheafd idle measurement (default 10)
 #   BENCH_TIMEOUT=SEC    limit per run (default 300)
 set -u -o pipefail
 
@@ -40,42 +83,113 @@ BIN=$(readlink -f -- "$1") || die "no such file: $1"
 [ -x "$BIN" ] || die "not an executable: $1"
 REPO_ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO_ROOT" || die "cannot cd to $REPO_ROOT"
+BIN_DIR=$(dirname -- "$BIN")
+SHEAFD=$(readlink -f -- "$BIN_DIR/../../daemon/sheafd" || true)
+DPDKBENCH=$BIN_DIR/dpdkbench
 
 QUICK=${BENCH_QUICK:-0}
 SIZE=${BENCH_SIZE:-64}
 TIMEOUT=${BENCH_TIMEOUT:-300}
+IDLE_S=${BENCH_IDLE_S:-10}
 [[ $SIZE =~ ^[0-9]+$ ]] || die "BENCH_SIZE must be a number"
 [[ $TIMEOUT =~ ^[0-9]+$ ]] || die "BENCH_TIMEOUT must be a number"
+[[ $IDLE_S =~ ^[1-9][0-9]*$ ]] || die "BENCH_IDLE_S must be >= 1"
 [[ ${BENCH_RUNS:-1} =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS must be >= 1"
+NCPU=$(nproc)
 
-# ---- rows: id | label | sheafbench args | metric | unit | better | R ----
-ALL_ROWS=(w1 w2_4096 w2_1m w3)
+default_procs() {
+	local n=1
+	while [ "$n" -le "$NCPU" ]; do printf '%d ' "$n"; n=$((n * 2)); done
+}
+read -r -a PROCS <<<"${BENCH_PROCS:-$(default_procs)}"
+for n in "${PROCS[@]}"; do
+	if ! [[ $n =~ ^[1-9][0-9]*$ ]] || [ "$n" -gt 64 ]; then
+		die "BENCH_PROCS: '$n' is not 1..64"
+	fi
+done
+[[ " ${PROCS[*]} " == *" 1 "* ]] || PROCS=(1 "${PROCS[@]}")   # the base
+
+# ---- rows ----
+# Per row: label, sheafbench args, metric (JSON), unit, better direction,
+# --count, group (rows of a group alternate within each round), columns
+# (contenders), the JSON field of the run's output to read, whether it needs
+# sheafd, and its ratio column: "peers" (sheaf / best peer), "base:ROW"
+# (sheaf / sheaf of ROW) or "none".
+SINGLE_ROWS=(w1 w2_4096 w2_1m w3)
+SINGLE_COLS="sheaf sheaf0 glibc jemalloc tcmalloc mimalloc"
 declare -A ROW_LABEL=([w1]="W1 pair" [w2_4096]="W2 B=4096"
-	[w2_1m]="W2 B=2^20" [w3]="W3 cross-thread")
+	[w2_1m]="W2 B=2^20" [w3]="W3 cross-thread"
+	[w3p]="W3 cross-process" [w6_p50]="W6 miss p50 (cap 256)"
+	[w6_p99]="W6 miss p99 (cap 256)" [w6_max]="W6 miss max (cap 256)"
+	[idle]="sheafd idle CPU over $IDLE_S s")
 declare -A ROW_ARGS=([w1]="--workload w1" [w2_4096]="--workload w2 --batch 4096"
-	[w2_1m]="--workload w2 --batch 1048576" [w3]="--workload w3")
+	[w2_1m]="--workload w2 --batch 1048576" [w3]="--workload w3"
+	[w3p]="--workload w3p" [w6_p50]="--workload w6" [w6_p99]="--workload w6"
+	[w6_max]="--workload w6" [idle]="")
 declare -A ROW_METRIC=([w1]=ns_per_pair [w2_4096]=ns_per_op [w2_1m]=ns_per_op
-	[w3]=mobj_per_s)
-declare -A ROW_UNIT=([w1]=ns/pair [w2_4096]=ns/op [w2_1m]=ns/op [w3]=Mobj/s)
-declare -A ROW_BETTER=([w1]=lower [w2_4096]=lower [w2_1m]=lower [w3]=higher)
-declare -A ROW_RUNS=([w1]=5 [w2_4096]=5 [w2_1m]=5 [w3]=7)
-# --count per row: w1 pairs, w2 timed operations, w3 objects (sheafbench's
-# defaults, written out so that they can be divided per contender).
+	[w3]=mobj_per_s [w3p]=mobj_per_s [w6_p50]=us_p50 [w6_p99]=us_p99
+	[w6_max]=us_max [idle]=cpu_s)
+declare -A ROW_UNIT=([w1]=ns/pair [w2_4096]=ns/op [w2_1m]=ns/op [w3]=Mobj/s
+	[w3p]=Mobj/s [w6_p50]=us [w6_p99]=us [w6_max]=us [idle]=s)
+declare -A ROW_BETTER=([w1]=lower [w2_4096]=lower [w2_1m]=lower [w3]=higher
+	[w3p]=higher [w6_p50]=lower [w6_p99]=lower [w6_max]=lower [idle]=lower)
+# --count per row: w1 pairs, w2 timed operations, w3 objects, w6 samples
+# (sheafbench's defaults, written out so that they can be divided per
+# contender).
 declare -A ROW_COUNT=([w1]=100000000 [w2_4096]=20000000 [w2_1m]=20000000
-	[w3]=10000000)
+	[w3]=10000000 [w3p]=10000000 [w6_p50]=1000 [w6_p99]=1000 [w6_max]=1000)
+declare -A ROW_GROUP=([w6_p50]=w6 [w6_p99]=w6 [w6_max]=w6)
+declare -A ROW_COLS=([w3p]="sheaf sheaf0 mutexpool dpdk dpdk_spsc" [w6_p50]=sheaf
+	[w6_p99]=sheaf [w6_max]=sheaf [idle]=sheaf)
+declare -A ROW_FIELD=([w6_p50]=p50_us [w6_p99]=p99_us [w6_max]=max_us)
+declare -A ROW_DAEMON=([w3p]=1 [w6_p50]=1 [w6_p99]=1 [w6_max]=1 [idle]=1)
+declare -A ROW_RATIO=([w6_p50]=none [w6_p99]=none [w6_max]=none [idle]=none)
+W4_ROWS=()
+for w in w1 w2; do
+	for n in "${PROCS[@]}"; do
+		row=w4_${w}_$n
+		W4_ROWS+=("$row")
+		if [ "$w" = w1 ]; then
+			ROW_LABEL[$row]="W4 W1 (op=pair) $n proc"
+			ROW_ARGS[$row]="--workload w1 --procs $n"
+			ROW_COUNT[$row]=100000000
+		else
+			ROW_LABEL[$row]="W4 W2 B=4096 $n proc"
+			ROW_ARGS[$row]="--workload w2 --batch 4096 --procs $n"
+			ROW_COUNT[$row]=20000000
+		fi
+		ROW_METRIC[$row]=mops_per_proc_s ROW_UNIT[$row]=Mops/proc/s
+		ROW_BETTER[$row]=higher ROW_GROUP[$row]=w4 ROW_COLS[$row]=sheaf
+		ROW_DAEMON[$row]=1
+		ROW_RATIO[$row]=none
+		[ "$n" != 1 ] && ROW_RATIO[$row]=base:w4_${w}_1
+	done
+done
+W6_ROWS=(w6_p50 w6_p99 w6_max)
+DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" idle)
+ALL_ROWS=("${SINGLE_ROWS[@]}" "${DAEMON_ROWS[@]}")
+declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
-ALL_CONTENDERS=(sheaf sheaf0 glibc jemalloc tcmalloc mimalloc)
-PEERS=(glibc jemalloc tcmalloc mimalloc)
+ALL_CONTENDERS=(sheaf sheaf0 glibc jemalloc tcmalloc mimalloc mutexpool dpdk
+	dpdk_spsc)
+PEERS=(glibc jemalloc tcmalloc mimalloc mutexpool dpdk dpdk_spsc)
+SINGLE_PEERS=(glibc jemalloc tcmalloc mimalloc)
 declare -A ALLOC=([sheaf]=sheaf [sheaf0]=sheaf0 [glibc]=malloc
-	[jemalloc]=malloc [tcmalloc]=malloc [mimalloc]=malloc)
-declare -A PRELOAD=([sheaf]="" [sheaf0]="" [glibc]="")
+	[jemalloc]=malloc [tcmalloc]=malloc [mimalloc]=malloc
+	[mutexpool]=mutexpool [dpdk]=dpdk [dpdk_spsc]=dpdk)
+declare -A HANDOFF=([dpdk]=rte_ring [dpdk_spsc]=spsc)
+declare -A TITLE=([mutexpool]=mutex-pool [dpdk]="dpdk x-lcore rte_ring"
+	[dpdk_spsc]="dpdk x-lcore spsc")
+declare -A PRELOAD=([sheaf]="" [sheaf0]="" [glibc]="" [mutexpool]="" [dpdk]=""
+	[dpdk_spsc]="")
 declare -A SONAMES=([jemalloc]="libjemalloc.so.2 libjemalloc.so"
 	[tcmalloc]="libtcmalloc_minimal.so.4 libtcmalloc_minimal.so libtcmalloc.so.4"
 	[mimalloc]="libmimalloc.so.2 libmimalloc.so")
 # sheaf0 (every operation through the barn) is 10-20x slower per operation:
-# it runs a tenth of the count, so that it takes no longer than the others.
-declare -A COUNT_DIV=([sheaf0]=10)
+# it runs a tenth of the count, so that it takes no longer than the others;
+# mutex-pool (a lock round trip per operation between two CPUs) half.
+declare -A COUNT_DIV=([sheaf0]=10 [mutexpool]=2)
 LIB_DIRS="/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib /usr/local/lib64"
 
 # The path of the first of @sonames found by ldconfig or in LIB_DIRS.
@@ -100,30 +214,233 @@ select_names() {
 	done
 }
 
+# BENCH_ROWS with its shorthands expanded.
+wanted_rows() {
+	local w
+	for w in ${BENCH_ROWS:-${ALL_ROWS[*]}}; do
+		case $w in
+		single) printf '%s ' "${SINGLE_ROWS[@]}" ;;
+		daemon|new) printf '%s ' "${DAEMON_ROWS[@]}" ;;
+		w4) printf '%s ' "${W4_ROWS[@]}" ;;
+		w6) printf '%s ' "${W6_ROWS[@]}" ;;
+		*) printf '%s ' "$w" ;;
+		esac
+	done
+}
+
 NOTES=()
+note() { NOTES+=("$*"); progress "note: $*"; }
+
+# The first two CPUs this script may run on, as an EAL -l list ("0,1").
+first_two_cpus() {
+	local list part i cpus=()
+	list=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status)
+	IFS=, read -r -a parts <<<"$list"
+	for part in "${parts[@]}"; do
+		if [[ $part == *-* ]]; then
+			for ((i = ${part%-*}; i <= ${part#*-}; i++)); do cpus+=("$i"); done
+		else
+			cpus+=("$part")
+		fi
+	done
+	[ ${#cpus[@]} -ge 2 ] && printf '%s,%s' "${cpus[0]}" "${cpus[1]}"
+}
+
+# DPDK needs dpdkbench, root, hugepages and (we mount it) hugetlbfs.
+# Checked once (DPDK_OK: "" not yet, 1 ready, 0 skipped).
+DPDK_LCORES=""
+DPDK_OK=""
+dpdk_ready() {
+	[ -z "$DPDK_OK" ] || { [ "$DPDK_OK" = 1 ]; return; }
+	DPDK_OK=0
+	dpdk_check || return 1
+	DPDK_OK=1
+	note "dpdk: rte_mempool (per-lcore cache 256) on lcores $DPDK_LCORES of one process: cross-lcore (cross-thread), not cross-process; hand-off rte_ring SP/SC (dpdk) or the SPSC ring of every other contender (dpdk_spsc)"
+}
+
+dpdk_check() {
+	local free
+	if [ ! -x "$DPDKBENCH" ]; then
+		if pkg-config --exists libdpdk 2>/dev/null; then
+			note "dpdk skipped: $DPDKBENCH not built (run it through make bench)"
+		else
+			note "dpdk skipped: pkg-config libdpdk failed (libdpdk-dev not installed), dpdkbench not built"
+		fi
+		return 1
+	fi
+	if [ "$(id -u)" != 0 ]; then
+		note "dpdk skipped: not root (DPDK needs hugepages and a hugetlbfs mount)"
+		return 1
+	fi
+	free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
+	if [ "${free:-0}" -lt 128 ]; then
+		note "dpdk skipped: ${free:-0} free 2 MiB hugepages, need 128 (echo 512 > /proc/sys/vm/nr_hugepages)"
+		return 1
+	fi
+	if ! awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts; then
+		if mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages; then
+			note "mounted hugetlbfs on /dev/hugepages for DPDK"
+		else
+			note "dpdk skipped: cannot mount hugetlbfs on /dev/hugepages"
+			return 1
+		fi
+	fi
+	DPDK_LCORES=$(first_two_cpus) || { note "dpdk skipped: needs two CPUs"; return 1; }
+	return 0
+}
+
 CONTENDERS=()
 requested=$(select_names "${BENCH_CONTENDERS:-${ALL_CONTENDERS[*]}}" "${ALL_CONTENDERS[@]}")
+read -r -a ROWS <<<"$(select_names "$(wanted_rows)" "${ALL_ROWS[@]}")"
+[ ${#ROWS[@]} -gt 0 ] || die "no row to run (BENCH_ROWS)"
+
+row_wants() {  # row_wants NAME: some selected row has column NAME
+	local row
+	for row in "${ROWS[@]}"; do
+		[[ " ${ROW_COLS[$row]:-$SINGLE_COLS} " == *" $1 "* ]] && return 0
+	done
+	return 1
+}
+
 for name in $requested; do
+	row_wants "$name" || continue
 	if [ -n "${SONAMES[$name]:-}" ]; then
 		# shellcheck disable=SC2086
 		if lib=$(find_lib ${SONAMES[$name]}); then
 			PRELOAD[$name]=$lib
 		else
-			NOTES+=("$name skipped: none of ${SONAMES[$name]} found")
-			progress "note: ${NOTES[-1]}"
+			note "$name skipped: none of ${SONAMES[$name]} found"
 			continue
 		fi
 	fi
+	if [ "${ALLOC[$name]}" = dpdk ]; then
+		dpdk_ready || continue
+	fi
 	CONTENDERS+=("$name")
 done
-read -r -a ROWS <<<"$(select_names "${BENCH_ROWS:-${ALL_ROWS[*]}}" "${ALL_ROWS[@]}")"
 [ ${#CONTENDERS[@]} -gt 0 ] || die "no contender to run"
-[ ${#ROWS[@]} -gt 0 ] || die "no row to run (BENCH_ROWS)"
+
+# A row's columns: its contenders that are available and requested.
+row_cols() {
+	select_names "${ROW_COLS[$1]:-$SINGLE_COLS}" "${CONTENDERS[@]}"
+}
+
+# Rows need sheafd: drop them with a note when it is missing.
+needs_daemon=0
+for row in "${ROWS[@]}"; do [ -n "${ROW_DAEMON[$row]:-}" ] && needs_daemon=1; done
+if [ $needs_daemon = 1 ] && [ ! -x "$SHEAFD" ]; then
+	note "sheafd rows skipped: no sheafd at $BIN_DIR/../../daemon/sheafd (make it)"
+	read -r -a ROWS <<<"$(for row in "${ROWS[@]}"; do
+		[ -z "${ROW_DAEMON[$row]:-}" ] && printf '%s ' "$row"; done)"
+	[ ${#ROWS[@]} -gt 0 ] || die "no row left to run"
+	needs_daemon=0
+fi
+
+# The groups of the selected rows, in row order.
+GROUPS_LIST=()
+for row in "${ROWS[@]}"; do
+	g=${ROW_GROUP[$row]:-$row}
+	[[ " ${GROUPS_LIST[*]} " == *" $g "* ]] || GROUPS_LIST+=("$g")
+done
 
 EXTRA_ARGS="--size $SIZE"
 [ "$QUICK" = 1 ] && EXTRA_ARGS+=" --quick"
 TIMEOUT_CMD=()
 command -v timeout >/dev/null && TIMEOUT_CMD=(timeout "$TIMEOUT")
+
+# ---- sheafd ----
+TMP=$(mktemp -d) || die "mktemp failed"
+SOCK=$TMP/s.sock
+SHEAFD_PID=""
+SHEAFD_DEAD=0
+SHEAFD_EXIT=""
+IDLE_CPU=""
+
+sheafd_alive() {
+	local state
+	[ -n "$SHEAFD_PID" ] && [ -r "/proc/$SHEAFD_PID/stat" ] || return 1
+	# bash reaps a dead child at once: the file may vanish under us.
+	state=$(sed 's/.*) //' "/proc/$SHEAFD_PID/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -n "$state" ] && [ "$state" != Z ]
+}
+
+sheafd_log_tail() { tail -n 3 "$TMP/sheafd.log" 2>/dev/null | tr '\n' ' '; }
+
+start_sheafd() {
+	local i
+	"$SHEAFD" --foreground --socket "$SOCK" --nodes 1 --size 1G \
+		>"$TMP/sheafd.log" 2>&1 &
+	SHEAFD_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		[ -S "$SOCK" ] && sheafd_alive && break
+		sleep 0.1
+	done
+	if ! sheafd_alive || [ ! -S "$SOCK" ]; then
+		note "sheafd did not start (socket $SOCK): $(sheafd_log_tail)"
+		FAILED_ANY=1
+		SHEAFD_DEAD=1
+		return 1
+	fi
+	progress "sheafd: pid $SHEAFD_PID, socket $SOCK"
+}
+
+# SIGTERM, then wait up to 10 s for a clean exit.
+stop_sheafd() {
+	local i
+	[ -n "$SHEAFD_PID" ] || return 0
+	if sheafd_alive; then
+		kill -TERM "$SHEAFD_PID"
+		for ((i = 0; i < 100; i++)); do sheafd_alive || break; sleep 0.1; done
+		if sheafd_alive; then
+			note "sheafd did not stop within 10 s of SIGTERM (hang): killed"
+			kill -KILL "$SHEAFD_PID"
+			FAILED_ANY=1
+		fi
+	fi
+	wait "$SHEAFD_PID"
+	SHEAFD_EXIT=$?
+	if [ "$SHEAFD_EXIT" != 0 ]; then
+		note "sheafd exited with status $SHEAFD_EXIT: $(sheafd_log_tail)"
+		FAILED_ANY=1
+	fi
+	SHEAFD_PID=""
+}
+
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+	[ -n "$SHEAFD_PID" ] && kill -TERM "$SHEAFD_PID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# A dead sheafd fails every later sheafd run at once (noted once).
+check_sheafd() {
+	[ "$SHEAFD_DEAD" = 1 ] && return 1
+	sheafd_alive && return 0
+	SHEAFD_DEAD=1
+	FAILED_ANY=1
+	note "sheafd (pid $SHEAFD_PID) died during the run ($1): $(sheafd_log_tail)"
+	return 1
+}
+
+# utime+stime of sheafd (clock ticks), from /proc/PID/stat.
+sheafd_ticks() {
+	sed 's/.*) //' "/proc/$SHEAFD_PID/stat" | awk '{ print $12 + $13 }'
+}
+
+measure_idle() {
+	local t0 t1 hz
+	check_sheafd "idle measurement" || { FAILS[idle,sheaf]=1; return; }
+	hz=$(getconf CLK_TCK)
+	progress "[${ROW_LABEL[idle]}] sleeping $IDLE_S s, no client attached"
+	t0=$(sheafd_ticks)
+	sleep "$IDLE_S"
+	t1=$(sheafd_ticks)
+	IDLE_CPU=$(awk -v a="$t0" -v b="$t1" -v hz="$hz" 'BEGIN { printf "%.3f", (b - a) / hz }')
+	VALUES[idle,sheaf]="$IDLE_CPU "
+	COUNT[idle,sheaf]=1
+	progress "[${ROW_LABEL[idle]}] sheafd: $IDLE_CPU s of CPU (utime+stime)"
+}
 
 # ---- running ----
 declare -A VALUES=()     # row,contender -> "v1 v2 ..."
@@ -131,62 +448,136 @@ declare -A FAILS=()      # row,contender -> failed runs
 declare -A CAPACITY=()   # contender -> sheaf capacity reported
 declare -A COUNT=()      # row,contender -> count of the last good run
 FAILED_ANY=0
-TMP=$(mktemp -d) || die "mktemp failed"
-trap 'rm -rf "$TMP"' EXIT
 
-runs_for_row() {
+runs_for_group() {
 	if [ -n "${BENCH_RUNS:-}" ]; then echo "$BENCH_RUNS"
+	elif [ "$1" = idle ]; then echo 1
 	elif [ "$QUICK" = 1 ]; then echo 3
-	else echo "${ROW_RUNS[$1]}"; fi
+	else echo "${GROUP_RUNS[$1]:-5}"; fi
 }
+runs_for_row() { runs_for_group "${ROW_GROUP[$1]:-$1}"; }
 
 json_field() {  # json_field NAME < line: a number field of sheafbench's JSON
 	sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p"
 }
 
-# Run one contender on one row once; record the value or the failure.
-run_one() {
-	local row=$1 name=$2 tag=$3 rc value cap count
+# The command of one cell into CMD (an array).
+CMD=()
+cell_command() {
+	local row=$1 name=$2 count
 	count=$(( ROW_COUNT[$row] / ${COUNT_DIV[$name]:-1} ))
-	local preload=(-u LD_PRELOAD)   # glibc and sheaf: no preload at all
+	if [ "${ALLOC[$name]}" = dpdk ]; then
+		# shellcheck disable=SC2206
+		CMD=("${TIMEOUT_CMD[@]}" "$DPDKBENCH" -l "$DPDK_LCORES" --no-pci
+			--in-memory -m 256 --file-prefix sheafbench --no-telemetry
+			--log-level=error -- --handoff "${HANDOFF[$name]}"
+			--count "$count" $EXTRA_ARGS --json)
+		return
+	fi
+	local preload=(-u LD_PRELOAD)   # glibc, sheaf, mutexpool: no preload
 	[ -n "${PRELOAD[$name]}" ] && preload=("LD_PRELOAD=${PRELOAD[$name]}")
-	# shellcheck disable=SC2086
-	"${TIMEOUT_CMD[@]}" env "${preload[@]}" "$BIN" \
-		--alloc "${ALLOC[$name]}" ${ROW_ARGS[$row]} --count "$count" \
-		$EXTRA_ARGS --json \
-		>"$TMP/out" 2>"$TMP/err"
-	rc=$?
-	value=$(json_field value <"$TMP/out")
-	if [ $rc -ne 0 ] || [ -z "$value" ]; then
-		FAILS[$row,$name]=$(( ${FAILS[$row,$name]:-0} + 1 ))
+	# shellcheck disable=SC2206
+	CMD=("${TIMEOUT_CMD[@]}" env "${preload[@]}" "$BIN"
+		--alloc "${ALLOC[$name]}" ${ROW_ARGS[$row]} --count "$count"
+		$EXTRA_ARGS --json)
+	if [ -n "${ROW_DAEMON[$row]:-}" ] && [ "${ALLOC[$name]}" != mutexpool ]; then
+		CMD+=(--socket "$SOCK")
+	fi
+}
+
+uses_daemon() { [ -n "${ROW_DAEMON[$1]:-}" ] && [[ $2 == sheaf || $2 == sheaf0 ]]; }
+
+# Run CMD once; its output goes to $TMP/out.$1, exit status to RUN_RC[$1].
+declare -A RUN_RC=()
+execute() {
+	local n=$1 row=$2 name=$3
+	if uses_daemon "$row" "$name" && ! check_sheafd "before ${ROW_LABEL[$row]} / $name"; then
+		: >"$TMP/out.$n"
+		echo "sheafd is not running" >"$TMP/err.$n"
+		RUN_RC[$n]=125
+		return
+	fi
+	"${CMD[@]}" >"$TMP/out.$n" 2>"$TMP/err.$n"
+	RUN_RC[$n]=$?
+	uses_daemon "$row" "$name" && check_sheafd "${ROW_LABEL[$row]} / $name"
+	if [ "${RUN_RC[$n]}" != 0 ]; then
 		FAILED_ANY=1
-		progress "$tag $name: FAILED (exit $rc): $(tail -n 3 "$TMP/err" | tr '\n' ' ')"
-		NOTES+=("${ROW_LABEL[$row]} / $name failed (exit $rc): $(tail -n 1 "$TMP/err")")
+		progress "[${ROW_LABEL[$row]}] $name: FAILED (exit ${RUN_RC[$n]}): $(tail -n 3 "$TMP/err.$n" | tr '\n' ' ')"
+		NOTES+=("${ROW_LABEL[$row]} / $name failed (exit ${RUN_RC[$n]}): $(tail -n 1 "$TMP/err.$n")")
+	fi
+}
+
+# Record one cell's value from run $1's output.
+record() {
+	local n=$1 row=$2 name=$3 tag=$4 value cap
+	value=$(json_field "${ROW_FIELD[$row]:-value}" <"$TMP/out.$n")
+	if [ "${RUN_RC[$n]}" != 0 ] || [ -z "$value" ]; then
+		FAILS[$row,$name]=$(( ${FAILS[$row,$name]:-0} + 1 ))
+		if [ "${RUN_RC[$n]}" = 0 ]; then
+			FAILED_ANY=1
+			NOTES+=("${ROW_LABEL[$row]} / $name: no ${ROW_FIELD[$row]:-value} in the output")
+		fi
 		return
 	fi
 	VALUES[$row,$name]+="$value "
-	COUNT[$row,$name]=$(json_field count <"$TMP/out")
-	cap=$(json_field capacity <"$TMP/out")
-	[ -n "$cap" ] && CAPACITY[$name]=$cap
+	COUNT[$row,$name]=$(json_field count <"$TMP/out.$n")
+	cap=$(json_field capacity <"$TMP/out.$n")
+	[ -n "$cap" ] && [ "${ROW_GROUP[$row]:-}" != w6 ] && CAPACITY[$name]=$cap
 	progress "$tag $name: $value ${ROW_UNIT[$row]}"
 }
 
-run_row() {
-	local row=$1 runs round name
-	runs=$(runs_for_row "$row")
-	for ((round = 1; round <= runs; round++)); do
-		for name in "${CONTENDERS[@]}"; do
-			run_one "$row" "$name" "[${ROW_LABEL[$row]} $round/$runs]"
+# One round of a group: each distinct command once, in row and column
+# order (so contenders alternate), its output read by every cell using it.
+RUN_SEQ=0
+run_round() {
+	local group=$1 round=$2 runs=$3 row name key
+	local -A ran=()
+	for row in "${ROWS[@]}"; do
+		[ "${ROW_GROUP[$row]:-$row}" = "$group" ] || continue
+		for name in $(row_cols "$row"); do
+			cell_command "$row" "$name"
+			key="${CMD[*]}"
+			if [ -z "${ran[$key]:-}" ]; then
+				RUN_SEQ=$((RUN_SEQ + 1))
+				ran[$key]=$RUN_SEQ
+				execute "$RUN_SEQ" "$row" "$name"
+			fi
+			record "${ran[$key]}" "$row" "$name" "[${ROW_LABEL[$row]} $round/$runs]"
 		done
 	done
+}
+
+run_group() {
+	local group=$1 runs round row
+	if [ "$group" = idle ]; then
+		measure_idle
+		return
+	fi
+	runs=$(runs_for_group "$group")
+	for ((round = 1; round <= runs; round++)); do
+		run_round "$group" "$round" "$runs"
+	done
+}
+
+group_needs_daemon() {
+	local row
+	for row in "${ROWS[@]}"; do
+		[ "${ROW_GROUP[$row]:-$row}" = "$1" ] && [ -n "${ROW_DAEMON[$row]:-}" ] &&
+			return 0
+	done
+	return 1
 }
 
 START=$(date +%s)
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 progress "sheaf bench: $BIN, size $SIZE, contenders: ${CONTENDERS[*]}$([ "$QUICK" = 1 ] && echo ', quick')"
-for row in "${ROWS[@]}"; do
-	run_row "$row"
+for group in "${GROUPS_LIST[@]}"; do
+	if group_needs_daemon "$group" && [ -z "$SHEAFD_PID" ] && [ "$SHEAFD_DEAD" = 0 ]; then
+		start_sheafd
+	fi
+	run_group "$group"
 done
+stop_sheafd
 ELAPSED=$(( $(date +%s) - START ))
 
 # ---- statistics ----
@@ -201,17 +592,15 @@ summary() {
 		}'
 }
 
-declare -A MEDIAN=() MIN=() MAX=()
-declare -A BEST_PEER=() RATIO=()
-for row in "${ROWS[@]}"; do
-	for name in "${CONTENDERS[@]}"; do
-		# shellcheck disable=SC2086
-		read -r m lo hi _ <<<"$(summary ${VALUES[$row,$name]:-})"
-		[ -n "${m:-}" ] || continue
-		MEDIAN[$row,$name]=$m MIN[$row,$name]=$lo MAX[$row,$name]=$hi
-	done
-	best=""
-	for name in "${PEERS[@]}"; do
+ratio() {  # ratio A B: A / B with 3 decimals, or nothing
+	[ -n "$1" ] && [ -n "$2" ] &&
+		awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'
+}
+
+# The best of @names (by median) in @row, per the row's better direction.
+best_of() {
+	local row=$1 best="" name m; shift
+	for name in "$@"; do
 		m=${MEDIAN[$row,$name]:-}
 		[ -n "$m" ] || continue
 		if [ -z "$best" ] || awk -v a="$m" -v b="${MEDIAN[$row,$best]}" \
@@ -220,12 +609,63 @@ for row in "${ROWS[@]}"; do
 			best=$name
 		fi
 	done
-	BEST_PEER[$row]=$best
-	if [ -n "$best" ] && [ -n "${MEDIAN[$row,sheaf]:-}" ]; then
-		RATIO[$row]=$(awk -v s="${MEDIAN[$row,sheaf]}" \
-			-v p="${MEDIAN[$row,$best]}" \
-			'BEGIN { if (p > 0) printf "%.3f", s / p }')
+	printf '%s' "$best"
+}
+
+declare -A MEDIAN=() MIN=() MAX=()
+declare -A BEST_PEER=() RATIO=() RATIO_TEXT=()
+for row in "${ROWS[@]}"; do
+	for name in $(row_cols "$row"); do
+		# shellcheck disable=SC2086
+		read -r m lo hi _ <<<"$(summary ${VALUES[$row,$name]:-})"
+		[ -n "${m:-}" ] || continue
+		MEDIAN[$row,$name]=$m MIN[$row,$name]=$lo MAX[$row,$name]=$hi
+	done
+done
+for row in "${ROWS[@]}"; do
+	kind=${ROW_RATIO[$row]:-peers}
+	if [ "$kind" = peers ]; then
+		# shellcheck disable=SC2046
+		best=$(best_of "$row" $(select_names "${PEERS[*]}" $(row_cols "$row")))
+		BEST_PEER[$row]=$best
+		[ -n "$best" ] && RATIO[$row]=$(ratio "${MEDIAN[$row,sheaf]:-}" "${MEDIAN[$row,$best]}")
+		[ -n "${RATIO[$row]:-}" ] &&
+			RATIO_TEXT[$row]="${RATIO[$row]}x vs $best (${ROW_BETTER[$row]} is better)"
+	elif [[ $kind == base:* ]]; then
+		base=${kind#base:}
+		RATIO[$row]=$(ratio "${MEDIAN[$row,sheaf]:-}" "${MEDIAN[$base,sheaf]:-}")
+		[ -n "${RATIO[$row]:-}" ] &&
+			RATIO_TEXT[$row]="${RATIO[$row]}x of 1 proc (ideal 1)"
 	fi
+done
+
+# ---- target ratios ----
+declare -A TARGET=() TARGET_TEXT=()
+TARGET_ORDER=()
+add_target() {  # add_target ID TEXT VALUE
+	TARGET_ORDER+=("$1")
+	TARGET[$1]=$3
+	TARGET_TEXT[$1]=$2
+}
+best_xthread=$(best_of w3 "${SINGLE_PEERS[@]}")
+add_target w3p_sheaf_vs_best_xthread_peer \
+	"W3 cross-process sheaf / best single-process peer's W3 cross-thread${best_xthread:+ ($best_xthread)}" \
+	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3,$best_xthread]:-}")"
+add_target w3p_sheaf_vs_dpdk "W3 cross-process sheaf / dpdk cross-lcore (rte_ring hand-off)" \
+	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3p,dpdk]:-}")"
+add_target w3p_sheaf_vs_dpdk_spsc "W3 cross-process sheaf / dpdk cross-lcore (same SPSC ring as sheaf)" \
+	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3p,dpdk_spsc]:-}")"
+add_target w3p_sheaf_vs_mutexpool "W3 cross-process sheaf / mutex-pool" \
+	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3p,mutexpool]:-}")"
+add_target w3p_vs_w3_sheaf "W3 sheaf cross-process / sheaf cross-thread" \
+	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3,sheaf]:-}")"
+for n in "${PROCS[@]}"; do
+	[ "$n" = 1 ] && continue
+	for w in w1 w2; do
+		add_target "w4_${w}_${n}p_vs_1p" \
+			"W4 ${w^^} ${n}-proc / 1-proc per-process ops (ideal 1)" \
+			"$(ratio "${MEDIAN[w4_${w}_$n,sheaf]:-}" "${MEDIAN[w4_${w}_1,sheaf]:-}")"
+	done
 done
 
 # ---- the table ----
@@ -244,29 +684,43 @@ cell() {
 	fi
 }
 
+# The columns of the table: contenders that some row has.
+TABLE_COLS=()
+for name in "${CONTENDERS[@]}"; do
+	for row in "${ROWS[@]}"; do
+		if [[ " $(row_cols "$row") " == *" $name "* ]]; then
+			TABLE_COLS+=("$name")
+			break
+		fi
+	done
+done
+
 print_table() {
-	local row name ratio header
+	local row name header target
 	printf '\nsheaf benchmark, %s-byte objects, median (min-max) of the runs%s\n' \
 		"$SIZE" "$([ "$QUICK" = 1 ] && echo ', QUICK')"
-	printf '%-28s' "workload [unit] x runs"
-	for name in "${CONTENDERS[@]}"; do
-		header=$name
+	printf '%-44s' "workload [unit] x runs"
+	for name in "${TABLE_COLS[@]}"; do
+		header=${TITLE[$name]:-$name}
 		[ -n "${CAPACITY[$name]:-}" ] && header+=" (cap ${CAPACITY[$name]})"
-		printf ' %-25s' "$header"
+		printf ' %-24s' "$header"
 	done
 	printf ' %s\n' "sheaf / best peer"
 	for row in "${ROWS[@]}"; do
-		printf '%-28s' "${ROW_LABEL[$row]} [${ROW_UNIT[$row]}] x$(runs_for_row "$row")"
-		for name in "${CONTENDERS[@]}"; do
-			printf ' %-25s' "$(cell "$row,$name")"
+		printf '%-44s' "${ROW_LABEL[$row]} [${ROW_UNIT[$row]}] x$(runs_for_row "$row")"
+		for name in "${TABLE_COLS[@]}"; do
+			if [[ " $(row_cols "$row") " == *" $name "* ]]; then
+				printf ' %-24s' "$(cell "$row,$name")"
+			else
+				printf ' %-24s' ""
+			fi
 		done
-		ratio=${RATIO[$row]:-}
-		if [ -n "$ratio" ]; then
-			printf ' %sx vs %s (%s is better)\n' "$ratio" \
-				"${BEST_PEER[$row]}" "${ROW_BETTER[$row]}"
-		else
-			printf ' -\n'
-		fi
+		printf ' %s\n' "${RATIO_TEXT[$row]:--}"
+	done
+	printf 'targets:\n'
+	for target in "${TARGET_ORDER[@]}"; do
+		printf '  %-80s %s\n' "${TARGET_TEXT[$target]}" \
+			"$([ -n "${TARGET[$target]}" ] && printf '%sx' "${TARGET[$target]}" || printf 'n/a (not measured)')"
 	done
 	for note in "${NOTES[@]}"; do
 		printf 'note: %s\n' "$note"
@@ -302,38 +756,55 @@ json_result() {
 
 json_row() {
 	local row=$1 name sep=""
-	printf '    {"id":%s,"label":%s,"args":%s,"metric":%s,"unit":%s,' \
+	printf '    {"id":%s,"label":%s,"group":%s,"args":%s,"field":%s,"metric":%s,"unit":%s,' \
 		"$(json_str "$row")" "$(json_str "${ROW_LABEL[$row]}")" \
+		"$(json_str "${ROW_GROUP[$row]:-$row}")" \
 		"$(json_str "${ROW_ARGS[$row]} $EXTRA_ARGS")" \
+		"$(json_str "${ROW_FIELD[$row]:-value}")" \
 		"$(json_str "${ROW_METRIC[$row]}")" "$(json_str "${ROW_UNIT[$row]}")"
-	printf '"better":%s,"rounds":%d,\n     "results":{' \
-		"$(json_str "${ROW_BETTER[$row]}")" "$(runs_for_row "$row")"
-	for name in "${CONTENDERS[@]}"; do
+	printf '"better":%s,"rounds":%d,"sheafd":%s,\n     "results":{' \
+		"$(json_str "${ROW_BETTER[$row]}")" "$(runs_for_row "$row")" \
+		"$([ -n "${ROW_DAEMON[$row]:-}" ] && echo true || echo false)"
+	for name in $(row_cols "$row"); do
 		printf '%s\n      %s:%s' "$sep" "$(json_str "$name")" \
 			"$(json_result "$row,$name")"
 		sep=","
 	done
-	printf '},\n     "best_peer":%s,"ratio_sheaf_to_best_peer":%s}' \
-		"$([ -n "${BEST_PEER[$row]}" ] && json_str "${BEST_PEER[$row]}" || printf null)" \
+	printf '},\n     "best_peer":%s,"ratio_sheaf_to_best_peer":%s,"ratio_kind":%s,"ratio":%s}' \
+		"$([ -n "${BEST_PEER[$row]:-}" ] && json_str "${BEST_PEER[$row]}" || printf null)" \
+		"$(json_num_or_null "$([ -n "${BEST_PEER[$row]:-}" ] && printf '%s' "${RATIO[$row]:-}")")" \
+		"$(json_str "${ROW_RATIO[$row]:-peers}")" \
 		"$(json_num_or_null "${RATIO[$row]:-}")"
 }
 
 write_json() {
-	local name row sep note
+	local name row sep note target
 	printf '{\n  "timestamp":%s,"host":%s,"cpus":%s,"commit":%s,\n' \
-		"$(json_str "$STAMP")" "$(json_str "$(uname -n)")" "$(nproc)" \
+		"$(json_str "$STAMP")" "$(json_str "$(uname -n)")" "$NCPU" \
 		"$(json_str "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)")"
 	printf '  "binary":%s,"size":%d,"quick":%s,"elapsed_s":%d,\n' \
 		"$(json_str "$BIN")" "$SIZE" \
 		"$([ "$QUICK" = 1 ] && echo true || echo false)" "$ELAPSED"
+	printf '  "sheafd":{"binary":%s,"args":%s,"exit_status":%s,"idle_s":%d,"idle_cpu_s":%s},\n' \
+		"$(json_str "$SHEAFD")" "$(json_str "--foreground --nodes 1 --size 1G")" \
+		"$(json_num_or_null "$SHEAFD_EXIT")" "$IDLE_S" \
+		"$(json_num_or_null "$IDLE_CPU")"
 	printf '  "contenders":{'
 	sep=""
-	for name in "${CONTENDERS[@]}"; do
+	for name in "${TABLE_COLS[@]}"; do
 		printf '%s\n    %s:{"alloc":%s,"preload":%s,"peer":%s,"capacity":%s}' \
 			"$sep" "$(json_str "$name")" "$(json_str "${ALLOC[$name]}")" \
 			"$(json_str "${PRELOAD[$name]}")" \
 			"$([[ " ${PEERS[*]} " == *" $name "* ]] && echo true || echo false)" \
 			"$(json_num_or_null "${CAPACITY[$name]:-}")"
+		sep=","
+	done
+	printf '},\n  "targets":{'
+	sep=""
+	for target in "${TARGET_ORDER[@]}"; do
+		printf '%s\n    %s:{"label":%s,"ratio":%s}' "$sep" "$(json_str "$target")" \
+			"$(json_str "${TARGET_TEXT[$target]}")" \
+			"$(json_num_or_null "${TARGET[$target]}")"
 		sep=","
 	done
 	printf '},\n  "notes":['

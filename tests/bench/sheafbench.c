@@ -1,5 +1,6 @@
 /*
- * sheafbench - one allocator, one workload, one process run.
+ * sheafbench - one allocator, one workload, one run (of one or more
+ * processes).
  *
  * What it measures (docs: /work/shared/BENCHMARKS.md, objects of --size
  * bytes, 64 by default; every allocated object gets its first byte written,
@@ -15,27 +16,47 @@
  *       ring to a consumer thread that frees it.  Producer and consumer are
  *       pinned to the first two CPUs the process may use (not pinned when it
  *       has only one).  Figure: million objects per second.
+ *   w3p the same flow between two processes (xproc.c): producer and
+ *       consumer are forked children, each connecting to sheafd on its own
+ *       (or sharing the mutex pool made before the fork); the ring is a
+ *       MAP_SHARED mapping made before the fork.  Figure: Mobj/s.
+ *   w6  miss latency (miss.c): per sample, empty the barn, then time one
+ *       allocation that must wait for the engine to stock it.  Figure: p50
+ *       in microseconds (p99 and max are printed too).  N = samples
+ *       (default 1000, not divided by --quick).
+ *   --procs N  (w1, w2) W4 scaling: N forked processes, each connecting on
+ *       its own, run the workload at the same time.  Figure: million
+ *       operations per process per second (w1: an operation is an alloc+free
+ *       pair), like will-it-scale's per_process_ops.
  *
  * Contenders (--alloc):
- *   sheaf   a local sheaf pool (1 simulated node) and one cache; the sheaf
- *           capacity is the library default unless --capacity is given.
- *   sheaf0  the same with sheaf capacity 0: sheaves disabled, every alloc
- *           and free goes through the barn (the kernel reports' baseline).
- *   malloc  malloc/free of whatever allocator is loaded: glibc by default,
- *           or jemalloc, tcmalloc, mimalloc... through LD_PRELOAD.
+ *   sheaf     a sheaf cache; the sheaf capacity is the library default unless
+ *             --capacity is given (w6: 256).  A local pool (1 simulated node),
+ *             or with --socket PATH sheafd's pool (cache "sb-sheaf-SIZE-cCAP",
+ *             created or opened).
+ *   sheaf0    the same with sheaf capacity 0: sheaves disabled, every alloc
+ *             and free goes through the barn (the kernel reports' baseline).
+ *   malloc    malloc/free of whatever allocator is loaded: glibc by default,
+ *             or jemalloc, tcmalloc, mimalloc... through LD_PRELOAD.
+ *   mutexpool the naive multi-process pool of mpool.c: one robust
+ *             process-shared mutex over a free stack in a MAP_SHARED region.
  *
- * For the sheaf contenders, after the run, the cache must show no object in
- * use and sheaf_pool_check must pass (before and after the thread returns
- * its sheaves): this proves that no object was lost.  Any failure (an
- * allocation returning NULL, a refused free, a failed check) prints an
- * error and exits with status 1.
+ * After the run the contender must show that no object was lost: for sheaf,
+ * the cache's in_use is back where it started and sheaf_pool_check passes
+ * (local pools: also after the thread returned its sheaves); for mutexpool,
+ * every object is free again.  Any failure (an allocation returning NULL, a
+ * refused free, a failed check, a child process failing) prints an error and
+ * exits with status 1.
  *
  * Run it (normally through tests/bench/run.sh, i.e. `make bench`):
  *   build/tests/bench/sheafbench --alloc sheaf --workload w2 --batch 4096
  *   LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 \
  *       build/tests/bench/sheafbench --alloc malloc --workload w3 --json
- * Options: --alloc sheaf|sheaf0|malloc  --workload w1|w2|w3  --batch B
- *          --size BYTES  --count N  --capacity N  --quick  --json  --help
+ *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w3p
+ *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w1 --procs 2
+ * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6
+ *          --batch B  --size BYTES  --count N  --capacity N  --socket PATH
+ *          --procs N  --quick  --json  --help
  */
 #include <errno.h>
 #include <getopt.h>
@@ -52,66 +73,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/sheaf.h"
+#include "tests/bench/bench.h"
 
-#define W1_DEFAULT_PAIRS   100000000ull  /* 10^8 alloc+free pairs */
-#define W2_DEFAULT_OPS     20000000ull   /* 2*10^7 timed operations */
-#define W2_MIN_ROUNDS      3
-#define W2_DEFAULT_BATCH   4096
-#define W3_DEFAULT_OBJECTS 10000000ull   /* 10^7 objects */
-#define QUICK_DIVISOR      10
-#define POOL_MIN_BYTES     (1ull << 30)  /* 1 GiB, sparse */
-#define RING_SLOTS         1024          /* power of two */
-#define SPINS_BEFORE_YIELD 4096
-#define CACHELINE          64
-#define FIRST_BYTE_MARK    0x5a
-#define ERRLEN             256
-
-enum alloc_kind { ALLOC_SHEAF, ALLOC_SHEAF0, ALLOC_MALLOC };
-enum workload { WL_W1, WL_W2, WL_W3 };
-
-struct options {
-	enum alloc_kind alloc;
-	enum workload workload;
-	uint64_t batch;
-	uint64_t size;
-	uint64_t count;         /* 0: the workload's default */
-	int capacity;           /* SHEAF_CAPACITY_DEFAULT unless given */
-	bool capacity_given;
-	bool quick;
-	bool json;
-};
-
-struct contender {
-	enum alloc_kind kind;
-	size_t size;            /* requested object size */
-	sheaf_pool_t *pool;     /* sheaf contenders only */
-	sheaf_cache_t *cache;
-};
-
-struct result {
-	const char *metric;     /* "ns_per_pair", "ns_per_op", "mobj_per_s" */
-	const char *unit;       /* for the text line */
-	double value;
-	double seconds;         /* timed wall-clock seconds */
-	uint64_t count;         /* pairs (w1), operations (w2), objects (w3) */
-	uint64_t rounds;        /* w2 only */
-};
-
-static const char *const alloc_names[] = { "sheaf", "sheaf0", "malloc" };
-static const char *const workload_names[] = { "w1", "w2", "w3" };
+const char *const alloc_names[ALLOC_NR] = { "sheaf", "sheaf0", "malloc",
+					    "mutexpool" };
+const char *const workload_names[WL_NR] = { "w1", "w2", "w3", "w3p", "w6" };
 
 /* ---- errors ------------------------------------------------------------ */
 
-static void die(const char *fmt, ...)
-	__attribute__((noreturn, format(printf, 1, 2), cold));
-
-static void die(const char *fmt, ...)
+void die(const char *fmt, ...)
 {
 	va_list ap;
 
 	fflush(stdout);
-	fputs("sheafbench: error: ", stderr);
+	fprintf(stderr, "sheafbench[%d]: error: ", (int)getpid());
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -119,109 +94,61 @@ static void die(const char *fmt, ...)
 	exit(1);
 }
 
-static void die_alloc_failed(const struct contender *c)
-	__attribute__((noreturn, cold));
-
-static void die_alloc_failed(const struct contender *c)
+void die_alloc_failed(const struct contender *c)
 {
 	die("%s: allocation of a %zu-byte object returned NULL (errno %d: %s)",
 	    alloc_names[c->kind], c->size, errno, strerror(errno));
 }
 
-/* ---- timing and compiler barriers -------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Make @p visible to "unknown code", so allocation and store stay. */
-static inline void escape(void *p)
-{
-	__asm__ volatile("" : : "r"(p) : "memory");
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	__asm__ volatile("" : : : "memory");
-#endif
-}
-
-/* ---- the contenders' hot path ------------------------------------------
- * @use_sheaf is a compile-time constant at every call site (the workload
- * loops are always inlined into one copy per contender family), so the
- * timed loops carry no contender dispatch.
- */
-
-static inline __attribute__((always_inline))
-void *obj_alloc(const struct contender *c, bool use_sheaf)
-{
-	unsigned char *p;
-
-	p = use_sheaf ? sheaf_alloc(c->cache) : malloc(c->size);
-	if (__builtin_expect(p == NULL, 0))
-		die_alloc_failed(c);
-	p[0] = FIRST_BYTE_MARK;
-	escape(p);
-	return p;
-}
-
-/* Returns 1 when the free was refused (sheaf only), else 0. */
-static inline __attribute__((always_inline))
-unsigned obj_free(const struct contender *c, bool use_sheaf, void *p)
-{
-	if (use_sheaf)
-		return sheaf_free(c->cache, p) != 0;
-	free(p);
-	return 0;
-}
-
-static bool uses_sheaf(const struct contender *c)
-{
-	return c->kind != ALLOC_MALLOC;
-}
-
-static void check_refused_frees(const struct contender *c, uint64_t refused)
+void check_refused_frees(const struct contender *c, uint64_t refused)
 {
 	if (refused)
-		die("%s: %" PRIu64 " frees were refused by sheaf_free",
+		die("%s: %" PRIu64 " frees were refused",
 		    alloc_names[c->kind], refused);
+}
+
+/* --procs runs: line up with the other processes just before timing. */
+static void timing_gate(const struct contender *c)
+{
+	if (c->gate)
+		xgate_wait(c->gate);
 }
 
 /* ---- w1: alloc+free pairs ---------------------------------------------- */
 
 static inline __attribute__((always_inline))
-uint64_t w1_loop(const struct contender *c, bool use_sheaf, uint64_t pairs)
+uint64_t w1_loop(const struct contender *c, enum family f, uint64_t pairs)
 {
 	uint64_t refused = 0;
 
 	for (uint64_t i = 0; i < pairs; i++) {
-		void *p = obj_alloc(c, use_sheaf);
+		void *p = obj_alloc(c, f);
 
-		refused += obj_free(c, use_sheaf, p);
+		refused += obj_free(c, f, p);
 	}
 	return refused;
 }
 
 static uint64_t w1_pairs(const struct contender *c, uint64_t pairs)
 {
-	return uses_sheaf(c) ? w1_loop(c, true, pairs)
-			     : w1_loop(c, false, pairs);
+	switch (family_of(c)) {
+	case FAM_SHEAF:
+		return w1_loop(c, FAM_SHEAF, pairs);
+	case FAM_MPOOL:
+		return w1_loop(c, FAM_MPOOL, pairs);
+	default:
+		return w1_loop(c, FAM_MALLOC, pairs);
+	}
 }
 
-static struct result run_w1(const struct contender *c, uint64_t pairs)
+struct result run_w1(const struct contender *c, uint64_t pairs)
 {
 	struct result r = { .metric = "ns_per_pair", .unit = "ns/pair",
 			    .count = pairs };
 	uint64_t t0, t1;
 
 	check_refused_frees(c, w1_pairs(c, pairs / 100 + 1));  /* warm-up */
+	timing_gate(c);
 	t0 = now_ns();
 	check_refused_frees(c, w1_pairs(c, pairs));
 	t1 = now_ns();
@@ -233,17 +160,29 @@ static struct result run_w1(const struct contender *c, uint64_t pairs)
 /* ---- w2: batches ------------------------------------------------------- */
 
 static inline __attribute__((always_inline))
-uint64_t w2_loop(const struct contender *c, bool use_sheaf, void **objs,
+uint64_t w2_loop(const struct contender *c, enum family f, void **objs,
 		 size_t batch)
 {
 	uint64_t refused = 0;
 
 	for (size_t i = 0; i < batch; i++)
-		objs[i] = obj_alloc(c, use_sheaf);
+		objs[i] = obj_alloc(c, f);
 	escape(objs);
 	for (size_t i = 0; i < batch; i++)
-		refused += obj_free(c, use_sheaf, objs[i]);
+		refused += obj_free(c, f, objs[i]);
 	return refused;
+}
+
+static uint64_t w2_round(const struct contender *c, void **objs, size_t batch)
+{
+	switch (family_of(c)) {
+	case FAM_SHEAF:
+		return w2_loop(c, FAM_SHEAF, objs, batch);
+	case FAM_MPOOL:
+		return w2_loop(c, FAM_MPOOL, objs, batch);
+	default:
+		return w2_loop(c, FAM_MALLOC, objs, batch);
+	}
 }
 
 static uint64_t w2_rounds(const struct contender *c, void **objs,
@@ -252,13 +191,12 @@ static uint64_t w2_rounds(const struct contender *c, void **objs,
 	uint64_t refused = 0;
 
 	for (uint64_t r = 0; r < rounds; r++)
-		refused += uses_sheaf(c) ? w2_loop(c, true, objs, batch)
-					 : w2_loop(c, false, objs, batch);
+		refused += w2_round(c, objs, batch);
 	return refused;
 }
 
-static struct result run_w2(const struct contender *c, size_t batch,
-			    uint64_t target_ops)
+struct result run_w2(const struct contender *c, size_t batch,
+		     uint64_t target_ops)
 {
 	struct result r = { .metric = "ns_per_op", .unit = "ns/op" };
 	uint64_t ops_per_round = 2 * (uint64_t)batch;
@@ -272,6 +210,7 @@ static struct result run_w2(const struct contender *c, size_t batch,
 	if (!objs)
 		die("no memory for a %zu-pointer array", batch);
 	check_refused_frees(c, w2_rounds(c, objs, batch, 1));  /* warm-up */
+	timing_gate(c);
 	t0 = now_ns();
 	check_refused_frees(c, w2_rounds(c, objs, batch, rounds));
 	t1 = now_ns();
@@ -283,17 +222,7 @@ static struct result run_w2(const struct contender *c, size_t batch,
 	return r;
 }
 
-/* ---- w3: SPSC ring between two pinned threads --------------------------
- * Each side keeps its own index and a cached copy of the other side's, so it
- * touches the other side's cache line only when the cached copy says the
- * ring is full (producer) or empty (consumer).
- */
-
-struct spsc_ring {
-	_Alignas(CACHELINE) _Atomic uint64_t head;  /* written by the producer */
-	_Alignas(CACHELINE) _Atomic uint64_t tail;  /* written by the consumer */
-	_Alignas(CACHELINE) void *slot[RING_SLOTS];
-};
+/* ---- w3: SPSC ring between two pinned threads -------------------------- */
 
 struct w3_shared {
 	const struct contender *c;
@@ -307,50 +236,7 @@ struct w3_shared {
 	uint64_t refused;               /* set by the consumer */
 };
 
-/* Spin-wait step: pause, and yield now and then (one CPU, or oversubscribed). */
-static inline void spin_wait(unsigned *spins)
-{
-	if (++*spins % SPINS_BEFORE_YIELD == 0)
-		sched_yield();
-	else
-		cpu_relax();
-}
-
-static inline void ring_push(struct spsc_ring *ring, uint64_t *head,
-			     uint64_t *tail_seen, void *p)
-{
-	unsigned spins = 0;
-
-	while (*head - *tail_seen == RING_SLOTS) {
-		*tail_seen = atomic_load_explicit(&ring->tail,
-						  memory_order_acquire);
-		if (*head - *tail_seen == RING_SLOTS)
-			spin_wait(&spins);
-	}
-	ring->slot[*head % RING_SLOTS] = p;
-	(*head)++;
-	atomic_store_explicit(&ring->head, *head, memory_order_release);
-}
-
-static inline void *ring_pop(struct spsc_ring *ring, uint64_t *tail,
-			     uint64_t *head_seen)
-{
-	unsigned spins = 0;
-	void *p;
-
-	while (*tail == *head_seen) {
-		*head_seen = atomic_load_explicit(&ring->head,
-						  memory_order_acquire);
-		if (*tail == *head_seen)
-			spin_wait(&spins);
-	}
-	p = ring->slot[*tail % RING_SLOTS];
-	(*tail)++;
-	atomic_store_explicit(&ring->tail, *tail, memory_order_release);
-	return p;
-}
-
-static void pin_self(int cpu)
+void pin_self(int cpu)
 {
 	cpu_set_t set;
 	int rc;
@@ -383,22 +269,21 @@ static void w3_thread_done(const struct contender *c)
 }
 
 static inline __attribute__((always_inline))
-void w3_produce(struct w3_shared *sh, bool use_sheaf)
+void w3_produce(struct w3_shared *sh, enum family f)
 {
 	uint64_t head = 0, tail_seen = 0;
 
 	for (uint64_t i = 0; i < sh->objects; i++)
-		ring_push(sh->ring, &head, &tail_seen,
-			  obj_alloc(sh->c, use_sheaf));
+		ring_push(sh->ring, &head, &tail_seen, obj_alloc(sh->c, f));
 }
 
 static inline __attribute__((always_inline))
-uint64_t w3_consume(struct w3_shared *sh, bool use_sheaf)
+uint64_t w3_consume(struct w3_shared *sh, enum family f)
 {
 	uint64_t tail = 0, head_seen = 0, refused = 0;
 
 	for (uint64_t i = 0; i < sh->objects; i++)
-		refused += obj_free(sh->c, use_sheaf,
+		refused += obj_free(sh->c, f,
 				    ring_pop(sh->ring, &tail, &head_seen));
 	return refused;
 }
@@ -409,10 +294,17 @@ static void *w3_producer(void *arg)
 
 	w3_start_gate(sh, sh->cpu[0]);
 	sh->t_start = now_ns();
-	if (uses_sheaf(sh->c))
-		w3_produce(sh, true);
-	else
-		w3_produce(sh, false);
+	switch (family_of(sh->c)) {
+	case FAM_SHEAF:
+		w3_produce(sh, FAM_SHEAF);
+		break;
+	case FAM_MPOOL:
+		w3_produce(sh, FAM_MPOOL);
+		break;
+	default:
+		w3_produce(sh, FAM_MALLOC);
+		break;
+	}
 	w3_thread_done(sh->c);
 	return NULL;
 }
@@ -422,26 +314,37 @@ static void *w3_consumer(void *arg)
 	struct w3_shared *sh = arg;
 
 	w3_start_gate(sh, sh->cpu[1]);
-	sh->refused = uses_sheaf(sh->c) ? w3_consume(sh, true)
-					: w3_consume(sh, false);
+	switch (family_of(sh->c)) {
+	case FAM_SHEAF:
+		sh->refused = w3_consume(sh, FAM_SHEAF);
+		break;
+	case FAM_MPOOL:
+		sh->refused = w3_consume(sh, FAM_MPOOL);
+		break;
+	default:
+		sh->refused = w3_consume(sh, FAM_MALLOC);
+		break;
+	}
 	sh->t_end = now_ns();
 	w3_thread_done(sh->c);
 	return NULL;
 }
 
-/* The first two CPUs of the process's affinity mask; -1s when fewer. */
-static void pick_two_cpus(int cpu[2])
+/* The first @n CPUs of the process's affinity mask into @cpu; returns how
+ * many there are (at most @n); the rest of @cpu is -1. */
+int pick_cpus(int *cpu, int n)
 {
 	cpu_set_t set;
 	int found = 0;
 
-	cpu[0] = cpu[1] = -1;
-	if (sched_getaffinity(0, sizeof(set), &set) != 0 ||
-	    CPU_COUNT(&set) < 2)
-		return;
-	for (int i = 0; i < CPU_SETSIZE && found < 2; i++)
+	for (int i = 0; i < n; i++)
+		cpu[i] = -1;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return 0;
+	for (int i = 0; i < CPU_SETSIZE && found < n; i++)
 		if (CPU_ISSET(i, &set))
 			cpu[found++] = i;
+	return found;
 }
 
 static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
@@ -464,7 +367,8 @@ static struct result run_w3(const struct contender *c, uint64_t objects)
 	if (!sh.ring)
 		die("no memory for the ring");
 	memset(sh.ring, 0, sizeof(*sh.ring));
-	pick_two_cpus(sh.cpu);
+	if (pick_cpus(sh.cpu, 2) < 2)
+		sh.cpu[0] = sh.cpu[1] = -1;     /* one CPU: do not pin */
 	start_thread(&consumer, w3_consumer, &sh);
 	start_thread(&producer, w3_producer, &sh);
 	while (atomic_load_explicit(&sh.ready, memory_order_acquire) < 2)
@@ -479,7 +383,7 @@ static struct result run_w3(const struct contender *c, uint64_t objects)
 	return r;
 }
 
-/* ---- sheaf setup and the post-run proof -------------------------------- */
+/* ---- contenders: setup ------------------------------------------------- */
 
 static size_t pool_bytes_for(const struct options *o)
 {
@@ -490,34 +394,120 @@ static size_t pool_bytes_for(const struct options *o)
 	return need > POOL_MIN_BYTES ? need : POOL_MIN_BYTES;
 }
 
-static void contender_open_sheaf(struct contender *c, const struct options *o)
+static int capacity_for(const struct options *o, enum alloc_kind kind)
+{
+	if (kind == ALLOC_SHEAF0)
+		return 0;
+	if (o->workload == WL_W6 && !o->capacity_given)
+		return W6_CAPACITY;
+	return o->capacity;
+}
+
+static void open_local_pool(struct contender *c, const struct options *o)
 {
 	struct sheaf_pool_config pcfg = { .size = pool_bytes_for(o), .nodes = 1 };
-	struct sheaf_cache_config ccfg = { .capacity = o->capacity };
 	char err[ERRLEN] = "";
 
-	if (c->kind == ALLOC_SHEAF0)
-		ccfg.capacity = 0;
 	c->pool = sheaf_pool_create(&pcfg, err, sizeof(err));
 	if (!c->pool)
 		die("sheaf_pool_create: %s (errno %d: %s)", err, errno,
 		    strerror(errno));
-	c->cache = sheaf_cache_create(c->pool, "bench", c->size, &ccfg);
-	if (!c->cache)
-		die("sheaf_cache_create(size %zu, capacity %d): errno %d: %s",
-		    c->size, ccfg.capacity, errno, strerror(errno));
 }
 
-static void contender_open(struct contender *c, const struct options *o)
+static void connect_pool(struct contender *c, const struct options *o)
 {
+	char err[ERRLEN] = "", name[64];
+
+	snprintf(name, sizeof(name), "sheafbench-%s-%d",
+		 workload_names[o->workload], (int)getpid());
+	c->pool = sheaf_connect(o->socket, name, 0, err, sizeof(err));
+	if (!c->pool)
+		die("sheaf_connect(%s): %s (errno %d: %s)", o->socket, err,
+		    errno, strerror(errno));
+	c->connected = true;
+}
+
+/* sheafd's caches outlive us: create ours, or open it when an earlier run
+ * (or the other process of this run) made it.  The name carries the size
+ * and capacity, so an opened cache is the one asked for. */
+static sheaf_cache_t *cache_create_or_open(struct contender *c, int capacity)
+{
+	struct sheaf_cache_config ccfg = { .capacity = capacity };
+	sheaf_cache_t *cache;
+	char name[48];
+
+	if (capacity == SHEAF_CAPACITY_DEFAULT)
+		snprintf(name, sizeof(name), "sb-sheaf-%zu-cdef", c->size);
+	else
+		snprintf(name, sizeof(name), "sb-sheaf-%zu-c%d", c->size,
+			 capacity);
+	cache = sheaf_cache_create(c->pool, name, c->size, &ccfg);
+	if (!cache && errno == EEXIST && c->connected)
+		cache = sheaf_cache_open(c->pool, name);
+	if (!cache)
+		die("sheaf_cache_create/open('%s', size %zu, capacity %d): "
+		    "errno %d: %s", name, c->size, capacity, errno,
+		    strerror(errno));
+	return cache;
+}
+
+static void contender_open_sheaf(struct contender *c, const struct options *o)
+{
+	int capacity = capacity_for(o, c->kind);
+
+	if (o->socket)
+		connect_pool(c, o);
+	else
+		open_local_pool(c, o);
+	c->cache = cache_create_or_open(c, capacity);
+	if (capacity >= 0 && sheaf_cache_capacity(c->cache) != (unsigned)capacity)
+		die("cache capacity is %u, asked for %d",
+		    sheaf_cache_capacity(c->cache), capacity);
+}
+
+static void contender_open_mpool(struct contender *c, const struct options *o)
+{
+	uint64_t n = MPOOL_MIN_OBJECTS;
+
+	if (o->workload == WL_W2 && o->batch + 1 > n)
+		n = o->batch + 1;
+	if (n > UINT32_MAX)
+		die("mutexpool: %" PRIu64 " objects are too many", n);
+	c->mp = mpool_create(c->size, (uint32_t)n);
+	if (!c->mp)
+		die("mutexpool of %" PRIu64 " objects: %s", n, strerror(errno));
+}
+
+void contender_open(struct contender *c, const struct options *o)
+{
+	struct xgate *gate = c->gate;
+
 	memset(c, 0, sizeof(*c));
 	c->kind = o->alloc;
 	c->size = o->size;
+	c->gate = gate;
 	if (uses_sheaf(c))
 		contender_open_sheaf(c, o);
+	else if (c->kind == ALLOC_MPOOL)
+		contender_open_mpool(c, o);
 }
 
-static void sheaf_check_or_die(const struct contender *c, const char *when)
+void contender_close(struct contender *c)
+{
+	if (c->pool && c->connected)
+		sheaf_disconnect(c->pool);
+	else if (c->pool)
+		sheaf_pool_destroy(c->pool);
+	if (c->mp)
+		mpool_destroy(c->mp);
+	c->pool = NULL;
+	c->cache = NULL;
+	c->mp = NULL;
+}
+
+/* ---- the post-run proof ------------------------------------------------ */
+
+void sheaf_check_or_die(const struct contender *c, const char *when)
 {
 	char err[ERRLEN] = "";
 	int rc = sheaf_pool_check(c->pool, err, sizeof(err));
@@ -527,8 +517,7 @@ static void sheaf_check_or_die(const struct contender *c, const char *when)
 		    alloc_names[c->kind], when, rc, strerror(-rc), err);
 }
 
-static void sheaf_stats_or_die(const struct contender *c,
-			       struct sheaf_stats *st)
+void sheaf_stats_or_die(const struct contender *c, struct sheaf_stats *st)
 {
 	int rc = sheaf_cache_stats(c->cache, -1, st);
 
@@ -536,19 +525,38 @@ static void sheaf_stats_or_die(const struct contender *c,
 		die("sheaf_cache_stats: %d (%s)", rc, strerror(-rc));
 }
 
-/* Every object was freed, and the checker agrees, with sheaves held and
- * after they went back.  Leaves the final statistics in @st. */
+/* @after's counters become the change since @before (occupancy stays). */
+void stats_delta(struct sheaf_stats *after, const struct sheaf_stats *before)
+{
+	for (unsigned i = 0; i < after->nstat && i < SHEAF_STATS_MAX; i++)
+		after->stat[i] -= before->stat[i];
+}
+
+/* Every object was freed (in_use is back at @in_use_before), and the
+ * checker agrees, with sheaves held and after they went back.  Leaves the
+ * final statistics in @st. */
 static void sheaf_prove_nothing_lost(const struct contender *c,
-				     struct sheaf_stats *st)
+				     struct sheaf_stats *st,
+				     uint64_t in_use_before)
 {
 	sheaf_stats_or_die(c, st);
-	if (st->in_use != 0)
-		die("%s: %" PRIu64 " objects still in use after every free",
-		    alloc_names[c->kind], st->in_use);
+	if (st->in_use != in_use_before)
+		die("%s: %" PRIu64 " objects in use after every free (%" PRIu64
+		    " before the run)", alloc_names[c->kind], st->in_use,
+		    in_use_before);
 	sheaf_check_or_die(c, "with the thread's sheaves held");
 	sheaf_thread_exit();
 	sheaf_check_or_die(c, "after sheaf_thread_exit");
 	sheaf_stats_or_die(c, st);
+}
+
+static void mpool_prove_nothing_lost(const struct contender *c)
+{
+	uint32_t n = mpool_free_count(c->mp);
+
+	if (n != mpool_objects(c->mp))
+		die("mutexpool: %u of %u objects free after every free", n,
+		    mpool_objects(c->mp));
 }
 
 /* ---- output ------------------------------------------------------------ */
@@ -586,6 +594,20 @@ static void json_sheaf_stats(const struct sheaf_stats *st)
 	       st->slabs, st->bytes_mapped);
 }
 
+static void json_extras(const struct result *r)
+{
+	if (r->procs) {
+		printf(",\"procs\":%u,\"per_proc\":[", r->procs);
+		for (unsigned i = 0; i < r->procs; i++)
+			printf("%s%.4f", i ? "," : "", r->per_proc[i]);
+		printf("]");
+	}
+	if (r->latency)
+		printf(",\"p50_us\":%.3f,\"p99_us\":%.3f,\"max_us\":%.3f"
+		       ",\"non_miss\":%" PRIu64, r->p50_us, r->p99_us,
+		       r->max_us, r->non_miss);
+}
+
 static void print_json(const struct options *o, const struct contender *c,
 		       const struct result *r, const struct sheaf_stats *st)
 {
@@ -595,10 +617,11 @@ static void print_json(const struct options *o, const struct contender *c,
 	       ",\"rounds\":%" PRIu64, o->workload == WL_W2 ? o->batch : 0,
 	       r->count, r->rounds);
 	if (uses_sheaf(c))
-		printf(",\"object_size\":%zu,\"capacity\":%u",
-		       sheaf_cache_object_size(c->cache), st->sheaf_capacity);
+		printf(",\"via\":\"%s\",\"capacity\":%u",
+		       o->socket ? "sheafd" : "local", st->sheaf_capacity);
+	json_extras(r);
 	printf(",\"preload\":");
-	json_string(uses_sheaf(c) ? "" : preload_name());
+	json_string(c->kind == ALLOC_MALLOC ? preload_name() : "");
 	printf(",\"metric\":\"%s\",\"value\":%.4f,\"seconds\":%.4f",
 	       r->metric, r->value, r->seconds);
 	if (uses_sheaf(c))
@@ -610,16 +633,26 @@ static void print_text(const struct options *o, const struct contender *c,
 		       const struct result *r, const struct sheaf_stats *st)
 {
 	printf("%s", alloc_names[o->alloc]);
-	if (!uses_sheaf(c))
+	if (c->kind == ALLOC_MALLOC)
 		printf("(%s)", *preload_name() ? preload_name() : "glibc");
 	printf(" %s size=%" PRIu64, workload_names[o->workload], o->size);
 	if (o->workload == WL_W2)
 		printf(" batch=%" PRIu64 " rounds=%" PRIu64, o->batch,
 		       r->rounds);
 	if (uses_sheaf(c))
-		printf(" capacity=%u", st->sheaf_capacity);
-	printf(" count=%" PRIu64 ": %.3f %s (%.3f s)\n", r->count, r->value,
+		printf(" capacity=%u via=%s", st->sheaf_capacity,
+		       o->socket ? "sheafd" : "local");
+	if (r->procs)
+		printf(" procs=%u", r->procs);
+	printf(" count=%" PRIu64 ": %.3f %s (%.3f s)", r->count, r->value,
 	       r->unit, r->seconds);
+	if (r->latency)
+		printf(" p50 %.1f us, p99 %.1f us, max %.1f us, %" PRIu64
+		       " non-miss samples dropped", r->p50_us, r->p99_us,
+		       r->max_us, r->non_miss);
+	for (unsigned i = 0; i < r->procs; i++)
+		printf("%s%.3f", i ? " " : " per process: ", r->per_proc[i]);
+	printf("\n");
 }
 
 /* ---- options ----------------------------------------------------------- */
@@ -627,17 +660,23 @@ static void print_text(const struct options *o, const struct contender *c,
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sheafbench [--alloc sheaf|sheaf0|malloc] [--workload w1|w2|w3]\n"
-		"                  [--batch B] [--size BYTES] [--count N] [--capacity N]\n"
-		"                  [--quick] [--json]\n"
+		"usage: sheafbench [--alloc sheaf|sheaf0|malloc|mutexpool]\n"
+		"                  [--workload w1|w2|w3|w3p|w6] [--batch B]\n"
+		"                  [--size BYTES] [--count N] [--capacity N]\n"
+		"                  [--socket PATH] [--procs N] [--quick] [--json]\n"
 		"  w1: alloc+free pairs (N default 10^8), ns/pair\n"
 		"  w2: batches of B (default %d) allocs then frees, N timed ops\n"
 		"      (default 2*10^7, at least %d rounds), ns/op\n"
 		"  w3: producer->SPSC ring->consumer frees, N objects (default 10^7), Mobj/s\n"
+		"  w3p: w3 between two processes (sheaf/sheaf0 with --socket, or mutexpool)\n"
+		"  w6: miss latency, N samples (default %llu), p50/p99/max us (sheaf)\n"
+		"  --socket: sheaf/sheaf0 use the pool of the sheafd at PATH\n"
+		"  --procs: w1/w2 in N processes at once (max %d), Mops/proc/s\n"
 		"  --capacity: sheaf capacity 0..256 (--alloc sheaf only)\n"
-		"  --quick: divide N by %d\n"
+		"  --quick: divide N by %d (not for w6)\n"
 		"  malloc uses whatever allocator is LD_PRELOADed (glibc if none)\n",
-		W2_DEFAULT_BATCH, W2_MIN_ROUNDS, QUICK_DIVISOR);
+		W2_DEFAULT_BATCH, W2_MIN_ROUNDS, W6_DEFAULT_SAMPLES, MAX_PROCS,
+		QUICK_DIVISOR);
 }
 
 static uint64_t parse_u64(const char *opt, const char *s, uint64_t min,
@@ -670,6 +709,8 @@ static const struct option long_options[] = {
 	{ "size",     required_argument, NULL, 's' },
 	{ "count",    required_argument, NULL, 'n' },
 	{ "capacity", required_argument, NULL, 'c' },
+	{ "socket",   required_argument, NULL, 'S' },
+	{ "procs",    required_argument, NULL, 'p' },
 	{ "quick",    no_argument,       NULL, 'q' },
 	{ "json",     no_argument,       NULL, 'j' },
 	{ "help",     no_argument,       NULL, 'h' },
@@ -680,10 +721,11 @@ static void parse_one(struct options *o, int ch, const char *arg)
 {
 	switch (ch) {
 	case 'a':
-		o->alloc = parse_name("--alloc", arg, alloc_names, 3);
+		o->alloc = parse_name("--alloc", arg, alloc_names, ALLOC_NR);
 		break;
 	case 'w':
-		o->workload = parse_name("--workload", arg, workload_names, 3);
+		o->workload = parse_name("--workload", arg, workload_names,
+					 WL_NR);
 		break;
 	case 'b':
 		o->batch = parse_u64("--batch", arg, 1, 1ull << 30);
@@ -697,6 +739,12 @@ static void parse_one(struct options *o, int ch, const char *arg)
 	case 'c':
 		o->capacity = (int)parse_u64("--capacity", arg, 0, 256);
 		o->capacity_given = true;
+		break;
+	case 'S':
+		o->socket = arg;
+		break;
+	case 'p':
+		o->procs = (unsigned)parse_u64("--procs", arg, 1, MAX_PROCS);
 		break;
 	case 'q':
 		o->quick = true;
@@ -720,9 +768,31 @@ static uint64_t default_count(enum workload w)
 		return W1_DEFAULT_PAIRS;
 	case WL_W2:
 		return W2_DEFAULT_OPS;
+	case WL_W6:
+		return W6_DEFAULT_SAMPLES;
 	default:
 		return W3_DEFAULT_OBJECTS;
 	}
+}
+
+/* Combinations that make no sense are refused before anything runs. */
+static void check_options(const struct options *o)
+{
+	bool sheaf = o->alloc == ALLOC_SHEAF || o->alloc == ALLOC_SHEAF0;
+
+	if (o->capacity_given && o->alloc != ALLOC_SHEAF)
+		die("--capacity applies to --alloc sheaf only");
+	if (o->socket && !sheaf)
+		die("--socket applies to --alloc sheaf and sheaf0 only");
+	if (o->procs && o->workload != WL_W1 && o->workload != WL_W2)
+		die("--procs applies to --workload w1 and w2 only");
+	if (o->workload == WL_W3P && !(o->socket && sheaf) &&
+	    o->alloc != ALLOC_MPOOL)
+		die("w3p needs --alloc sheaf or sheaf0 with --socket, or "
+		    "--alloc mutexpool (pointers must mean the same in both "
+		    "processes)");
+	if (o->workload == WL_W6 && o->alloc != ALLOC_SHEAF)
+		die("w6 needs --alloc sheaf (it measures the barn's refill)");
 }
 
 static void parse_options(struct options *o, int argc, char **argv)
@@ -736,46 +806,71 @@ static void parse_options(struct options *o, int argc, char **argv)
 		parse_one(o, ch, optarg);
 	if (optind < argc)
 		die("unexpected argument '%s' (see --help)", argv[optind]);
-	if (o->capacity_given && o->alloc != ALLOC_SHEAF)
-		die("--capacity applies to --alloc sheaf only");
+	check_options(o);
 	if (!o->count)
 		o->count = default_count(o->workload);
-	if (o->quick)
+	if (o->quick && o->workload != WL_W6)
 		o->count = o->count / QUICK_DIVISOR ? o->count / QUICK_DIVISOR : 1;
 }
 
 /* ---- main -------------------------------------------------------------- */
 
 static struct result run_workload(const struct options *o,
-				  const struct contender *c)
+				  const struct contender *c,
+				  struct sheaf_stats *st)
 {
 	switch (o->workload) {
 	case WL_W1:
 		return run_w1(c, o->count);
 	case WL_W2:
 		return run_w2(c, (size_t)o->batch, o->count);
+	case WL_W6:
+		return run_w6(c, o->count, st);
 	default:
 		return run_w3(c, o->count);
 	}
 }
 
+/* One process: open, run, prove that nothing was lost. */
+static struct result run_here(const struct options *o, struct contender *c,
+			      struct sheaf_stats *st)
+{
+	struct sheaf_stats before = { 0 };
+	struct result r;
+
+	contender_open(c, o);
+	if (uses_sheaf(c))
+		sheaf_stats_or_die(c, &before);
+	r = run_workload(o, c, st);
+	if (uses_sheaf(c)) {
+		sheaf_prove_nothing_lost(c, st, before.in_use);
+		if (c->connected)       /* sheafd's cache: report this run only */
+			stats_delta(st, &before);
+	} else if (c->kind == ALLOC_MPOOL) {
+		mpool_prove_nothing_lost(c);
+	}
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
-	struct contender c;
+	struct contender c = { 0 };
 	struct result r;
 	struct sheaf_stats st = { 0 };
 
 	parse_options(&o, argc, argv);
-	contender_open(&c, &o);
-	r = run_workload(&o, &c);
-	if (uses_sheaf(&c))
-		sheaf_prove_nothing_lost(&c, &st);
+	if (o.workload == WL_W3P)
+		r = run_w3p(&o, &c, &st);
+	else if (o.procs)
+		r = run_procs(&o, &c, &st);
+	else
+		r = run_here(&o, &c, &st);
+	c.kind = o.alloc;               /* xproc runs leave c unopened */
 	if (o.json)
 		print_json(&o, &c, &r, &st);
 	else
 		print_text(&o, &c, &r, &st);
-	if (uses_sheaf(&c))
-		sheaf_pool_destroy(c.pool);
+	contender_close(&c);
 	return 0;
 }

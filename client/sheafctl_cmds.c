@@ -1,0 +1,514 @@
+/*
+ * sheafctl_cmds.c - sheafctl's one-request subcommands: info, caches,
+ * create, destroy, shrink, tune, clients, check.  Each parses its options,
+ * sends one request and prints the reply as a table or as JSON (field
+ * names: sheafctl(1)).
+ */
+#include <string.h>
+#include "client/sheafctl.h"
+#include "shm/layout.h"
+
+#define REQ(var, body_enum, field, value)                                   \
+	Sheaf__V1__Request var = SHEAF__V1__REQUEST__INIT;                  \
+	var.body_case = body_enum;                                          \
+	var.field = (value)
+
+/* Subcommands without options of their own; checks the operand count. */
+static int plain_opts(struct ctl *c, int argc, char **argv, int min, int max, int *first)
+{
+	int rc = ctl_getopt(c, argc, argv, "", NULL, 0, NULL, NULL, first);
+	int n = argc - *first;
+
+	if (rc != CTL_OK)
+		return rc;
+	if (n > max)
+		return ctl_usage(c, "unexpected argument '%s'", argv[*first + max]);
+	if (n < min)
+		return ctl_usage(c, "missing argument");
+	return CTL_OK;
+}
+
+/* ---- info ---------------------------------------------------------------- */
+
+static void info_table(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *di)
+{
+	const Sheaf__V1__Layout *l = di->layout;
+	char a[32], b[32];
+
+	printf("%-18s %s\n", "version", di->version);
+	printf("%-18s %u\n", "protocol_version", di->protocol_version);
+	printf("%-18s %s\n", "socket", c->socket);
+	printf("%-18s %s (%llu s)\n", "uptime", fmt_duration(a, sizeof(a), di->uptime_seconds),
+	       (unsigned long long)di->uptime_seconds);
+	if (l != NULL) {
+		printf("%-18s %u (%s)\n", "nodes", l->nodes, l->simulated_nodes ? "simulated" : "NUMA");
+		printf("%-18s %u\n", "sheaf_count", l->sheaf_count);
+	}
+	printf("%-18s %s (%llu bytes)\n", "pool_size", fmt_iec(a, sizeof(a), di->pool_size),
+	       (unsigned long long)di->pool_size);
+	printf("%-18s %s (%llu bytes)\n", "mem_cap", fmt_iec(b, sizeof(b), di->mem_cap),
+	       (unsigned long long)di->mem_cap);
+	if (l != NULL) {
+		printf("%-18s %s (%llu bytes)\n", "region_size", fmt_iec(a, sizeof(a), l->region_size),
+		       (unsigned long long)l->region_size);
+		printf("%-18s 0x%llx\n", "map_addr", (unsigned long long)l->map_addr);
+		printf("%-18s %u\n", "layout_version", l->layout_version);
+	}
+	printf("%-18s %u\n", "clients", di->clients);
+	printf("%-18s %u\n", "max_clients", di->max_clients);
+	printf("%-18s %u\n", "max_caches", di->max_caches);
+	printf("%-18s %u\n", "max_frame", di->max_frame);
+}
+
+static void info_json(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *di)
+{
+	const Sheaf__V1__Layout *l = di->layout;
+	struct jw w;
+
+	jw_init(&w, stdout, 1);
+	jw_obj(&w, NULL);
+	jw_str(&w, "version", di->version);
+	jw_u64(&w, "protocol_version", di->protocol_version);
+	jw_str(&w, "socket", c->socket);
+	jw_u64(&w, "uptime_seconds", di->uptime_seconds);
+	jw_u64(&w, "nodes", l ? l->nodes : 0);
+	jw_bool(&w, "simulated_nodes", l ? l->simulated_nodes : 0);
+	jw_u64(&w, "sheaf_count", l ? l->sheaf_count : 0);
+	jw_u64(&w, "pool_size", di->pool_size);
+	jw_u64(&w, "mem_cap", di->mem_cap);
+	jw_u64(&w, "region_size", l ? l->region_size : 0);
+	jw_u64(&w, "map_addr", l ? l->map_addr : 0);
+	jw_u64(&w, "layout_version", l ? l->layout_version : 0);
+	jw_u64(&w, "clients", di->clients);
+	jw_u64(&w, "max_clients", di->max_clients);
+	jw_u64(&w, "max_caches", di->max_caches);
+	jw_u64(&w, "max_frame", di->max_frame);
+	jw_end(&w, '}');
+	jw_done(&w);
+}
+
+int cmd_info(struct ctl *c, int argc, char **argv)
+{
+	Sheaf__V1__DaemonInfoRequest body = SHEAF__V1__DAEMON_INFO_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_DAEMON_INFO, daemon_info, &body);
+	Sheaf__V1__Response *r;
+	int first, rc = plain_opts(c, argc, argv, 0, 0, &first);
+
+	if (rc != CTL_OK || (rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+		return rc;
+	if (c->json)
+		info_json(c, r->daemon_info);
+	else
+		info_table(c, r->daemon_info);
+	ctl_free(r);
+	return CTL_OK;
+}
+
+/* ---- caches -------------------------------------------------------------- */
+
+static int name_width(Sheaf__V1__CacheInfo **ci, size_t n)
+{
+	int w = 4;
+
+	for (size_t i = 0; i < n; i++)
+		if ((int)strlen(ci[i]->name) > w)
+			w = (int)strlen(ci[i]->name);
+	return w;
+}
+
+static void caches_table(const Sheaf__V1__CacheListResponse *cl)
+{
+	int w = name_width(cl->caches, cl->n_caches);
+
+	printf("%3s %-*s %6s %5s %8s %8s %11s %8s %9s %10s %s\n", "ID", w, "NAME", "SIZE",
+	       "ALIGN", "OBJ/SLAB", "CAPACITY", "MIN_PARTIAL", "BARN_LOW", "BARN_HIGH",
+	       "BARN_LIMIT", "FLAGS");
+	for (size_t i = 0; i < cl->n_caches; i++) {
+		const Sheaf__V1__CacheInfo *ci = cl->caches[i];
+		printf("%3u %-*s %6u %5u %8u %8u %11u %8u %9u %10u %s\n", ci->id, w, ci->name,
+		       ci->object_size, ci->align, ci->objects_per_slab, ci->sheaf_capacity,
+		       ci->min_partial, ci->barn_low, ci->barn_high, ci->barn_limit,
+		       ci->flags & 1u ? "debug" : "-");
+	}
+}
+
+int cmd_caches(struct ctl *c, int argc, char **argv)
+{
+	Sheaf__V1__CacheListRequest body = SHEAF__V1__CACHE_LIST_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_CACHE_LIST, cache_list, &body);
+	Sheaf__V1__Response *r;
+	int first, rc = plain_opts(c, argc, argv, 0, 0, &first);
+
+	if (rc != CTL_OK || (rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+		return rc;
+	if (c->json) {
+		struct jw w;
+		jw_init(&w, stdout, 1);
+		jw_obj(&w, NULL);
+		jw_arr(&w, "caches");
+		for (size_t i = 0; i < r->cache_list->n_caches; i++)
+			jw_cache_info(&w, NULL, r->cache_list->caches[i]);
+		jw_end(&w, ']');
+		jw_end(&w, '}');
+		jw_done(&w);
+	} else {
+		caches_table(r->cache_list);
+	}
+	ctl_free(r);
+	return CTL_OK;
+}
+
+/* ---- create / destroy ---------------------------------------------------- */
+
+struct create_args {
+	struct ctl *c;
+	Sheaf__V1__CacheCreateRequest *rq;
+};
+
+enum { OPT_ALIGN = 0x200, OPT_CAPACITY, OPT_DEBUG, OPT_POOL };
+
+static int create_opt(void *arg, int opt, const char *val)
+{
+	struct create_args *a = arg;
+	uint64_t v;
+
+	switch (opt) {
+	case OPT_ALIGN:
+		if (ctl_parse_u64(val, 1, &v) != 0 || v > UINT32_MAX)
+			return ctl_usage(a->c, "bad alignment '%s'", val);
+		a->rq->align = (uint32_t)v;
+		return CTL_OK;
+	case OPT_CAPACITY:
+		if (ctl_parse_u64(val, 0, &v) != 0 || v > INT32_MAX)
+			return ctl_usage(a->c, "bad capacity '%s'", val);
+		a->rq->capacity = (int32_t)v;
+		return CTL_OK;
+	case OPT_DEBUG:
+		a->rq->flags |= 1u;
+		return CTL_OK;
+	default:
+		return ctl_usage(a->c, "unexpected option");
+	}
+}
+
+static void print_cache_line(const char *verb, const Sheaf__V1__CacheInfo *ci)
+{
+	printf("%s cache '%s': id %u, object size %u B, align %u, %u objects per slab, "
+	       "sheaf_capacity %u%s\n", verb, ci->name, ci->id, ci->object_size, ci->align,
+	       ci->objects_per_slab, ci->sheaf_capacity, ci->flags & 1u ? ", debug" : "");
+}
+
+int cmd_create(struct ctl *c, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "align", required_argument, NULL, OPT_ALIGN },
+		{ "capacity", required_argument, NULL, OPT_CAPACITY },
+		{ "debug", no_argument, NULL, OPT_DEBUG },
+		{ NULL, 0, NULL, 0 },
+	};
+	Sheaf__V1__CacheCreateRequest body = SHEAF__V1__CACHE_CREATE_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_CACHE_CREATE, cache_create, &body);
+	struct create_args a = { c, &body };
+	Sheaf__V1__Response *r;
+	uint64_t size;
+	int first, rc;
+
+	body.capacity = -1;
+	rc = ctl_getopt(c, argc, argv, "", lo, 0, create_opt, &a, &first);
+	if (rc != CTL_OK)
+		return rc;
+	if (argc - first != 2)
+		return argc - first < 2 ? ctl_usage(c, "expected NAME SIZE")
+					: ctl_usage(c, "unexpected argument '%s'", argv[first + 2]);
+	if (ctl_parse_u64(argv[first + 1], 1, &size) != 0 || size > UINT32_MAX)
+		return ctl_usage(c, "bad object size '%s'", argv[first + 1]);
+	body.name = argv[first];
+	body.size = (uint32_t)size;
+	if ((rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+		return rc;
+	if (c->json) {
+		struct jw w;
+		jw_init(&w, stdout, 1);
+		jw_obj(&w, NULL);
+		jw_cache_info(&w, "cache", r->cache_create->cache);
+		jw_end(&w, '}');
+		jw_done(&w);
+	} else {
+		print_cache_line("created", r->cache_create->cache);
+	}
+	ctl_free(r);
+	return CTL_OK;
+}
+
+int cmd_destroy(struct ctl *c, int argc, char **argv)
+{
+	Sheaf__V1__CacheDestroyRequest body = SHEAF__V1__CACHE_DESTROY_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_CACHE_DESTROY, cache_destroy, &body);
+	Sheaf__V1__Response *r;
+	int first, rc = plain_opts(c, argc, argv, 1, 1, &first);
+
+	if (rc != CTL_OK)
+		return rc;
+	body.name = argv[first];
+	if ((rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+		return rc;
+	if (c->json) {
+		struct jw w;
+		jw_init(&w, stdout, 1);
+		jw_obj(&w, NULL);
+		jw_str(&w, "destroyed", body.name);
+		jw_end(&w, '}');
+		jw_done(&w);
+	} else {
+		printf("destroyed cache '%s'\n", body.name);
+	}
+	ctl_free(r);
+	return CTL_OK;
+}
+
+/* ---- shrink -------------------------------------------------------------- */
+
+int cmd_shrink(struct ctl *c, int argc, char **argv)
+{
+	Sheaf__V1__ShrinkRequest body = SHEAF__V1__SHRINK_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_SHRINK, shrink, &body);
+	Sheaf__V1__Response *r;
+	uint64_t bytes;
+	char buf[32];
+	int first, rc = plain_opts(c, argc, argv, 0, 1, &first);
+
+	if (rc != CTL_OK)
+		return rc;
+	body.cache = first < argc ? argv[first] : "";
+	if ((rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+		return rc;
+	bytes = (uint64_t)r->shrink->slabs_released * SLAB_SIZE;
+	if (c->json) {
+		struct jw w;
+		jw_init(&w, stdout, 1);
+		jw_obj(&w, NULL);
+		jw_str(&w, "cache", body.cache);
+		jw_u64(&w, "slabs_released", r->shrink->slabs_released);
+		jw_u64(&w, "bytes_released", bytes);
+		jw_end(&w, '}');
+		jw_done(&w);
+	} else {
+		printf("%s%s%s: released %u slab%s (%s)\n", body.cache[0] ? "cache '" : "every cache",
+		       body.cache, body.cache[0] ? "'" : "", r->shrink->slabs_released,
+		       r->shrink->slabs_released == 1 ? "" : "s", fmt_iec(buf, sizeof(buf), bytes));
+	}
+	ctl_free(r);
+	return CTL_OK;
+}
+
+/* ---- tune ---------------------------------------------------------------- */
+
+static const char *const cache_keys[] = {
+	"sheaf_capacity", "barn_limit", "barn_low", "barn_high", "min_partial",
+};
+
+static int is_cache_key(const char *k)
+{
+	for (size_t i = 0; i < sizeof(cache_keys) / sizeof(cache_keys[0]); i++)
+		if (strcmp(k, cache_keys[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* KEY=VALUE into @st (pointing into @arg). */
+static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting *st)
+{
+	char *eq = strchr(arg, '=');
+
+	if (eq == NULL || eq == arg)
+		return ctl_usage(c, "expected KEY=VALUE, got '%s'", arg);
+	*eq = '\0';
+	st->key = arg;
+	if (strcmp(arg, "mem_cap") == 0 && !pool)
+		return ctl_usage(c, "'mem_cap' is a pool setting: sheafctl tune --pool mem_cap=BYTES");
+	if (is_cache_key(arg) && pool)
+		return ctl_usage(c, "'%s' is a cache setting: sheafctl tune CACHE %s=N", arg, arg);
+	if (!is_cache_key(arg) && strcmp(arg, "mem_cap") != 0)
+		return ctl_usage(c, "unknown key '%s' (cache keys: sheaf_capacity, barn_limit, "
+				 "barn_low, barn_high, min_partial; pool key: mem_cap)", arg);
+	if (ctl_parse_u64(eq + 1, pool, &st->value) != 0)
+		return ctl_usage(c, "bad value '%s' for %s: expected %s", eq + 1, arg,
+				 pool ? "bytes (K, M, G, T suffixes)" : "an unsigned integer");
+	return CTL_OK;
+}
+
+static int tune_opt(void *arg, int opt, const char *val)
+{
+	(void)val;
+	if (opt != 'p' && opt != OPT_POOL)
+		return CTL_USAGE;
+	*(int *)arg = 1;
+	return CTL_OK;
+}
+
+static void tune_print(const struct ctl *c, const Sheaf__V1__TuneResponse *tr)
+{
+	const Sheaf__V1__CacheInfo *ci = tr->cache;
+	char buf[32];
+
+	if (c->json) {
+		struct jw w;
+		jw_init(&w, stdout, 1);
+		jw_obj(&w, NULL);
+		if (ci != NULL)
+			jw_cache_info(&w, "cache", ci);
+		jw_u64(&w, "mem_cap", tr->mem_cap);
+		jw_end(&w, '}');
+		jw_done(&w);
+	} else if (ci != NULL) {
+		printf("cache '%s': sheaf_capacity=%u barn_limit=%u barn_low=%u barn_high=%u "
+		       "min_partial=%u\n", ci->name, ci->sheaf_capacity, ci->barn_limit,
+		       ci->barn_low, ci->barn_high, ci->min_partial);
+	} else {
+		printf("pool: mem_cap=%llu (%s)\n", (unsigned long long)tr->mem_cap,
+		       fmt_iec(buf, sizeof(buf), tr->mem_cap));
+	}
+}
+
+int cmd_tune(struct ctl *c, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "pool", no_argument, NULL, OPT_POOL },
+		{ NULL, 0, NULL, 0 },
+	};
+	Sheaf__V1__TuneRequest body = SHEAF__V1__TUNE_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_TUNE, tune, &body);
+	Sheaf__V1__Setting st[32], *sp[32];
+	Sheaf__V1__Response *r;
+	int first, pool = 0, rc;
+
+	rc = ctl_getopt(c, argc, argv, "p", lo, 0, tune_opt, &pool, &first);
+	if (rc != CTL_OK)
+		return rc;
+	if (!pool && first < argc && strchr(argv[first], '=') == NULL)
+		body.cache = argv[first++];
+	else if (!pool)
+		return ctl_usage(c, "expected CACHE KEY=VALUE... or --pool mem_cap=BYTES");
+	if (first == argc)
+		return ctl_usage(c, "nothing to tune: give KEY=VALUE");
+	if (argc - first > 32)
+		return ctl_usage(c, "too many settings (at most 32)");
+	for (int i = first; i < argc; i++) {
+		size_t k = body.n_settings++;
+		sheaf__v1__setting__init(&st[k]);
+		sp[k] = &st[k];
+		if ((rc = parse_setting(c, argv[i], pool, &st[k])) != CTL_OK)
+			return rc;
+	}
+	body.settings = sp;
+	if ((rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+		return rc;
+	tune_print(c, r->tune);
+	ctl_free(r);
+	return CTL_OK;
+}
+
+/* ---- clients ------------------------------------------------------------- */
+
+static void clients_table(const Sheaf__V1__ClientsResponse *cr)
+{
+	int w = 4;
+	char t[32];
+
+	for (size_t i = 0; i < cr->n_clients; i++)
+		if ((int)strlen(cr->clients[i]->name) > w)
+			w = (int)strlen(cr->clients[i]->name);
+	printf("%3s %8s %-*s %6s %-19s %8s %12s\n", "ID", "PID", w, "NAME", "UID", "ATTACHED",
+	       "SHEAVES", "IN_USE");
+	for (size_t i = 0; i < cr->n_clients; i++) {
+		const Sheaf__V1__ClientInfo *ci = cr->clients[i];
+		printf("%3u %8u %-*s %6u %-19s %8u %12lld\n", ci->id, ci->pid, w, ci->name, ci->uid,
+		       fmt_time(t, sizeof(t), ci->attached_since), ci->sheaves_held,
+		       (long long)ci->objects_in_use);
+	}
+}
+
+static void clients_json(const Sheaf__V1__ClientsResponse *cr)
+{
+	struct jw w;
+
+	jw_init(&w, stdout, 1);
+	jw_obj(&w, NULL);
+	jw_arr(&w, "clients");
+	for (size_t i = 0; i < cr->n_clients; i++) {
+		const Sheaf__V1__ClientInfo *ci = cr->clients[i];
+		jw_obj(&w, NULL);
+		jw_u64(&w, "id", ci->id);
+		jw_u64(&w, "pid", ci->pid);
+		jw_str(&w, "name", ci->name);
+		jw_u64(&w, "uid", ci->uid);
+		jw_u64(&w, "attached_since", ci->attached_since);
+		jw_u64(&w, "sheaves_held", ci->sheaves_held);
+		jw_i64(&w, "objects_in_use", ci->objects_in_use);
+		jw_end(&w, '}');
+	}
+	jw_end(&w, ']');
+	jw_end(&w, '}');
+	jw_done(&w);
+}
+
+int cmd_clients(struct ctl *c, int argc, char **argv)
+{
+	Sheaf__V1__ClientsRequest body = SHEAF__V1__CLIENTS_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_CLIENTS, clients, &body);
+	Sheaf__V1__Response *r;
+	int first, rc = plain_opts(c, argc, argv, 0, 0, &first);
+
+	if (rc != CTL_OK || (rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+		return rc;
+	if (c->json)
+		clients_json(r->clients);
+	else
+		clients_table(r->clients);
+	ctl_free(r);
+	return CTL_OK;
+}
+
+/* ---- check --------------------------------------------------------------- */
+
+int cmd_check(struct ctl *c, int argc, char **argv)
+{
+	Sheaf__V1__CheckRequest body = SHEAF__V1__CHECK_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_CHECK, check, &body);
+	Sheaf__V1__Response *r;
+	const Sheaf__V1__CheckResponse *k;
+	int first, ok, rc = plain_opts(c, argc, argv, 0, 0, &first);
+
+	if (rc != CTL_OK || (rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+		return rc;
+	k = r->check;
+	ok = k->ok && k->in_use == k->counted_in_use;
+	if (c->json) {
+		struct jw w;
+		jw_init(&w, stdout, 1);
+		jw_obj(&w, NULL);
+		jw_bool(&w, "ok", ok);
+		jw_str(&w, "problem", k->problem);
+		jw_u64(&w, "objects", k->objects);
+		jw_u64(&w, "free_in_slabs", k->free_in_slabs);
+		jw_u64(&w, "in_sheaves", k->in_sheaves);
+		jw_u64(&w, "in_use", k->in_use);
+		jw_u64(&w, "counted_in_use", k->counted_in_use);
+		jw_end(&w, '}');
+		jw_done(&w);
+	} else {
+		printf("pool check %s: objects %llu, free in slabs %llu, in sheaves %llu, "
+		       "in use %llu (counted %llu)\n", ok ? "ok" : "FAILED",
+		       (unsigned long long)k->objects, (unsigned long long)k->free_in_slabs,
+		       (unsigned long long)k->in_sheaves, (unsigned long long)k->in_use,
+		       (unsigned long long)k->counted_in_use);
+	}
+	if (!k->ok)
+		rc = ctl_err(CTL_REFUSED, "pool check failed: %s", k->problem);
+	else if (!ok)
+		rc = ctl_err(CTL_REFUSED, "pool check failed: in use %llu by the walk, %llu by "
+			     "the counters (is a client still running?)",
+			     (unsigned long long)k->in_use, (unsigned long long)k->counted_in_use);
+	ctl_free(r);
+	return rc;
+}

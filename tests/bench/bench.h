@@ -1,0 +1,189 @@
+/*
+ * bench.h - the pieces shared by sheafbench's source files (sheafbench.c:
+ * options, output, the single-process workloads; xproc.c: the workloads that
+ * fork processes, w3p and --procs N; miss.c: w6; mpool.c: the mutex pool).
+ *
+ * The hot path (obj_alloc / obj_free) is static inline here so that every
+ * workload loop gets its own copy per contender family, with no dispatch
+ * inside the timed loops; the SPSC ring is in spsc.h.
+ */
+#ifndef SHEAF_BENCH_H
+#define SHEAF_BENCH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "client/sheaf.h"
+#include "tests/bench/mpool.h"
+#include "tests/bench/spsc.h"
+
+#define W1_DEFAULT_PAIRS   100000000ull  /* 10^8 alloc+free pairs */
+#define W2_DEFAULT_OPS     20000000ull   /* 2*10^7 timed operations */
+#define W2_MIN_ROUNDS      3
+#define W2_DEFAULT_BATCH   4096
+#define W3_DEFAULT_OBJECTS 10000000ull   /* 10^7 objects */
+#define W6_DEFAULT_SAMPLES 1000ull
+#define W6_CAPACITY        256           /* "a cache with a large capacity" */
+#define QUICK_DIVISOR      10
+#define POOL_MIN_BYTES     (1ull << 30)  /* 1 GiB, sparse */
+#define FIRST_BYTE_MARK    0x5a
+#define ERRLEN             256
+#define MAX_PROCS          64
+#define MPOOL_MIN_OBJECTS  65536u
+
+enum alloc_kind { ALLOC_SHEAF, ALLOC_SHEAF0, ALLOC_MALLOC, ALLOC_MPOOL,
+		  ALLOC_NR };
+enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_NR };
+/* How the hot path allocates: one compiled copy of each loop per family. */
+enum family { FAM_SHEAF, FAM_MALLOC, FAM_MPOOL };
+
+struct options {
+	enum alloc_kind alloc;
+	enum workload workload;
+	uint64_t batch;
+	uint64_t size;
+	uint64_t count;         /* 0: the workload's default */
+	int capacity;           /* SHEAF_CAPACITY_DEFAULT unless given */
+	bool capacity_given;
+	const char *socket;     /* sheaf/sheaf0 through this sheafd; NULL: local */
+	unsigned procs;         /* w1/w2 in N processes; 0: in this process */
+	bool quick;
+	bool json;
+};
+
+struct xgate;
+
+struct contender {
+	enum alloc_kind kind;
+	size_t size;            /* requested object size */
+	sheaf_pool_t *pool;     /* sheaf contenders only */
+	sheaf_cache_t *cache;
+	bool connected;         /* pool is sheafd's (sheaf_connect) */
+	struct mpool *mp;       /* mutexpool only */
+	struct xgate *gate;     /* --procs runs: wait here before timing */
+};
+
+struct result {
+	const char *metric;     /* "ns_per_pair", "ns_per_op", "mobj_per_s", ... */
+	const char *unit;       /* for the text line */
+	double value;
+	double seconds;         /* timed wall-clock seconds */
+	uint64_t count;         /* pairs (w1), operations (w2), objects (w3),
+				   samples (w6); per process for --procs */
+	uint64_t rounds;        /* w2 only */
+	unsigned procs;         /* --procs runs: the per-process figures */
+	double per_proc[MAX_PROCS];
+	bool latency;           /* w6: the percentiles below are set */
+	double p50_us, p99_us, max_us;
+	uint64_t non_miss;      /* w6: samples dropped, the barn was stocked */
+};
+
+extern const char *const alloc_names[ALLOC_NR];
+extern const char *const workload_names[WL_NR];
+
+/* ---- sheafbench.c ------------------------------------------------------ */
+
+void die(const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 1, 2), cold));
+void die_alloc_failed(const struct contender *c)
+	__attribute__((noreturn, cold));
+void check_refused_frees(const struct contender *c, uint64_t refused);
+void pin_self(int cpu);
+int pick_cpus(int *cpu, int n);
+void contender_open(struct contender *c, const struct options *o);
+void contender_close(struct contender *c);
+struct result run_w1(const struct contender *c, uint64_t pairs);
+struct result run_w2(const struct contender *c, size_t batch,
+		     uint64_t target_ops);
+void sheaf_stats_or_die(const struct contender *c, struct sheaf_stats *st);
+void sheaf_check_or_die(const struct contender *c, const char *when);
+void stats_delta(struct sheaf_stats *after, const struct sheaf_stats *before);
+
+/* ---- xproc.c ----------------------------------------------------------- */
+
+struct result run_w3p(const struct options *o, struct contender *c,
+		      struct sheaf_stats *st);
+struct result run_procs(const struct options *o, struct contender *c,
+			struct sheaf_stats *st);
+void xgate_wait(struct xgate *g);
+
+/* ---- miss.c ------------------------------------------------------------ */
+
+struct result run_w6(const struct contender *c, uint64_t samples,
+		     struct sheaf_stats *st);
+
+/* ---- timing and compiler barriers -------------------------------------- */
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Make @p visible to "unknown code", so allocation and store stay. */
+static inline void escape(void *p)
+{
+	__asm__ volatile("" : : "r"(p) : "memory");
+}
+
+/* ---- the contenders' hot path ------------------------------------------
+ * @f is a compile-time constant at every call site (the workload loops are
+ * always inlined into one copy per family), so the timed loops carry no
+ * contender dispatch.
+ */
+
+static inline enum family family_of(const struct contender *c)
+{
+	switch (c->kind) {
+	case ALLOC_SHEAF:
+	case ALLOC_SHEAF0:
+		return FAM_SHEAF;
+	case ALLOC_MPOOL:
+		return FAM_MPOOL;
+	default:
+		return FAM_MALLOC;
+	}
+}
+
+static inline bool uses_sheaf(const struct contender *c)
+{
+	return family_of(c) == FAM_SHEAF;
+}
+
+static inline __attribute__((always_inline))
+void *obj_alloc(const struct contender *c, enum family f)
+{
+	unsigned char *p;
+
+	if (f == FAM_SHEAF)
+		p = sheaf_alloc(c->cache);
+	else if (f == FAM_MPOOL)
+		p = mpool_alloc(c->mp);
+	else
+		p = malloc(c->size);
+	if (__builtin_expect(p == NULL, 0))
+		die_alloc_failed(c);
+	p[0] = FIRST_BYTE_MARK;
+	escape(p);
+	return p;
+}
+
+/* Returns 1 when the free was refused (sheaf and mutexpool), else 0. */
+static inline __attribute__((always_inline))
+unsigned obj_free(const struct contender *c, enum family f, void *p)
+{
+	if (f == FAM_SHEAF)
+		return sheaf_free(c->cache, p) != 0;
+	if (f == FAM_MPOOL)
+		return mpool_free(c->mp, p) != 0;
+	free(p);
+	return 0;
+}
+
+#endif
