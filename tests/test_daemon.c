@@ -1890,6 +1890,59 @@ START_TEST(idle_cpu)
 }
 END_TEST
 
+/* ---- 9. the memory cap through the daemon ------------------------------------ */
+
+/*
+ * A client of a daemon started with a small --mem-cap allocates until the
+ * pool is exhausted: sheaf_alloc must return NULL with ENOMEM promptly
+ * (the barn is empty, the node worker's verdict is "starved"), never hang;
+ * after freeing, allocation works again.
+ */
+static int cap_child(void *argp)
+{
+	enum { MAX = 4 * 4096 + 1 };     /* 4 slabs of 64-byte objects */
+	const char *sock = argp;
+	sheaf_pool_t *p = child_connect(sock, "cap");
+	sheaf_cache_t *c = sheaf_cache_create(p, "cap", 64, NULL);
+	void **o = calloc(MAX, sizeof(*o));
+	int64_t t0;
+	int n = 0;
+
+	CREQ(c != NULL && o != NULL, "cache: %s", strerror(errno));
+	t0 = now_ms();
+	while (n < MAX && (o[n] = sheaf_alloc(c)) != NULL)
+		*(char *)o[n++] = 1;
+	CREQ(n < MAX, "allocated %d objects past a 1 MiB cap", n);
+	CREQ(errno == ENOMEM, "alloc at the cap: %s, expected ENOMEM", strerror(errno));
+	CREQ(now_ms() - t0 < 10000, "reaching the cap took %lld ms",
+	     (long long)(now_ms() - t0));
+	CREQ(n >= MAX - 1 - 2 * 60, "only %d objects before ENOMEM", n);
+	t0 = now_ms();
+	CREQ(sheaf_alloc(c) == NULL && errno == ENOMEM, "second try at the cap: %s",
+	     strerror(errno));
+	CREQ(now_ms() - t0 < 2000, "ENOMEM at the cap took %lld ms", (long long)(now_ms() - t0));
+	CREQ(sheaf_free_bulk(c, o, (size_t)n) == 0, "free_bulk failed");
+	CREQ(sheaf_alloc_bulk(c, o, 1000) == 0, "alloc after freeing: %s", strerror(errno));
+	CREQ(sheaf_free_bulk(c, o, 1000) == 0, "free_bulk failed");
+	printf("cap: %d objects of 64 B fit a 1 MiB cap; ENOMEM came back promptly\n", n);
+	free(o);
+	sheaf_disconnect(p);
+	return 0;
+}
+
+START_TEST(mem_cap)
+{
+	const char *extra[] = { "--mem-cap", "1M", NULL };
+	struct dmn d;
+
+	dmn_init(&d);
+	dmn_start(&d, extra);
+	reap_ok(fork_child(cap_child, d.sock), 60000, "cap client");
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
 /* ---- 8. connect / disconnect cycles in one live process --------------------- */
 
 /*
@@ -2013,6 +2066,7 @@ int main(void)
 	ADD(lifecycle);
 	ADD(idle_cpu);
 	ADD(reconnect);
+	ADD(mem_cap);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
