@@ -7,6 +7,7 @@
  * Exit status: 0 success, 1 the daemon refused the request (its error text
  * is printed) or could not be reached, 2 bad usage.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -269,8 +270,8 @@ int ctl_parse_u64(const char *s, int suffix, uint64_t *out)
 	if (errno != 0)
 		return -1;
 	if (suffix && *end != '\0') {
-		const char *units = "KMGT", *u = strchr(units, end[0] & ~0x20);
-		if (u == NULL || end[0] == '\0')
+		const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)end[0]));
+		if (u == NULL)
 			return -1;
 		shift = 10u * (unsigned)(u - units + 1);
 		end++;

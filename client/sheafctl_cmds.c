@@ -337,11 +337,11 @@ static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting 
 	return CTL_OK;
 }
 
+/* -p/--pool, the only option of its own. */
 static int tune_opt(void *arg, int opt, const char *val)
 {
+	(void)opt;
 	(void)val;
-	if (opt != 'p' && opt != OPT_POOL)
-		return CTL_USAGE;
 	*(int *)arg = 1;
 	return CTL_OK;
 }

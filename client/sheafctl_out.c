@@ -127,7 +127,7 @@ void jw_num(struct jw *w, const char *key, double v)
 {
 	jw_key(w, key);
 	if (isfinite(v))
-		fprintf(w->f, "%.6g", v);
+		fprintf(w->f, "%.10g", v);
 	else
 		fputs("null", w->f);
 }

@@ -90,8 +90,11 @@ int stats_fetch(struct ctl *c, const char *cache, struct stats_set *out)
 	memset(out, 0, sizeof(*out));
 	rc = stats_one(c, cache != NULL ? cache : "", &r);
 	if (rc != CTL_OK && cache == NULL && c->fd >= 0 &&
-	    c->status == SHEAF__V1__STATUS__STATUS_INTERNAL)
-		return stats_each(c, out);
+	    c->status == SHEAF__V1__STATUS__STATUS_INTERNAL) {
+		if ((rc = stats_each(c, out)) != CTL_OK)
+			stats_set_free(out);
+		return rc;
+	}
 	if (rc != CTL_OK)
 		return ctl_err(rc, "%s", c->err);
 	if (stats_add(out, r) != 0) {
