@@ -177,7 +177,7 @@ void daemon_watch_existing(struct daemon *d)
 	}
 }
 
-/* Whether client @id holds any sheaf or lane of the pool. */
+/* Whether client @id holds any sheaf, or a lane a thread still uses. */
 static int client_holds_anything(const struct daemon *d, uint32_t id)
 {
 	const struct shm_pool *p = &d->pool;
@@ -185,8 +185,10 @@ static int client_holds_anything(const struct daemon *d, uint32_t id)
 	for (uint32_t s = 0; s < p->sheaf_count; s++)
 		if (at_load_relaxed(&p->owners[s]) == id)
 			return 1;
+	/* Idle lanes (their thread returned everything) do not count. */
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		if (at_load_relaxed(&p->lanes[l].client) == id)
+		if (at_load_relaxed(&p->lanes[l].client) == id &&
+		    at_load_acquire(&p->lanes[l].busy))
 			return 1;
 	return 0;
 }

@@ -15,20 +15,27 @@
 #include "proto/sheaf.pb-c.h"
 #include "shm/barn.h"
 #include "shm/check.h"
+#include "shm/clients.h"
 #include "shm/stats.h"
 
 /* Every allocation of one reply, freed together after it is sent. */
 struct arena {
-	void *p[512];
-	int n;
+	void **p;
+	int n, cap;
 };
 
 static void *arena_alloc(struct arena *a, size_t size)
 {
 	void *p;
 
-	if (a->n == (int)(sizeof(a->p) / sizeof(a->p[0])))
-		return NULL;
+	if (a->n == a->cap) {
+		int ncap = a->cap ? a->cap * 2 : 256;
+		void **np = realloc(a->p, (size_t)ncap * sizeof(*np));
+		if (np == NULL)
+			return NULL;
+		a->p = np;
+		a->cap = ncap;
+	}
 	p = calloc(1, size);
 	if (p != NULL)
 		a->p[a->n++] = p;
@@ -47,7 +54,9 @@ static void arena_free(struct arena *a)
 {
 	for (int i = 0; i < a->n; i++)
 		free(a->p[i]);
-	a->n = 0;
+	free(a->p);
+	a->p = NULL;
+	a->n = a->cap = 0;
 }
 
 #define NEW(a, type, init)                                          \
@@ -553,14 +562,8 @@ static void do_clients(struct daemon *d, struct reply *rp)
 		for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
 			if (at_load_relaxed(&p->lanes[l].client) != c)
 				continue;
-			for (uint32_t k = 0; k < SHEAF_MAX_CACHES; k++) {
-				_Atomic uint64_t *st = p->lanes[l].stat[k];
-				ci->objects_in_use +=
-					(int64_t)(at_load_relaxed(&st[ST_ALLOC_FASTPATH]) +
-						  at_load_relaxed(&st[ST_ALLOC_SLOWPATH])) -
-					(int64_t)(at_load_relaxed(&st[ST_FREE_FASTPATH]) +
-						  at_load_relaxed(&st[ST_FREE_SLOWPATH]));
-			}
+			for (uint32_t k = 0; k < SHEAF_MAX_CACHES; k++)
+				ci->objects_in_use += lane_in_use(&p->lanes[l], k);
 		}
 		cr->clients[cr->n_clients++] = ci;
 	}

@@ -17,11 +17,18 @@ int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *na
 /* Mark a client slot free again (after its sheaves were reclaimed). */
 void client_detach(struct shm_pool *p, uint32_t client);
 
-/* A free lane for a thread of @client on @node, or NULL (all in use). */
+/* A lane for a thread of @client on @node (see layout.h), or NULL when all
+ * are in use. */
 struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node);
 
-/* Give a lane back; its counters stay (they keep counting for the next
- * holder), so sums over lanes never go backwards. */
+/* Objects of @cache allocated and not freed by the lane's client. */
+int64_t lane_in_use(struct shm_lane *l, uint32_t cache);
+
+/* A thread is done with its lane: it stays the client's, idle. */
 void lane_release(struct shm_lane *l);
+
+/* The client is gone or detached: the lane is free for any client; its
+ * counters stay (they keep counting for the next), so sums never go back. */
+void lane_free(struct shm_lane *l);
 
 #endif

@@ -313,9 +313,9 @@ void engine_fini(struct engine *e)
 	engine_stop(e);
 	for (uint32_t n = 0; n < SHEAF_MAX_NODES; n++)
 		if (e->worker_lane[n] != NULL)
-			lane_release(e->worker_lane[n]);
+			lane_free(e->worker_lane[n]);
 	if (e->ctl_lane != NULL)
-		lane_release(e->ctl_lane);
+		lane_free(e->ctl_lane);
 	memset(e->worker_lane, 0, sizeof(e->worker_lane));
 	e->ctl_lane = NULL;
 	free(e->scratch);
@@ -389,7 +389,7 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 		if (at_load_acquire(&ln->client) == client)
-			lane_release(ln);
+			lane_free(ln);
 	}
 	client_detach(p, client);
 	pthread_mutex_unlock(&e->ctl_lock);
@@ -515,7 +515,7 @@ int engine_adopt(struct shm_pool *p)
 	}
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
 		if (at_load_acquire(&p->lanes[l].client) == OWNER_ENGINE)
-			lane_release(&p->lanes[l]);
+			lane_free(&p->lanes[l]);
 	free(ids);
 	return (int)n;
 }

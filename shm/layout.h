@@ -202,13 +202,26 @@ _Static_assert(sizeof(struct shm_client) == SHEAF_CACHELINE, "client size");
 
 #define LANE_FREE 0xffffffffu
 
+/*
+ * A lane belongs to a client (a process) until the client detaches or is
+ * repaired, and to one of its threads at a time (@busy): a thread that exits
+ * leaves the lane idle for the client's next thread, so the client's counts
+ * stay its own.  A lane's counters are never reset, so sums over lanes never
+ * go back: a lane freed by one client keeps counting for the next.  To keep
+ * per-node sums monotonic a lane stays bound to the node it was first used
+ * on (lanes of that node are reused first); @base records, per cache, the
+ * objects in use (allocs - frees) the lane showed when its client took it,
+ * so that a client's own objects in use are the sum of (net - base).
+ */
 struct shm_lane {
-	_Atomic uint32_t client;     /* holder client id, LANE_FREE */
-	_Atomic uint32_t node;       /* the thread's home node */
-	uint32_t tid;
-	uint32_t pad;
+	_Atomic uint32_t client;     /* owning client id, LANE_FREE */
+	_Atomic uint32_t node;       /* the node the lane counts for */
+	_Atomic uint32_t busy;       /* a thread of the client holds it */
+	uint32_t bound;              /* 0: never used; else node + 1 */
 	struct ring_intent intent;
-	char pad1[SHEAF_CACHELINE - 32];
+	uint32_t tid;
+	char pad1[SHEAF_CACHELINE - 36];
+	_Atomic int64_t base[SHEAF_MAX_CACHES];
 	_Atomic uint64_t stat[SHEAF_MAX_CACHES][SHEAF_STAT_NR];
 };
 _Static_assert(sizeof(struct shm_lane) % SHEAF_CACHELINE == 0, "lane size");
