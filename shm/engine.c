@@ -325,6 +325,43 @@ void engine_fini(struct engine *e)
 	pthread_mutex_destroy(&e->ctl_lock);
 }
 
+/*
+ * Give the pages of idle sheaves back to the kernel: take every sheaf out of
+ * the depot (so no client can be handed one meanwhile), punch each page of
+ * the sheaf table that only they cover, and put them back without touching
+ * their memory (a sheaf's header is written when it is next handed out).
+ */
+static void release_idle_sheaves(struct engine *e, struct ring_intent *in)
+{
+	struct shm_pool *p = e->pool;
+	struct shm_ring *depot = pool_ring(p, RING_DEPOT);
+	uint8_t *held = calloc(p->sheaf_count, 1);
+	uint64_t start = (uint64_t)((char *)p->sheaves - p->base);
+	uint64_t end = start + (uint64_t)p->sheaf_count * sizeof(struct shm_sheaf);
+	uint32_t n = 0, s;
+
+	if (held == NULL)
+		return;
+	while (n < p->sheaf_count &&
+	       (s = ring_get(depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
+		held[s] = 1;
+		e->ids[n++] = s;
+	}
+	for (uint64_t pg = (start + 4095) & ~4095ull; pg + 4096 <= end; pg += 4096) {
+		uint32_t first = (uint32_t)((pg - start) / sizeof(struct shm_sheaf));
+		uint32_t last = (uint32_t)((pg + 4095 - start) / sizeof(struct shm_sheaf));
+		int all = 1;
+
+		for (uint32_t k = first; k <= last && k < p->sheaf_count && all; k++)
+			all = held[k];
+		if (all)
+			pool_punch(p, pg, 4096);
+	}
+	for (uint32_t k = 0; k < n; k++)
+		ring_put(depot, p->owners, e->ids[k], OWNER_ENGINE, in);
+	free(held);
+}
+
 int engine_shrink(struct engine *e, int cache, int keep_min)
 {
 	struct shm_pool *p = e->pool;
@@ -346,11 +383,15 @@ int engine_shrink(struct engine *e, int cache, int keep_min)
 			 * (beyond min_partial); slab_shrink does the rest. */
 			while ((s = barn_get_full(p, c, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 				flush_one(p, c, n, s, OWNER_ENGINE, in);
+			while ((s = ring_get(pool_empty_ring(p, c, n), p->owners, OWNER_ENGINE,
+					     in)) != SHEAF_ID_NONE)
+				ring_put(pool_ring(p, RING_DEPOT), p->owners, s, OWNER_ENGINE, in);
 			slab_shrink(p, c, n, keep_min ?
 				    at_load_relaxed(&p->caches[c].min_partial) : 0);
 			released += at_load_relaxed(freed) - before;
 		}
 	}
+	release_idle_sheaves(e, in);
 	pthread_mutex_unlock(&e->ctl_lock);
 	return (int)released;
 }
