@@ -142,15 +142,26 @@ START_TEST(empty_barn_refilled)
 {
 	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
 	sheaf_cache_t *c = mkcache(p, "refill", 128, 16, 0);
-	void *o = xalloc(c);
+	void *o;
+
+	/* No stocking ahead of demand (a worker pass may have run since the
+	 * cache was created): empty the barn, then allocate. */
+	at_store_relaxed(&c->sc->barn_low, 0);
+	sheaf_cache_shrink(c);
+	ck_assert_uint_eq(stats(c, 0).barn_full, 0);
+	o = xalloc(c);
 
 	/* The barn was empty: the client waited for the engine's refill. */
 	ck_assert_uint_ge(st(c, -1, "barn_get_fail"), 1);
 	ck_assert_uint_ge(st(c, -1, "sheaf_refill"), 1);
 	ck_assert_uint_ge(st(c, -1, "alloc_slab"), 1);
 	ck_assert_int_eq(sheaf_free(c, o), 0);
-	/* The engine keeps the barn stocked up to its high watermark. */
+	/* With a low watermark, the engine keeps the barn stocked ahead. */
+	at_store_relaxed(&c->sc->barn_low, 4);
+	sheaf_cache_shrink(c);
+	o = xalloc(c);
 	WAIT_FOR(stats(c, 0).barn_full >= 4);
+	ck_assert_int_eq(sheaf_free(c, o), 0);
 	sheaf_thread_exit();
 	check_pool(p);
 	sheaf_pool_destroy(p);
