@@ -136,3 +136,80 @@ clean:
 	rm -rf build build-address build-thread
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------------------------------
+# install / uninstall (issue #5).  `make install [PREFIX=/usr/local]
+# [DESTDIR=/staging]`: sheafd, sheafctl, libsheaf (.so.VERSION with the .so.0
+# and .so links, and .a), sheaf.h, sheaf.pc, the man pages, the systemd units
+# with sysusers.d/tmpfiles.d snippets, an example config.  Every directory
+# below may be overridden on the command line.  The units and man pages name
+# /usr/local/sbin and /usr/local/etc; they are rewritten to SBINDIR and
+# SYSCONFDIR on the way.  With SAN=, the sanitizer build is installed.
+# ---------------------------------------------------------------------------
+VERSION        := $(shell sed -n 's/^\#define SHEAF_VERSION "\(.*\)"/\1/p' daemon/version.h)
+SOMAJOR        := $(firstword $(subst ., ,$(VERSION)))
+BINDIR         ?= $(PREFIX)/bin
+SBINDIR        ?= $(PREFIX)/sbin
+LIBDIR         ?= $(PREFIX)/lib
+INCLUDEDIR     ?= $(PREFIX)/include
+MANDIR         ?= $(PREFIX)/share/man
+PKGCONFIGDIR   ?= $(LIBDIR)/pkgconfig
+SYSCONFDIR     ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR    ?= $(PREFIX)/lib/tmpfiles.d
+UNITS          := sheafd@.service sheafd@.socket sheafd.service sheafd.socket
+CTL_MAN        := $(wildcard docs/sheafctl.1 docs/sheafctl.8)
+PATH_SED       := sed -e 's|/usr/local/sbin/|$(SBINDIR)/|g' -e 's|/usr/local/etc/|$(SYSCONFDIR)/|g'
+
+.PHONY: install uninstall
+install: lib $(SHEAFD) $(SHEAFCTL)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(SYSCONFDIR)/sheaf $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
+	install -m 0755 $(SHEAFD) $(DESTDIR)$(SBINDIR)/sheafd
+	install -m 0755 $(SHEAFCTL) $(DESTDIR)$(BINDIR)/sheafctl
+	install -m 0755 $(BUILD)/libsheaf.so $(DESTDIR)$(LIBDIR)/libsheaf.so.$(VERSION)
+	ln -sf libsheaf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libsheaf.so.$(SOMAJOR)
+	ln -sf libsheaf.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libsheaf.so
+	install -m 0644 $(BUILD)/libsheaf.a $(DESTDIR)$(LIBDIR)/libsheaf.a
+	install -m 0644 client/sheaf.h $(DESTDIR)$(INCLUDEDIR)/sheaf.h
+	sed -e '/^#/d' -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+		-e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|g' \
+		-e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|g' \
+		sheaf.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/sheaf.pc
+	$(PATH_SED) docs/sheafd.8 > $(DESTDIR)$(MANDIR)/man8/sheafd.8
+	$(PATH_SED) docs/libsheaf.3 > $(DESTDIR)$(MANDIR)/man3/libsheaf.3
+	$(foreach m,$(CTL_MAN),$(PATH_SED) $(m) > $(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m));)
+	for u in $(UNITS); do $(PATH_SED) systemd/$$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; done
+	install -m 0644 systemd/sheafd.sysusers $(DESTDIR)$(SYSUSERSDIR)/sheafd.conf
+	install -m 0644 systemd/sheafd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/sheafd.conf
+	$(PATH_SED) systemd/sheafd.conf.example > $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf.example
+	@# The default pool's config: a copy of the example, never overwritten.
+	test -e $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf || \
+		cp $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf.example $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/sheaf.pc $(DESTDIR)$(MANDIR)/man8/sheafd.8 \
+		$(DESTDIR)$(MANDIR)/man3/libsheaf.3 \
+		$(foreach m,$(CTL_MAN),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(UNITS)) \
+		$(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf.example
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig || true; fi
+	@echo "installed under $(DESTDIR)$(PREFIX); under systemd next: systemd-sysusers;" \
+	      "systemd-tmpfiles --create sheafd.conf; systemctl daemon-reload;" \
+	      "systemctl enable --now sheafd.socket (see README)"
+
+# Removes what install put there; the default pool's config only when it is
+# still the unmodified example.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/sheafd $(DESTDIR)$(BINDIR)/sheafctl \
+		$(DESTDIR)$(LIBDIR)/libsheaf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libsheaf.so.$(SOMAJOR) \
+		$(DESTDIR)$(LIBDIR)/libsheaf.so $(DESTDIR)$(LIBDIR)/libsheaf.a $(DESTDIR)$(INCLUDEDIR)/sheaf.h \
+		$(DESTDIR)$(PKGCONFIGDIR)/sheaf.pc $(DESTDIR)$(MANDIR)/man8/sheafd.8 \
+		$(DESTDIR)$(MANDIR)/man3/libsheaf.3 $(DESTDIR)$(MANDIR)/man1/sheafctl.1 \
+		$(DESTDIR)$(MANDIR)/man8/sheafctl.8 $(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(UNITS)) \
+		$(DESTDIR)$(SYSUSERSDIR)/sheafd.conf $(DESTDIR)$(TMPFILESDIR)/sheafd.conf
+	if cmp -s $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf.example; \
+		then rm -f $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf; fi
+	rm -f $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf.example
+	rmdir $(DESTDIR)$(SYSCONFDIR)/sheaf 2>/dev/null || true
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig || true; fi

@@ -31,7 +31,9 @@
 #                     (ideal 1).
 #   W6 miss p50/p99/max  `sheafbench --workload w6`: latency (us) of an
 #                     allocation that waits for sheafd to stock an emptied
-#                     barn, 1000 verified misses per run, capacity-256 cache.
+#                     barn (emptied by sheaf_cache_shrink before each
+#                     sample, untimed), 1000 verified misses per run (quick:
+#                     100), capacity-256 cache.
 #   sheafd idle CPU   utime+stime of sheafd over BENCH_IDLE_S (10) seconds
 #                     with no client, from /proc/PID/stat (one measurement).
 # Counts per run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects;
@@ -47,10 +49,11 @@
 # mimalloc; W3 cross-process: mutex-pool, dpdk); the direction that is better
 # is printed with it.  Below the table, the target ratios: W3 cross-process
 # sheaf / best single-process peer's W3 cross-thread, W3 cross-process sheaf
-# / dpdk (both hand-offs), W4 N-proc / 1-proc.  The same data goes, as JSON, to
-# results/bench-<UTC timestamp>.json and results/latest.json.  Progress goes
-# to stderr.  Exit status 1 when any run failed (its cell shows FAIL) or
-# sheafd died or did not stop cleanly.
+# / dpdk (both hand-offs), W4 N-proc / 1-proc.  The same data goes, as
+# JSON, to results/bench-<UTC timestamp>.json and results/latest.json, and
+# the table to results/bench-<UTC timestamp>.txt and results/latest.txt.
+# Progress goes to stderr.  Exit status 1 when any run failed (its cell shows
+# FAIL) or sheafd died or did not stop cleanly.
 #
 # DPDK is optional: dpdkbench is built only when `pkg-config libdpdk` works,
 # and runs only as root with >= 128 free 2 MiB hugepages (run.sh mounts
@@ -60,7 +63,8 @@
 # Usage (from anywhere; it works from the repository root):
 #   tests/bench/run.sh build/tests/bench/sheafbench      # or: make bench
 # (sheafd and dpdkbench are looked up next to it: BUILD/daemon/sheafd,
-# BUILD/tests/bench/dpdkbench.)
+# BUILD/tests/bench/dpdkbench.  The run uses copies of the three taken at
+# its start, so that a rebuild meanwhile does not change what is measured.)
 # Environment:
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
@@ -348,10 +352,32 @@ EXTRA_ARGS="--size $SIZE"
 TIMEOUT_CMD=()
 command -v timeout >/dev/null && TIMEOUT_CMD=(timeout "$TIMEOUT")
 
-# ---- sheafd ----
-TMP=$(mktemp -d) || die "mktemp failed"
-SOCK=$TMP/s.sock
+# ---- the binaries we run: copies, so that a rebuild in another shell
+# during the run can neither swap them under us nor catch them half-written.
 SHEAFD_PID=""
+TMP=$(mktemp -d) || die "mktemp failed"
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+	[ -n "$SHEAFD_PID" ] && kill -TERM "$SHEAFD_PID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+snapshot() {  # snapshot PATH NAME: copy PATH to $TMP/bin/NAME, print the copy
+	mkdir -p "$TMP/bin" && cp -p -- "$1" "$TMP/bin/$2" && printf '%s' "$TMP/bin/$2"
+}
+RUN_BIN=$(snapshot "$BIN" sheafbench) || die "cannot copy $BIN"
+RUN_SHEAFD=""
+if [ $needs_daemon = 1 ]; then
+	RUN_SHEAFD=$(snapshot "$SHEAFD" sheafd) || die "cannot copy $SHEAFD"
+fi
+RUN_DPDK=""
+if [ "$DPDK_OK" = 1 ]; then
+	RUN_DPDK=$(snapshot "$DPDKBENCH" dpdkbench) || die "cannot copy $DPDKBENCH"
+fi
+
+# ---- sheafd ----
+SOCK=$TMP/s.sock
 SHEAFD_DEAD=0
 SHEAFD_EXIT=""
 IDLE_CPU=""
@@ -368,7 +394,7 @@ sheafd_log_tail() { tail -n 3 "$TMP/sheafd.log" 2>/dev/null | tr '\n' ' '; }
 
 start_sheafd() {
 	local i
-	"$SHEAFD" --foreground --socket "$SOCK" --nodes 1 --size 1G \
+	"$RUN_SHEAFD" --foreground --socket "$SOCK" --nodes 1 --size 1G \
 		>"$TMP/sheafd.log" 2>&1 &
 	SHEAFD_PID=$!
 	for ((i = 0; i < 100; i++)); do
@@ -405,13 +431,6 @@ stop_sheafd() {
 	fi
 	SHEAFD_PID=""
 }
-
-# shellcheck disable=SC2317  # called by the EXIT trap
-cleanup() {
-	[ -n "$SHEAFD_PID" ] && kill -TERM "$SHEAFD_PID" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
 
 # A dead sheafd fails every later sheafd run at once (noted once).
 check_sheafd() {
@@ -468,7 +487,7 @@ cell_command() {
 	count=$(( ROW_COUNT[$row] / ${COUNT_DIV[$name]:-1} ))
 	if [ "${ALLOC[$name]}" = dpdk ]; then
 		# shellcheck disable=SC2206
-		CMD=("${TIMEOUT_CMD[@]}" "$DPDKBENCH" -l "$DPDK_LCORES" --no-pci
+		CMD=("${TIMEOUT_CMD[@]}" "$RUN_DPDK" -l "$DPDK_LCORES" --no-pci
 			--in-memory -m 256 --file-prefix sheafbench --no-telemetry
 			--log-level=error -- --handoff "${HANDOFF[$name]}"
 			--count "$count" $EXTRA_ARGS --json)
@@ -477,7 +496,7 @@ cell_command() {
 	local preload=(-u LD_PRELOAD)   # glibc, sheaf, mutexpool: no preload
 	[ -n "${PRELOAD[$name]}" ] && preload=("LD_PRELOAD=${PRELOAD[$name]}")
 	# shellcheck disable=SC2206
-	CMD=("${TIMEOUT_CMD[@]}" env "${preload[@]}" "$BIN"
+	CMD=("${TIMEOUT_CMD[@]}" env "${preload[@]}" "$RUN_BIN"
 		--alloc "${ALLOC[$name]}" ${ROW_ARGS[$row]} --count "$count"
 		$EXTRA_ARGS --json)
 	if [ -n "${ROW_DAEMON[$row]:-}" ] && [ "${ALLOC[$name]}" != mutexpool ]; then
@@ -824,5 +843,6 @@ mkdir -p results || die "cannot create results/"
 JSON_FILE=results/bench-$STAMP.json
 write_json >"$JSON_FILE" || die "cannot write $JSON_FILE"
 cp -f -- "$JSON_FILE" results/latest.json
-print_table
+print_table | tee "results/bench-$STAMP.txt"
+cp -f -- "results/bench-$STAMP.txt" results/latest.txt
 exit $FAILED_ANY

@@ -23,7 +23,7 @@
  *   w6  miss latency (miss.c): per sample, empty the barn, then time one
  *       allocation that must wait for the engine to stock it.  Figure: p50
  *       in microseconds (p99 and max are printed too).  N = samples
- *       (default 1000, not divided by --quick).
+ *       (default 1000; --quick: 100).
  *   --procs N  (w1, w2) W4 scaling: N forked processes, each connecting on
  *       its own, run the workload at the same time.  Figure: million
  *       operations per process per second (w1: an operation is an alloc+free
@@ -673,7 +673,7 @@ static void usage(FILE *f)
 		"  --socket: sheaf/sheaf0 use the pool of the sheafd at PATH\n"
 		"  --procs: w1/w2 in N processes at once (max %d), Mops/proc/s\n"
 		"  --capacity: sheaf capacity 0..256 (--alloc sheaf only)\n"
-		"  --quick: divide N by %d (not for w6)\n"
+		"  --quick: divide N by %d\n"
 		"  malloc uses whatever allocator is LD_PRELOADed (glibc if none)\n",
 		W2_DEFAULT_BATCH, W2_MIN_ROUNDS, W6_DEFAULT_SAMPLES, MAX_PROCS,
 		QUICK_DIVISOR);
@@ -809,7 +809,7 @@ static void parse_options(struct options *o, int argc, char **argv)
 	check_options(o);
 	if (!o->count)
 		o->count = default_count(o->workload);
-	if (o->quick && o->workload != WL_W6)
+	if (o->quick)
 		o->count = o->count / QUICK_DIVISOR ? o->count / QUICK_DIVISOR : 1;
 }
 
