@@ -162,8 +162,17 @@ UNITS          := sheafd@.service sheafd@.socket sheafd.service sheafd.socket
 CTL_MAN        := $(wildcard docs/sheafctl.1 docs/sheafctl.8)
 PATH_SED       := sed -e 's|/usr/local/sbin/|$(SBINDIR)/|g' -e 's|/usr/local/etc/|$(SYSCONFDIR)/|g'
 
+# The installed static library: one relocatable object whose hidden
+# (internal) symbols are made local, so that only the sheaf_* API is visible
+# to programs linking it, as with the shared library.
+$(BUILD)/libsheaf-dist.a: $(LIB_OBJ)
+	ld -r -o $(BUILD)/libsheaf-dist.o $(LIB_OBJ)
+	objcopy --localize-hidden $(BUILD)/libsheaf-dist.o
+	@rm -f $@
+	ar rcs $@ $(BUILD)/libsheaf-dist.o
+
 .PHONY: install uninstall
-install: lib $(SHEAFD) $(SHEAFCTL)
+install: lib $(BUILD)/libsheaf-dist.a $(SHEAFD) $(SHEAFCTL)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(SYSCONFDIR)/sheaf $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
@@ -172,7 +181,7 @@ install: lib $(SHEAFD) $(SHEAFCTL)
 	install -m 0755 $(BUILD)/libsheaf.so $(DESTDIR)$(LIBDIR)/libsheaf.so.$(VERSION)
 	ln -sf libsheaf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libsheaf.so.$(SOMAJOR)
 	ln -sf libsheaf.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libsheaf.so
-	install -m 0644 $(BUILD)/libsheaf.a $(DESTDIR)$(LIBDIR)/libsheaf.a
+	install -m 0644 $(BUILD)/libsheaf-dist.a $(DESTDIR)$(LIBDIR)/libsheaf.a
 	install -m 0644 client/sheaf.h $(DESTDIR)$(INCLUDEDIR)/sheaf.h
 	sed -e '/^#/d' -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 		-e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|g' \

@@ -29,6 +29,7 @@ struct sheaf_pool {
 	int forked;                  /* this process is a fork() child */
 	int client_attached;         /* Attach done: reconnects resume it */
 	uint32_t reconnects;
+	int stale;                   /* sheafd came back with another pool */
 	char path[108];              /* sheafd's socket */
 	uint32_t slot;               /* index in the process's pool registry */
 	uint32_t gen;                /* registry generation of this pool */

@@ -104,6 +104,11 @@ static int reconnect_locked(sheaf_pool_t *pool)
 	if (rc == 0) {
 		pool->reconnects++;
 		sheaf__v1__response__free_unpacked(r, NULL);
+	} else if (rc == -EINVAL) {
+		/* The daemon does not know us: it runs a different pool (it
+		 * started afresh instead of adopting ours). */
+		pool->stale = 1;
+		rc = -ESTALE;
 	}
 	return rc;
 }
@@ -114,9 +119,19 @@ int rpc_call(sheaf_pool_t *pool, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 	int rc;
 
 	pthread_mutex_lock(&pool->rpc_lock);
-	rc = roundtrip(pool, rq, out, recv_fd, err, errlen);
-	if (rc == -EPIPE && pool->client_attached && reconnect_locked(pool) == 0)
+	if (pool->stale) {
+		rc = -ESTALE;
+	} else {
 		rc = roundtrip(pool, rq, out, recv_fd, err, errlen);
+		if (rc == -EPIPE && pool->client_attached) {
+			int rr = reconnect_locked(pool);
+			rc = rr == 0 ? roundtrip(pool, rq, out, recv_fd, err, errlen)
+				     : rr == -ESTALE ? rr : rc;
+		}
+	}
+	if (rc == -ESTALE && err != NULL)
+		snprintf(err, errlen, "sheafd restarted with another pool: this one is stale "
+			 "(disconnect and connect again)");
 	pthread_mutex_unlock(&pool->rpc_lock);
 	return rc;
 }

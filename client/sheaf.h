@@ -77,6 +77,11 @@ SHEAF_API void sheaf_pool_destroy(sheaf_pool_t *pool);
  *                    pointers then differ between processes: pass offsets);
  *   ENOSPC           sheafd has no free client slot;
  *   EINVAL           unknown @flags; EMFILE  8 pools already open.
+ * If sheafd restarts, the next control request (cache create, stats,
+ * shrink, check, capacity) reconnects and resumes this client; allocation
+ * and free never need the connection.  If the new daemon did not adopt the
+ * pool (it started afresh), control requests fail with ESTALE: disconnect
+ * and connect again.
  * fork(): a child cannot use the pools its parent had open (their sheaves
  * belong to the parent): every call on them fails with ECHILD.  The child
  * releases them with sheaf_disconnect() and may then connect on its own.

@@ -2,6 +2,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,8 +43,10 @@ void config_usage(FILE *out)
 "      --max-frame BYTES  largest control frame accepted (default 1M)\n"
 "  -f, --foreground       stay in the foreground (default: detach)\n"
 "      --log-level LEVEL  error, warn, info (default) or debug\n"
-"      --allow-uid UID    allow this uid to attach (repeatable; default: own uid)\n"
-"      --allow-gid GID    allow members of this gid to attach (repeatable)\n"
+"      --allow-uid USER   allow this uid or user name to attach (repeatable;\n"
+"                         default: sheafd's own uid)\n"
+"      --allow-gid GROUP  allow this gid or group name, primary or\n"
+"                         supplementary, to attach (repeatable)\n"
 "  -h, --help             this help\n"
 "  -V, --version          version\n"
 "\n"
@@ -85,7 +89,8 @@ static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 	return 0;
 }
 
-static int add_ids(uint32_t *ids, uint32_t *n, const char *list, int reset)
+/* A comma list of numeric ids or user (@group 0) / group (@group 1) names. */
+static int add_ids(uint32_t *ids, uint32_t *n, const char *list, int reset, int group)
 {
 	char buf[256], *save = NULL, *tok;
 
@@ -94,8 +99,15 @@ static int add_ids(uint32_t *ids, uint32_t *n, const char *list, int reset)
 	snprintf(buf, sizeof(buf), "%s", list);
 	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
 		uint32_t v;
-		if (*n >= CONFIG_MAX_IDS || parse_u32(tok, 0, UINT32_MAX - 1, &v) != 0)
+		if (*n >= CONFIG_MAX_IDS)
 			return -1;
+		if (parse_u32(tok, 0, UINT32_MAX - 1, &v) != 0) {
+			struct passwd *pw = group ? NULL : getpwnam(tok);
+			struct group *gr = group ? getgrnam(tok) : NULL;
+			if (pw == NULL && gr == NULL)
+				return -1;
+			v = pw != NULL ? (uint32_t)pw->pw_uid : (uint32_t)gr->gr_gid;
+		}
 		ids[(*n)++] = v;
 	}
 	return 0;
@@ -135,9 +147,9 @@ static int apply(struct config *c, const char *key, const char *val, int from_fi
 			rc = 0;
 		}
 	} else if (strcmp(key, "allow_uid") == 0 || strcmp(key, "allow-uid") == 0) {
-		rc = add_ids(c->allow_uid, &c->n_uid, val, from_file);
+		rc = add_ids(c->allow_uid, &c->n_uid, val, from_file, 0);
 	} else if (strcmp(key, "allow_gid") == 0 || strcmp(key, "allow-gid") == 0) {
-		rc = add_ids(c->allow_gid, &c->n_gid, val, from_file);
+		rc = add_ids(c->allow_gid, &c->n_gid, val, from_file, 1);
 	} else {
 		snprintf(err, errlen, "unknown setting '%s'", key);
 		return -1;

@@ -31,6 +31,8 @@ struct conn {
 	pid_t pid;                   /* peer credentials (SO_PEERCRED) */
 	uid_t uid;
 	gid_t gid;
+	gid_t groups[32];            /* supplementary groups (SO_PEERGROUPS) */
+	int ngroups;
 	int client;                  /* client id once attached, else -1 */
 	int pidfd;                   /* attached: the client's process */
 	int closing;                 /* close once out is flushed */
@@ -84,7 +86,7 @@ void server_close_all(struct daemon *d);
 int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd);
 
 /* clients.c (daemon side): attach and dead-client repair. */
-int peer_allowed(const struct daemon *d, uid_t uid, gid_t gid);
+int peer_allowed(const struct daemon *d, const struct conn *c);
 int daemon_attach(struct daemon *d, struct conn *c, const char *name,
 		  char *err, size_t errlen);
 /* Re-attach a client that was attached before a daemon restart. */

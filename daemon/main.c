@@ -204,7 +204,8 @@ int main(int argc, char **argv)
 		d.ev_watchdog = event_new(d.base, -1, EV_PERSIST, on_watchdog, &d);
 		event_add(d.ev_watchdog, &tv);
 	}
-	notify_send("FDSTORE=1\nFDNAME=pool", d.pool.fd);
+	if (!d.adopted)         /* an adopted pool's memfd is in the store already */
+		notify_send("FDSTORE=1\nFDNAME=pool", d.pool.fd);
 	notify_send("READY=1", -1);
 	daemon_status(&d);
 	log_info("serving %s: pool %llu MiB (%u %s node%s, %u sheaves)%s, pid %d",

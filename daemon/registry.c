@@ -20,14 +20,20 @@
 #include "log.h"
 #include "shm/clients.h"
 
-int peer_allowed(const struct daemon *d, uid_t uid, gid_t gid)
+/* A peer is allowed when its uid is listed, or its primary group or one
+ * of its supplementary groups is. */
+int peer_allowed(const struct daemon *d, const struct conn *c)
 {
 	for (uint32_t i = 0; i < d->cfg.n_uid; i++)
-		if (d->cfg.allow_uid[i] == uid)
+		if (d->cfg.allow_uid[i] == c->uid)
 			return 1;
-	for (uint32_t i = 0; i < d->cfg.n_gid; i++)
-		if (d->cfg.allow_gid[i] == gid)
+	for (uint32_t i = 0; i < d->cfg.n_gid; i++) {
+		if (d->cfg.allow_gid[i] == c->gid)
 			return 1;
+		for (int k = 0; k < c->ngroups; k++)
+			if (d->cfg.allow_gid[i] == c->groups[k])
+				return 1;
+	}
 	return 0;
 }
 

@@ -174,7 +174,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		return;
 	}
 	d->n.connections++;
-	if (!peer_allowed(d, cred.uid, cred.gid)) {
+	len = sizeof(c->groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &len) == 0)
+		c->ngroups = (int)(len / sizeof(gid_t));
+	if (!peer_allowed(d, c)) {
 		d->n.denied++;
 		log_warn("refused pid %d uid %u gid %u: not in the allow lists",
 			 (int)cred.pid, cred.uid, cred.gid);
