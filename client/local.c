@@ -227,17 +227,11 @@ int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen)
 		return rpc_check(pool, err, errlen);
 	engine_stop(&pool->engine);       /* the checker needs a quiet pool */
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES && rc == 0; c++) {
-		int64_t in_use = 0;
+		int64_t in_use;
 
 		if (at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 			continue;
-		for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
-			_Atomic uint64_t *st = p->lanes[l].stat[c];
-			in_use += (int64_t)(at_load_relaxed(&st[ST_ALLOC_FASTPATH]) +
-					    at_load_relaxed(&st[ST_ALLOC_SLOWPATH])) -
-				  (int64_t)(at_load_relaxed(&st[ST_FREE_FASTPATH]) +
-					    at_load_relaxed(&st[ST_FREE_SLOWPATH]));
-		}
+		in_use = engine_counted_in_use(p, c);
 		rc = pool_check(p, (int)c, in_use, NULL, msg, sizeof(msg));
 		if (rc != 0 && err != NULL)
 			snprintf(err, errlen, "cache '%s': %s", p->caches[c].name, msg);

@@ -9,16 +9,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "notify.h"
+#include "proto/frame.h"
 
 int notify_send(const char *msg, int fd)
 {
 	const char *path = getenv("NOTIFY_SOCKET");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct iovec iov = { (void *)msg, strlen(msg) };
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
+	union frame_cmsg u;
 	struct msghdr mh = { .msg_name = &sa, .msg_iov = &iov, .msg_iovlen = 1 };
 	size_t len;
 	int s, rc = 0;
@@ -32,16 +30,8 @@ int notify_send(const char *msg, int fd)
 	if (path[0] == '@')
 		sa.sun_path[0] = '\0';          /* abstract namespace */
 	mh.msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
-	if (fd >= 0) {
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
+	if (fd >= 0)
+		frame_attach_fd(&mh, &u, fd);
 	s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;

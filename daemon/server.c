@@ -216,23 +216,12 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	while (c->out_off < c->out_len) {
 		struct iovec iov = { c->out + c->out_off, c->out_len - c->out_off };
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} u;
+		union frame_cmsg u;
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 		ssize_t k;
 
-		if (c->out_fd >= 0) {
-			memset(&u, 0, sizeof(u));
-			mh.msg_control = u.buf;
-			mh.msg_controllen = sizeof(u.buf);
-			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &c->out_fd, sizeof(int));
-		}
+		if (c->out_fd >= 0)
+			frame_attach_fd(&mh, &u, c->out_fd);
 		k = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k < 0) {
 			if (errno == EAGAIN || errno == EINTR)

@@ -12,23 +12,12 @@ static int send_all(int sock, const uint8_t *p, size_t n, int pass_fd)
 {
 	while (n > 0) {
 		struct iovec iov = { (void *)p, n };
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} u;
+		union frame_cmsg u;
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 		ssize_t k;
 
-		if (pass_fd >= 0) {
-			memset(&u, 0, sizeof(u));
-			mh.msg_control = u.buf;
-			mh.msg_controllen = sizeof(u.buf);
-			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-		}
+		if (pass_fd >= 0)
+			frame_attach_fd(&mh, &u, pass_fd);
 		k = sendmsg(sock, &mh, MSG_NOSIGNAL);
 		if (k < 0) {
 			if (errno == EINTR)
@@ -77,10 +66,7 @@ static int recv_all(int sock, uint8_t *p, size_t n, int64_t deadline, int *fd)
 {
 	while (n > 0) {
 		struct iovec iov = { p, n };
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} u;
+		union frame_cmsg u;
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 				     .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
 		struct pollfd pf = { sock, POLLIN, 0 };

@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
 
 #define FRAME_HDR          4u
 #define FRAME_DEFAULT_CAP  (1u << 20)
@@ -30,6 +32,27 @@ static inline uint32_t frame_get_len(const uint8_t *hdr)
 {
 	return (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
 	       (uint32_t)hdr[2] << 8 | hdr[3];
+}
+
+/* Room for one descriptor in a message's control data. */
+union frame_cmsg {
+	struct cmsghdr h;
+	char buf[CMSG_SPACE(sizeof(int))];
+};
+
+/* Attach descriptor @fd to @mh as SCM_RIGHTS, in @u. */
+static inline void frame_attach_fd(struct msghdr *mh, union frame_cmsg *u, int fd)
+{
+	struct cmsghdr *c;
+
+	memset(u, 0, sizeof(*u));
+	mh->msg_control = u->buf;
+	mh->msg_controllen = sizeof(u->buf);
+	c = CMSG_FIRSTHDR(mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
 }
 
 /*

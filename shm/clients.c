@@ -31,7 +31,7 @@ void client_detach(struct shm_pool *p, uint32_t client)
 }
 
 /* Allocs minus frees the lane has counted for @cache. */
-static int64_t lane_net(struct shm_lane *l, uint32_t cache)
+int64_t lane_net(struct shm_lane *l, uint32_t cache)
 {
 	_Atomic uint64_t *st = l->stat[cache];
 

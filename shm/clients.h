@@ -21,6 +21,9 @@ void client_detach(struct shm_pool *p, uint32_t client);
  * are in use. */
 struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node);
 
+/* Allocs minus frees the lane has ever counted for @cache. */
+int64_t lane_net(struct shm_lane *l, uint32_t cache);
+
 /* Objects of @cache allocated and not freed by the lane's client. */
 int64_t lane_in_use(struct shm_lane *l, uint32_t cache);
 

@@ -441,13 +441,8 @@ int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache)
 {
 	int64_t n = 0;
 
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
-		_Atomic uint64_t *st = p->lanes[l].stat[cache];
-		n += (int64_t)(at_load_relaxed(&st[ST_ALLOC_FASTPATH]) +
-			       at_load_relaxed(&st[ST_ALLOC_SLOWPATH])) -
-		     (int64_t)(at_load_relaxed(&st[ST_FREE_FASTPATH]) +
-			       at_load_relaxed(&st[ST_FREE_SLOWPATH]));
-	}
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		n += lane_net(&p->lanes[l], cache);
 	return n;
 }
 
