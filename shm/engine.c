@@ -347,6 +347,8 @@ static void release_idle_sheaves(struct engine *e, struct ring_intent *in)
 		held[s] = 1;
 		e->ids[n++] = s;
 	}
+	/* Punch maximal runs of pages that only held sheaves cover. */
+	uint64_t run = 0;
 	for (uint64_t pg = (start + 4095) & ~4095ull; pg + 4096 <= end; pg += 4096) {
 		uint32_t first = (uint32_t)((pg - start) / sizeof(struct shm_sheaf));
 		uint32_t last = (uint32_t)((pg + 4095 - start) / sizeof(struct shm_sheaf));
@@ -354,9 +356,15 @@ static void release_idle_sheaves(struct engine *e, struct ring_intent *in)
 
 		for (uint32_t k = first; k <= last && k < p->sheaf_count && all; k++)
 			all = held[k];
-		if (all)
-			pool_punch(p, pg, 4096);
+		if (all && run == 0)
+			run = pg;
+		if (!all && run != 0) {
+			pool_punch(p, run, pg - run);
+			run = 0;
+		}
 	}
+	if (run != 0)
+		pool_punch(p, run, (end & ~4095ull) - run);
 	for (uint32_t k = 0; k < n; k++)
 		ring_put(depot, p->owners, e->ids[k], OWNER_ENGINE, in);
 	free(held);
@@ -391,7 +399,8 @@ int engine_shrink(struct engine *e, int cache, int keep_min)
 			released += at_load_relaxed(freed) - before;
 		}
 	}
-	release_idle_sheaves(e, in);
+	if (cache < 0)              /* sheaves are the pool's, not a cache's */
+		release_idle_sheaves(e, in);
 	pthread_mutex_unlock(&e->ctl_lock);
 	return (int)released;
 }

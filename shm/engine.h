@@ -82,7 +82,8 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 /*
  * Flush every full sheaf in the barns of @cache (all caches when < 0) back
  * to slabs and release empty slabs beyond min_partial (@keep_min) or all of
- * them (!@keep_min).  Returns slabs released.
+ * them (!@keep_min); a pool-wide shrink (@cache < 0) also gives back the
+ * pages of idle sheaves.  Returns slabs released.
  */
 int engine_shrink(struct engine *e, int cache, int keep_min);
 
