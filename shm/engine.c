@@ -213,7 +213,10 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 			sh->size = got;
 			barn_put_full(p, c, n, s, OWNER_ENGINE, in);
 			stat_add(p, c, n, ST_SHEAF_REFILL, 1);
-			work++;
+			/* A client waits on this barn: wake it at the first
+			 * sheaf, before stocking the rest (miss latency). */
+			if (work++ == 0 && waiters)
+				barn_publish(p, c, n, 0);
 		}
 	}
 	while (cnt > limit) {
