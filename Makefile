@@ -135,6 +135,8 @@ deps:
 clean:
 	rm -rf build build-address build-thread
 
+.SECONDARY: $(TEST_UTIL)
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------------------

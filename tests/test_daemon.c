@@ -41,61 +41,30 @@
  * through pipes and exit statuses and never call Check.
  */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <grp.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client/sheaf.h"
 #include "proto/frame.h"
 #include "proto/sheaf.pb-c.h"
+#include "tests/util_proc.h"
 
 static int san;                         /* SHEAF_SAN set: scale down */
 static char sheafd_path[PATH_MAX];
 
-/* ---- small helpers --------------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_us(unsigned us)
-{
-	struct timespec ts = { us / 1000000u, (long)(us % 1000000u) * 1000L };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static uint64_t xorshift(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
+/* ---- small helpers (the generic ones are in util_proc.c) ------------------- */
 
 static uint64_t mix64(uint64_t x)
 {
@@ -105,151 +74,6 @@ static uint64_t mix64(uint64_t x)
 	x *= 0xc4ceb9fe1a85ec53ull;
 	x ^= x >> 33;
 	return x;
-}
-
-/* Read exactly @n bytes within @ms: 0, or -1 on EOF, error or timeout. */
-static int read_full(int fd, void *buf, size_t n, int ms)
-{
-	int64_t end = now_ms() + ms;
-	char *p = buf;
-
-	while (n > 0) {
-		struct pollfd pf = { fd, POLLIN, 0 };
-		int64_t left = end - now_ms();
-		ssize_t k;
-
-		if (left <= 0 || poll(&pf, 1, (int)left) == 0)
-			return -1;
-		k = read(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-static char *read_file(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, k;
-
-	if (f == NULL)
-		return NULL;
-	do {
-		if (cap - len < 4096) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap + 1);
-			if (buf == NULL) {
-				fclose(f);
-				return NULL;
-			}
-		}
-		k = fread(buf + len, 1, cap - len, f);
-		len += k;
-	} while (k > 0);
-	fclose(f);
-	buf[len] = '\0';
-	return buf;
-}
-
-static int file_contains(const char *path, const char *needle)
-{
-	char *s = read_file(path);
-	int found = s != NULL && strstr(s, needle) != NULL;
-
-	free(s);
-	return found;
-}
-
-static int count_in_file(const char *path, const char *needle)
-{
-	char *s = read_file(path), *p;
-	int n = 0;
-
-	for (p = s; p != NULL && (p = strstr(p, needle)) != NULL; p += strlen(needle))
-		n++;
-	free(s);
-	return n;
-}
-
-static void write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	if (f != NULL) {
-		fputs(text, f);
-		fclose(f);
-	}
-}
-
-static const char *status_str(int st, char *buf, size_t len)
-{
-	if (WIFEXITED(st))
-		snprintf(buf, len, "exit %d", WEXITSTATUS(st));
-	else if (WIFSIGNALED(st))
-		snprintf(buf, len, "signal %d", WTERMSIG(st));
-	else
-		snprintf(buf, len, "status 0x%x", st);
-	return buf;
-}
-
-/*
- * Wait up to @ms for child @pid to end (pidfd + poll, no busy wait).
- * Returns 1 with *@status, 0 on timeout, -1 when @pid is not our child.
- */
-static int wait_pid(pid_t pid, int ms, int *status)
-{
-	int64_t end = now_ms() + ms;
-	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	int rc;
-
-	for (;;) {
-		pid_t r = waitpid(pid, status, WNOHANG);
-		int64_t left;
-
-		if (r == pid) {
-			rc = 1;
-			break;
-		}
-		if (r < 0 && errno != EINTR) {
-			rc = -1;
-			break;
-		}
-		left = end - now_ms();
-		if (left <= 0) {
-			rc = 0;
-			break;
-		}
-		if (pfd >= 0) {
-			struct pollfd pf = { pfd, POLLIN, 0 };
-			poll(&pf, 1, left > 200 ? 200 : (int)left);
-		} else {
-			sleep_us(2000);
-		}
-	}
-	if (pfd >= 0)
-		close(pfd);
-	return rc;
 }
 
 /* ---- failure handling ------------------------------------------------------ */
@@ -262,57 +86,16 @@ struct dmn {
 };
 
 static struct dmn *cur_dmn;              /* its log is printed on failure */
-#define MAX_TRACK 64
-static pid_t tracked[MAX_TRACK];         /* children killed on failure */
-
-static void track(pid_t pid)
-{
-	for (int i = 0; i < MAX_TRACK; i++) {
-		if (tracked[i] == 0) {
-			tracked[i] = pid;
-			return;
-		}
-	}
-}
-
-static void untrack(pid_t pid)
-{
-	for (int i = 0; i < MAX_TRACK; i++)
-		if (tracked[i] == pid)
-			tracked[i] = 0;
-}
-
-/* Print the last 300 lines of a file to stderr. */
-static void dump_file(const char *title, const char *path)
-{
-	char *s = read_file(path), *p;
-	int lines = 0;
-
-	if (s == NULL) {
-		fprintf(stderr, "---- %s (%s): unreadable ----\n", title, path);
-		return;
-	}
-	for (p = s + strlen(s); p > s; p--)
-		if (p[-1] == '\n' && ++lines > 300)
-			break;
-	fprintf(stderr, "---- %s (%s)%s ----\n%s---- end of %s ----\n", title, path,
-		p > s ? ", last 300 lines" : "", p, title);
-	free(s);
-}
 
 /* A failing test: stop its children, show the daemon's log. */
 static void on_failure(const char *cond, int line)
 {
 	fprintf(stderr, "test_daemon.c:%d: FAILED: %s\n", line, cond);
-	for (int i = 0; i < MAX_TRACK; i++) {
-		if (tracked[i] > 0)
-			kill(tracked[i], SIGKILL);
-		tracked[i] = 0;
-	}
+	kill_tracked();
 	if (cur_dmn != NULL) {
 		if (cur_dmn->pid > 0)
 			kill(cur_dmn->pid, SIGKILL);
-		dump_file("sheafd log", cur_dmn->log);
+		dump_file("sheafd log", cur_dmn->log, 300);
 		fprintf(stderr, "(test directory kept: %s)\n", cur_dmn->dir);
 	}
 	fflush(stderr);
@@ -327,118 +110,48 @@ static void on_failure(const char *cond, int line)
 		}                                                       \
 	} while (0)
 
-/* In a child process: report on stderr and exit 1. */
-#define CREQ(cond, ...)                                                 \
-	do {                                                            \
-		if (__builtin_expect(!(cond), 0)) {                     \
-			child_fail(__LINE__, #cond, __VA_ARGS__);       \
-		}                                                       \
-	} while (0)
-
-static void child_fail(int line, const char *cond, const char *fmt, ...)
-	__attribute__((noreturn, format(printf, 3, 4)));
-
-static void child_fail(int line, const char *cond, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "[child %d] test_daemon.c:%d: %s: %s\n", (int)getpid(), line, cond, msg);
-	_exit(1);
-}
-
 /* Fork a client process running @fn(@arg); its return value is its exit
  * status.  It dies with the test process. */
 static pid_t fork_child(int (*fn)(void *), void *arg)
 {
-	pid_t pid = fork();
+	pid_t pid = fork_fn(fn, arg);
 
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		_exit(fn(arg));
-	}
 	REQUIRE(pid > 0, "fork: %s", strerror(errno));
-	track(pid);
 	return pid;
 }
 
 /* Wait for a client process and require exit status 0. */
 static void reap_ok(pid_t pid, int ms, const char *what)
 {
-	char buf[64];
-	int st = 0, rc = wait_pid(pid, ms, &st);
+	char err[256];
+	const char *msg = reap_err(pid, ms, what, err, sizeof(err));
 
-	REQUIRE(rc == 1, "%s (pid %d) did not exit within %d ms", what, (int)pid, ms);
-	untrack(pid);
-	REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s (pid %d) ended with %s", what,
-		(int)pid, status_str(st, buf, sizeof(buf)));
+	REQUIRE(msg == NULL, "%s", msg);
 }
 
 /* ---- the daemon process ---------------------------------------------------- */
 
-static pid_t spawn(char *const argv[], const char *out, const char *err)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fo, fe;
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		fo = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (err != NULL && out != NULL && strcmp(err, out) == 0)
-			fe = fo;
-		else
-			fe = open(err ? err : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fo < 0 || fe < 0)
-			_exit(126);
-		dup2(fo, 1);
-		dup2(fe, 2);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	REQUIRE(pid > 0, "fork: %s", strerror(errno));
-	return pid;
-}
-
 /* Run a short-lived sheafd to completion: its exit status. */
 static int run_sheafd(char *const argv[], const char *out, const char *err, int ms)
 {
-	int st = 0;
-	pid_t pid = spawn(argv, out, err);
+	struct spawn_opts o = { .out = out, .err = err };
+	char buf[256];
+	const char *msg;
+	int st;
 
-	track(pid);
-	REQUIRE(wait_pid(pid, ms, &st) == 1, "%s did not exit within %d ms", argv[1], ms);
-	untrack(pid);
+	msg = run_proc((const char *const *)argv, &o, ms, &st, buf, sizeof(buf));
+	REQUIRE(msg == NULL, "%s", msg);
 	return st;
 }
 
 static void dmn_init(struct dmn *d)
 {
 	memset(d, 0, sizeof(*d));
-	snprintf(d->dir, sizeof(d->dir), "/tmp/sheafd-test-XXXXXX");
-	REQUIRE(mkdtemp(d->dir) != NULL, "mkdtemp: %s", strerror(errno));
+	REQUIRE(make_temp_dir(d->dir, sizeof(d->dir), "/tmp/sheafd-test-XXXXXX") == 0,
+		"mkdtemp: %s", strerror(errno));
 	snprintf(d->sock, sizeof(d->sock), "%s/s.sock", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/log", d->dir);
 	cur_dmn = d;
-}
-
-static int raw_connect(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	return fd;
 }
 
 static int dmn_alive(struct dmn *d)
@@ -452,25 +165,12 @@ static int dmn_alive(struct dmn *d)
  * socket accepts. */
 static void dmn_start_argv(struct dmn *d, char *const argv[])
 {
-	int64_t t0 = now_ms(), end = t0 + 30000;
+	struct spawn_opts o = { .out = d->log, .err = d->log };
+	char buf[256];
+	const char *msg = start_listening((const char *const *)argv, &o, d->sock, 30000, &d->pid,
+					  buf, sizeof(buf));
 
-	d->pid = spawn(argv, d->log, d->log);
-	for (;;) {
-		char buf[64];
-		int st, fd;
-
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-			d->pid = 0;
-			REQUIRE(0, "sheafd exited at start: %s", status_str(st, buf, sizeof(buf)));
-		}
-		fd = raw_connect(d->sock);
-		if (fd >= 0) {
-			close(fd);
-			return;
-		}
-		REQUIRE(now_ms() < end, "sheafd's socket %s not accepting after 30 s", d->sock);
-		sleep_us(2000);
-	}
+	REQUIRE(msg == NULL, "%s", msg);
 }
 
 /* The usual daemon: 2 simulated nodes, 256 MiB, debug log; @extra flags
@@ -492,15 +192,14 @@ static void dmn_start(struct dmn *d, const char *const *extra)
 /* SIGTERM: require exit 0 within @ms and the socket gone. */
 static void dmn_stop(struct dmn *d, int ms)
 {
-	char buf[64];
+	char buf[64], err[256];
 	int st = 0;
 	int64_t t0 = now_ms();
+	const char *msg = signal_wait(d->pid, SIGTERM, ms, &st, err, sizeof(err));
 
-	REQUIRE(dmn_alive(d), "sheafd (pid %d) died before the end of the test", (int)d->pid);
-	REQUIRE(kill(d->pid, SIGTERM) == 0, "kill: %s", strerror(errno));
-	REQUIRE(wait_pid(d->pid, ms, &st) == 1, "sheafd did not exit within %d ms of SIGTERM", ms);
+	REQUIRE(msg == NULL, "sheafd: %s", msg);
 	d->pid = 0;
-	REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sheafd ended with %s after SIGTERM",
+	REQUIRE(exited_ok(st), "sheafd ended with %s after SIGTERM",
 		status_str(st, buf, sizeof(buf)));
 	REQUIRE(access(d->sock, F_OK) != 0 && errno == ENOENT,
 		"sheafd left its socket %s behind", d->sock);
@@ -510,20 +209,7 @@ static void dmn_stop(struct dmn *d, int ms)
 /* Remove the test directory (only when the test passed). */
 static void dmn_cleanup(struct dmn *d)
 {
-	DIR *dir = opendir(d->dir);
-	struct dirent *e;
-
-	if (dir != NULL) {
-		while ((e = readdir(dir)) != NULL) {
-			char p[sizeof(d->dir) + 260];
-			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-				continue;
-			snprintf(p, sizeof(p), "%s/%s", d->dir, e->d_name);
-			unlink(p);
-		}
-		closedir(dir);
-	}
-	rmdir(d->dir);
+	rm_tree(d->dir);
 	if (cur_dmn == d)
 		cur_dmn = NULL;
 }
@@ -615,7 +301,7 @@ static Sheaf__V1__Response *rpc_info(int fd, uint64_t id, int *rc)
 /* DaemonInfo on a fresh connection (no Attach): NULL on failure. */
 static Sheaf__V1__Response *daemon_info(const char *sock)
 {
-	int fd = raw_connect(sock), rc;
+	int fd = unix_connect(sock), rc;
 	Sheaf__V1__Response *r;
 
 	if (fd < 0)
@@ -662,7 +348,7 @@ static Sheaf__V1__Response *raw_check(const char *sock)
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__CheckRequest cr = SHEAF__V1__CHECK_REQUEST__INIT;
 	Sheaf__V1__Response *r;
-	int fd = raw_connect(sock), rc;
+	int fd = unix_connect(sock), rc;
 
 	REQUIRE(fd >= 0, "connect %s: %s", sock, strerror(-fd));
 	rq.id = 42;
@@ -1339,7 +1025,7 @@ static int good_client(void *argp)
 /* A raw connection to @d, or a failure. */
 static int must_connect(struct dmn *d)
 {
-	int fd = raw_connect(d->sock);
+	int fd = unix_connect(d->sock);
 
 	REQUIRE(fd >= 0, "connect %s: %s", d->sock, strerror(-fd));
 	return fd;
@@ -2024,15 +1710,10 @@ END_TEST
 
 static void find_sheafd(void)
 {
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n <= 0) {
-		fprintf(stderr, "test_daemon: readlink /proc/self/exe: %s\n", strerror(errno));
+	if (exe_dir(sheafd_path, sizeof(sheafd_path), "../daemon/sheafd") != 0) {
+		fprintf(stderr, "test_daemon: the path of /proc/self/exe: %s\n", strerror(errno));
 		exit(1);
 	}
-	self[n] = '\0';
-	snprintf(sheafd_path, sizeof(sheafd_path), "%s/../daemon/sheafd", dirname(self));
 	if (access(sheafd_path, X_OK) != 0) {
 		fprintf(stderr, "test_daemon: no sheafd at %s (build it first)\n", sheafd_path);
 		exit(1);

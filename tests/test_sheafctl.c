@@ -21,7 +21,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -41,6 +40,7 @@
 #include "client/internal.h"
 #include "client/sheaf.h"
 #include "daemon/version.h"
+#include "tests/util_proc.h"
 
 /* Check's ck_assert writes to a pipe on every pass: loops use this. */
 #define REQUIRE(cond, ...)                                                  \
@@ -58,20 +58,6 @@ static const char *const kernel_counters[] = {
 	"alloc_slab", "free_slab", "flush_invalid", "refill_remote",
 };
 #define NKC (sizeof(kernel_counters) / sizeof(kernel_counters[0]))
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_s(double s)
-{
-	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
 
 /* ======================================================================= */
 /* A minimal JSON parser (RFC 8259), strict: the test of "valid JSON".      */
@@ -458,7 +444,6 @@ static void json_selftest(void)
 /* A daemon per test, and running sheafctl                                  */
 /* ======================================================================= */
 
-static char bin_dir[PATH_MAX];       /* .../build/tests */
 static char sheafd_bin[PATH_MAX + 32], sheafctl_bin[PATH_MAX + 32];
 
 static struct {
@@ -470,96 +455,48 @@ static struct {
 
 static void find_binaries(void)
 {
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	ck_assert(n > 0);
-	exe[n] = '\0';
-	snprintf(bin_dir, sizeof(bin_dir), "%s", dirname(exe));
-	snprintf(sheafd_bin, sizeof(sheafd_bin), "%s/../daemon/sheafd", bin_dir);
-	snprintf(sheafctl_bin, sizeof(sheafctl_bin), "%s/../client/sheafctl", bin_dir);
+	ck_assert(exe_dir(sheafd_bin, sizeof(sheafd_bin), "../daemon/sheafd") == 0);
+	ck_assert(exe_dir(sheafctl_bin, sizeof(sheafctl_bin), "../client/sheafctl") == 0);
 	ck_assert_msg(access(sheafd_bin, X_OK) == 0, "no %s", sheafd_bin);
 	ck_assert_msg(access(sheafctl_bin, X_OK) == 0, "no %s", sheafctl_bin);
 }
 
-static int can_connect(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
-
-	ck_assert(strlen(path) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	close(fd);
-	return ok;
-}
-
-static void print_daemon_log(void)
-{
-	char buf[4096];
-	FILE *f = fopen(D.log, "r");
-	size_t n;
-
-	if (f == NULL)
-		return;
-	fprintf(stderr, "---- sheafd log (%s) ----\n", D.log);
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		fwrite(buf, 1, n, stderr);
-	fclose(f);
-}
-
+/* SIGTERM (SIGKILL after 5 s) and remove the directory. */
 static void daemon_stop(void)
 {
 	int st;
 
 	if (D.pid > 0) {
 		kill(D.pid, SIGTERM);
-		for (int i = 0; i < 500 && waitpid(D.pid, &st, WNOHANG) == 0; i++)
-			sleep_s(0.01);
-		if (waitpid(D.pid, &st, WNOHANG) == 0) {
+		if (wait_pid(D.pid, 5000, &st) != 1) {
 			kill(D.pid, SIGKILL);
 			waitpid(D.pid, &st, 0);
 		}
 		D.pid = -1;
 	}
 	if (D.dir[0] != '\0') {
-		char lock[160];
-		snprintf(lock, sizeof(lock), "%s.lock", D.sock);
-		unlink(D.sock);
-		unlink(lock);
-		unlink(D.log);
-		rmdir(D.dir);
+		rm_tree(D.dir);
 		D.dir[0] = '\0';
 	}
 }
 
 static void setup(void)
 {
+	const char *argv[] = { "sheafd", "-f", "-s", D.sock, "--nodes", "2", "--size", "512M",
+			       "--sheaves", "2048", "--log-level", "warn", NULL };
+	struct spawn_opts o = { .exe = sheafd_bin, .out = D.log, .err = D.log };
+	char err[256];
+	const char *msg;
+
 	find_binaries();
-	snprintf(D.dir, sizeof(D.dir), "/tmp/sheafctl-test.XXXXXX");
-	ck_assert(mkdtemp(D.dir) != NULL);
+	ck_assert(make_temp_dir(D.dir, sizeof(D.dir), "/tmp/sheafctl-test.XXXXXX") == 0);
 	snprintf(D.sock, sizeof(D.sock), "%s/s.sock", D.dir);
 	snprintf(D.log, sizeof(D.log), "%s/sheafd.log", D.dir);
 	atexit(daemon_stop);               /* also when a test fails */
-	D.pid = fork();
-	ck_assert(D.pid >= 0);
-	if (D.pid == 0) {
-		int fd = open(D.log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(sheafd_bin, "sheafd", "-f", "-s", D.sock, "--nodes", "2", "--size", "512M",
-		      "--sheaves", "2048", "--log-level", "warn", (char *)NULL);
-		_exit(127);
-	}
-	for (double t0 = now_s(); !can_connect(D.sock); sleep_s(0.01)) {
-		int st;
-		if (waitpid(D.pid, &st, WNOHANG) == D.pid) {
-			D.pid = -1;
-			print_daemon_log();
-			ck_abort_msg("sheafd exited at start (status 0x%x)", st);
-		}
-		REQUIRE(now_s() - t0 < 30, "sheafd did not listen on %s within 30 s", D.sock);
+	msg = start_listening(argv, &o, D.sock, 30000, &D.pid, err, sizeof(err));
+	if (msg != NULL) {
+		dump_file("sheafd log", D.log, 0);
+		ck_abort_msg("%s", msg);
 	}
 	setenv("SHEAF_SOCKET", "/nonexistent/not-this-one", 1);
 }
@@ -792,11 +729,11 @@ static void wl_start(struct wl *w, const char *cache, enum wl_mode mode, size_t 
 /* Wait for @ready (or, with @batches, that many batches). */
 static void wl_wait(struct wl *w, uint64_t batches)
 {
-	for (double t0 = now_s();; sleep_s(0.002)) {
+	for (int64_t t0 = now_ms();; sleep_ms(2)) {
 		REQUIRE(!atomic_load(&w->ctl->failed), "workload: %s", w->ctl->msg);
 		if (batches ? atomic_load(&w->ctl->batches) >= batches : atomic_load(&w->ctl->ready))
 			return;
-		REQUIRE(now_s() - t0 < 120, "workload not ready within 120 s");
+		REQUIRE(now_ms() - t0 < 120000, "workload not ready within 120 s");
 	}
 }
 
@@ -1165,13 +1102,13 @@ START_TEST(test_clients)
 	run_free(&r);
 
 	wl_stop(&w);
-	for (double t = now_s();; sleep_s(0.02)) {       /* the daemon reaps it */
+	for (int64_t t = now_ms();; sleep_ms(20)) {      /* the daemon reaps it */
 		v = CTLJ("clients");
 		size_t n = jarr(v, "clients")->n;
 		jv_free(v);
 		if (n == 0)
 			break;
-		REQUIRE(now_s() - t < 10, "client still listed 10 s after it exited");
+		REQUIRE(now_ms() - t < 10000, "client still listed 10 s after it exited");
 	}
 }
 END_TEST
@@ -1307,7 +1244,7 @@ START_TEST(test_tune_workload)
 	wl_start(&w, "tw", WL_LOOP, 256);
 	wl_wait(&w, 20);
 	s0 = snap_of("tw");
-	sleep_s(0.3);
+	sleep_ms(300);
 	s1 = snap_of("tw");
 	ck_assert_uint_eq(s1.capacity, 60);
 
@@ -1315,9 +1252,9 @@ START_TEST(test_tune_workload)
 	ck_assert_uint_eq(ju64(jreq(v, "cache", J_OBJ), "sheaf_capacity"), 8);
 	(void)ju64(v, "mem_cap");
 	jv_free(v);
-	sleep_s(0.3);                                    /* old sheaves cycle out */
+	sleep_ms(300);                                   /* old sheaves cycle out */
 	s2 = snap_of("tw");
-	sleep_s(0.3);
+	sleep_ms(300);
 	s3 = snap_of("tw");
 	ck_assert_uint_eq(s3.capacity, 8);
 

@@ -65,7 +65,6 @@
  * through pipes and exit statuses and never call Check.
  */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -82,14 +81,13 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client/sheaf.h"
 #include "daemon/version.h"
+#include "tests/util_proc.h"
 
 static char root_dir[PATH_MAX];          /* the source tree */
 static char build_dir[PATH_MAX];         /* ROOT/build[-SAN] */
@@ -97,191 +95,16 @@ static char san_name[32];                /* "", "address" or "thread" */
 static char sheafd_path[PATH_MAX];
 static int san;                          /* a sanitizer build: scale down */
 
-/* ---- small helpers --------------------------------------------------------- */
+/* ---- small helpers (the generic ones are in util_proc.c) ------------------- */
 
 /* snprintf that fails the test rather than truncate (paths, commands). */
 static void fmt(char *buf, size_t len, const char *f, ...)
 	__attribute__((format(printf, 3, 4)));
 
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000u, (long)(ms % 1000u) * 1000000L };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static uint64_t xorshift(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
-static char *read_file(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, k;
-
-	if (f == NULL)
-		return NULL;
-	do {
-		if (cap - len < 4096) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap + 1);
-			if (buf == NULL) {
-				fclose(f);
-				return NULL;
-			}
-		}
-		k = fread(buf + len, 1, cap - len, f);
-		len += k;
-	} while (k > 0);
-	fclose(f);
-	buf[len] = '\0';
-	return buf;
-}
-
-static int file_contains(const char *path, const char *needle)
-{
-	char *s = read_file(path);
-	int found = s != NULL && strstr(s, needle) != NULL;
-
-	free(s);
-	return found;
-}
-
-static int write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	int rc;
-
-	if (f == NULL)
-		return -1;
-	rc = fputs(text, f) < 0 ? -1 : 0;
-	return fclose(f) != 0 ? -1 : rc;
-}
-
-static int read_full(int fd, void *buf, size_t n, int ms)
-{
-	int64_t end = now_ms() + ms;
-	char *p = buf;
-
-	while (n > 0) {
-		struct pollfd pf = { fd, POLLIN, 0 };
-		int64_t left = end - now_ms();
-		ssize_t k;
-
-		if (left <= 0 || poll(&pf, 1, (int)left) == 0)
-			return -1;
-		k = read(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-static const char *status_str(int st, char *buf, size_t len)
-{
-	if (WIFEXITED(st))
-		fmt(buf, len, "exit %d", WEXITSTATUS(st));
-	else if (WIFSIGNALED(st))
-		fmt(buf, len, "signal %d", WTERMSIG(st));
-	else
-		fmt(buf, len, "status 0x%x", st);
-	return buf;
-}
-
-/* Wait up to @ms for child @pid: 1 with *@status, 0 on timeout, -1 error. */
-static int wait_pid(pid_t pid, int ms, int *status)
-{
-	int64_t end = now_ms() + ms;
-	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	int rc;
-
-	for (;;) {
-		pid_t r = waitpid(pid, status, WNOHANG);
-		int64_t left;
-
-		if (r == pid) {
-			rc = 1;
-			break;
-		}
-		if (r < 0 && errno != EINTR) {
-			rc = -1;
-			break;
-		}
-		left = end - now_ms();
-		if (left <= 0) {
-			rc = 0;
-			break;
-		}
-		if (pfd >= 0) {
-			struct pollfd pf = { pfd, POLLIN, 0 };
-			poll(&pf, 1, left > 200 ? 200 : (int)left);
-		} else {
-			sleep_ms(2);
-		}
-	}
-	if (pfd >= 0)
-		close(pfd);
-	return rc;
-}
-
 /* ---- failure handling ------------------------------------------------------ */
 
-#define MAX_TRACK 16
-static pid_t tracked[MAX_TRACK];         /* children killed on failure */
 static char logs[8][PATH_MAX];           /* files printed on failure */
 static char test_dir[PATH_MAX];          /* kept on failure */
-
-static void track(pid_t pid)
-{
-	for (int i = 0; i < MAX_TRACK; i++) {
-		if (tracked[i] == 0) {
-			tracked[i] = pid;
-			return;
-		}
-	}
-}
-
-static void untrack(pid_t pid)
-{
-	for (int i = 0; i < MAX_TRACK; i++)
-		if (tracked[i] == pid)
-			tracked[i] = 0;
-}
 
 static void add_log(const char *path)
 {
@@ -293,35 +116,14 @@ static void add_log(const char *path)
 	}
 }
 
-/* Print the last 200 lines of a file to stderr. */
-static void dump_file(const char *path)
-{
-	char *s = read_file(path), *p;
-	int lines = 0;
-
-	if (s == NULL) {
-		fprintf(stderr, "---- %s: unreadable ----\n", path);
-		return;
-	}
-	for (p = s + strlen(s); p > s; p--)
-		if (p[-1] == '\n' && ++lines > 200)
-			break;
-	fprintf(stderr, "---- %s%s ----\n%s---- end of %s ----\n", path,
-		p > s ? " (last 200 lines)" : "", p, path);
-	free(s);
-}
-
+/* A failing test: stop its children, show its logs. */
 static void on_failure(const char *cond, int line)
 {
 	fprintf(stderr, "test_systemd.c:%d: FAILED: %s\n", line, cond);
-	for (int i = 0; i < MAX_TRACK; i++) {
-		if (tracked[i] > 0)
-			kill(tracked[i], SIGKILL);
-		tracked[i] = 0;
-	}
+	kill_tracked();
 	for (int i = 0; i < 8; i++)
 		if (logs[i][0] != '\0')
-			dump_file(logs[i]);
+			dump_file(NULL, logs[i], 200);
 	if (test_dir[0] != '\0')
 		fprintf(stderr, "(test directory kept: %s)\n", test_dir);
 	fflush(stderr);
@@ -335,28 +137,6 @@ static void on_failure(const char *cond, int line)
 			ck_abort_msg(__VA_ARGS__);                      \
 		}                                                       \
 	} while (0)
-
-/* In a child process: report on stderr and exit 1. */
-#define CREQ(cond, ...)                                                 \
-	do {                                                            \
-		if (__builtin_expect(!(cond), 0))                       \
-			child_fail(__LINE__, #cond, __VA_ARGS__);       \
-	} while (0)
-
-static void child_fail(int line, const char *cond, const char *fmt, ...)
-	__attribute__((noreturn, format(printf, 3, 4)));
-
-static void child_fail(int line, const char *cond, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "[child %d] test_systemd.c:%d: %s: %s\n", (int)getpid(), line, cond, msg);
-	_exit(1);
-}
 
 static void fmt(char *buf, size_t len, const char *f, ...)
 {
@@ -377,36 +157,11 @@ static void fmt(char *buf, size_t len, const char *f, ...)
 		return;                                                 \
 	} while (0)
 
-/* A fresh directory for the test (removed by rm_tree when it passes). */
+/* A fresh directory for the test (removed when it passes). */
 static void make_test_dir(void)
 {
-	fmt(test_dir, sizeof(test_dir), "/tmp/sheaf-systemd-XXXXXX");
-	REQUIRE(mkdtemp(test_dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void rm_tree(const char *path)
-{
-	DIR *dir = opendir(path);
-	struct dirent *e;
-
-	if (dir == NULL) {
-		unlink(path);
-		return;
-	}
-	while ((e = readdir(dir)) != NULL) {
-		char p[PATH_MAX];
-		struct stat st;
-
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		fmt(p, sizeof(p), "%s/%s", path, e->d_name);
-		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-			rm_tree(p);
-		else
-			unlink(p);
-	}
-	closedir(dir);
-	rmdir(path);
+	REQUIRE(make_temp_dir(test_dir, sizeof(test_dir), "/tmp/sheaf-systemd-XXXXXX") == 0,
+		"mkdtemp: %s", strerror(errno));
 }
 
 static void test_passed(void)
@@ -446,130 +201,52 @@ static int find_tool(const char *name, char *out, size_t len)
 static pid_t spawn(const char *const argv[], const char *const env[], const char *log,
 		   const int *pass, int npass)
 {
-	pid_t pid = fork();
+	/* A clean make, not a part of the make that runs the tests. */
+	const char *e[24] = { "-MAKEFLAGS", "-MAKELEVEL", "-MFLAGS" };
+	struct spawn_opts o = { .out = log, .err = log, .append = 1, .stdin_null = 1,
+				.env = e, .pass = pass, .npass = npass };
+	int n = 3;
+	pid_t pid;
 
-	if (pid == 0) {
-		int fo, fi, hi[8];
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		fo = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-		fi = open("/dev/null", O_RDONLY);
-		if (fo < 0 || fi < 0)
-			_exit(126);
-		dup2(fi, 0);
-		dup2(fo, 1);
-		dup2(fo, 2);
-		/* Out of the way first: a source may sit at a target. */
-		for (int i = 0; i < npass && i < 8; i++)
-			hi[i] = fcntl(pass[i], F_DUPFD, 100);
-		for (int i = 0; i < npass && i < 8; i++) {
-			dup2(hi[i], 3 + i);
-			fcntl(3 + i, F_SETFD, 0);
-			close(hi[i]);
-		}
-		/* A clean make, not a part of the make that runs the tests. */
-		unsetenv("MAKEFLAGS");
-		unsetenv("MAKELEVEL");
-		unsetenv("MFLAGS");
-		for (int i = 0; env != NULL && env[i] != NULL; i++) {
-			char name[256];
-			const char *eq = strchr(env[i], '=');
-
-			if (env[i][0] == '-') {
-				unsetenv(env[i] + 1);
-				continue;
-			}
-			if (eq == NULL || (size_t)(eq - env[i]) >= sizeof(name))
-				continue;
-			memcpy(name, env[i], (size_t)(eq - env[i]));
-			name[eq - env[i]] = '\0';
-			if (strcmp(eq + 1, "@pid") == 0) {
-				char v[32];
-				fmt(v, sizeof(v), "%d", (int)getpid());
-				setenv(name, v, 1);
-			} else {
-				setenv(name, eq + 1, 1);
-			}
-		}
-		execvp(argv[0], (char *const *)argv);
-		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
+	for (int i = 0; env != NULL && env[i] != NULL; i++) {
+		REQUIRE(n < 23, "too many environment changes for %s", argv[0]);
+		e[n++] = env[i];
 	}
+	pid = spawn_proc(argv, &o);
 	REQUIRE(pid > 0, "fork: %s", strerror(errno));
 	track(pid);
 	return pid;
 }
 
-/* Run a command to its end (killed after @ms): its wait status. */
-static int run(const char *const argv[], const char *const env[], const char *log, int ms)
-{
-	int st = 0;
-	pid_t pid = spawn(argv, env, log, NULL, 0);
-	int rc = wait_pid(pid, ms, &st);
-
-	if (rc != 1) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		untrack(pid);
-		REQUIRE(0, "%s did not finish within %d ms", argv[0], ms);
-	}
-	untrack(pid);
-	return st;
-}
-
-/* Run through /bin/sh -c: its wait status. */
+/* Run through /bin/sh -c (as spawn does; killed after @ms): its wait status. */
 static int run_sh(const char *cmd, const char *const env[], const char *log, int ms)
 {
 	const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	pid_t pid = spawn(argv, env, log, NULL, 0);
+	char err[1024];
+	const char *msg;
+	int st;
 
-	return run(argv, env, log, ms);
-}
-
-static int exited_ok(int st)
-{
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	msg = finish_proc(pid, ms, cmd, &st, err, sizeof(err));
+	REQUIRE(msg == NULL, "%s", msg);
+	return st;
 }
 
 /* Fork a client process running @fn(@arg); its return value is its status. */
 static pid_t fork_child(int (*fn)(void *), void *arg)
 {
-	pid_t pid = fork();
+	pid_t pid = fork_fn(fn, arg);
 
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		_exit(fn(arg));
-	}
 	REQUIRE(pid > 0, "fork: %s", strerror(errno));
-	track(pid);
 	return pid;
 }
 
 static void reap_ok(pid_t pid, int ms, const char *what)
 {
-	char buf[64];
-	int st = 0, rc = wait_pid(pid, ms, &st);
+	char err[256];
+	const char *msg = reap_err(pid, ms, what, err, sizeof(err));
 
-	REQUIRE(rc == 1, "%s (pid %d) did not exit within %d ms", what, (int)pid, ms);
-	untrack(pid);
-	REQUIRE(exited_ok(st), "%s (pid %d) ended with %s", what, (int)pid,
-		status_str(st, buf, sizeof(buf)));
-}
-
-static int unix_connect(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	fmt(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	close(fd);
-	return 0;
+	REQUIRE(msg == NULL, "%s", msg);
 }
 
 /* ---- `make install` into a temporary tree ---------------------------------- */
@@ -1218,7 +895,7 @@ static void dmn_start(struct dmn *d, struct notify *n, int listen_fd, int pool_f
 	const char *env[8];
 	int pass[2], npass = 0, ne = 0, ready0 = n->ready;
 	char buf[64];
-	int st;
+	int st, fd;
 
 	fmt(d->log, sizeof(d->log), "%s/sheafd.%d.log", test_dir, ++d->gen);
 	add_log(d->log);
@@ -1256,21 +933,19 @@ static void dmn_start(struct dmn *d, struct notify *n, int listen_fd, int pool_f
 		REQUIRE(now_ms() < end, "no READY=1 from sheafd within 30 s");
 		notify_recv(n, 100);
 	}
-	REQUIRE(unix_connect(d->sock) == 0, "READY=1 sent before %s accepts", d->sock);
+	fd = unix_connect(d->sock);
+	REQUIRE(fd >= 0, "READY=1 sent before %s accepts", d->sock);
+	close(fd);
 }
 
 /* SIGTERM (STOPPING=1, exit 0) or SIGKILL; waits for the end. */
 static void dmn_stop(struct dmn *d, struct notify *n, int sig)
 {
 	int st = 0, stopping0 = n->stopping;
-	char buf[64];
+	char buf[64], err[256];
+	const char *msg = signal_wait(d->pid, sig, 20000, &st, err, sizeof(err));
 
-	REQUIRE(d->pid > 0 && waitpid(d->pid, &st, WNOHANG) == 0,
-		"sheafd (pid %d) died before its time: %s", (int)d->pid,
-		status_str(st, buf, sizeof(buf)));
-	REQUIRE(kill(d->pid, sig) == 0, "kill: %s", strerror(errno));
-	REQUIRE(wait_pid(d->pid, 20000, &st) == 1, "sheafd did not end within 20 s of signal %d",
-		sig);
+	REQUIRE(msg == NULL, "sheafd: %s", msg);
 	untrack(d->pid);
 	d->pid = 0;
 	while (notify_recv(n, 0))              /* what it sent before it ended */
@@ -1887,17 +1562,14 @@ END_TEST
 
 static void find_paths(void)
 {
-	char self[PATH_MAX], tmp[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char tmp[PATH_MAX];
 	const char *base;
 
-	if (n <= 0) {
-		fprintf(stderr, "test_systemd: readlink /proc/self/exe: %s\n", strerror(errno));
+	/* ROOT/build[-SAN]/tests/test_systemd */
+	if (exe_dir(tmp, sizeof(tmp), NULL) != 0) {     /* .../tests */
+		fprintf(stderr, "test_systemd: the path of /proc/self/exe: %s\n", strerror(errno));
 		exit(1);
 	}
-	self[n] = '\0';
-	/* ROOT/build[-SAN]/tests/test_systemd */
-	fmt(tmp, sizeof(tmp), "%s", dirname(self));    /* .../tests */
 	fmt(build_dir, sizeof(build_dir), "%s", dirname(tmp));
 	fmt(tmp, sizeof(tmp), "%s", build_dir);
 	base = basename(tmp);
