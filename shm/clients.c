@@ -48,7 +48,7 @@ int64_t lane_in_use(struct shm_lane *l, uint32_t cache)
 
 static void lane_bind(struct shm_lane *l, uint32_t node, int new_owner)
 {
-	l->bound = node + 1;
+	at_store_relaxed(&l->bound, node + 1);
 	at_store_relaxed(&l->node, node);
 	l->tid = (uint32_t)gettid();
 	at_store_relaxed(&l->intent.op, RING_OP_NONE);
@@ -72,15 +72,17 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
 
 			if (pass == 0 || pass == 4) {
 				exp = 0;
-				if (owner != client || (pass == 0 && l->bound != node + 1) ||
+				if (owner != client ||
+				    (pass == 0 && at_load_relaxed(&l->bound) != node + 1) ||
 				    !at_cas_acqrel(&l->busy, &exp, 1))
 					continue;
 				lane_bind(l, node, 0);
 				return l;
 			}
 			exp = LANE_FREE;
-			if (owner != LANE_FREE || (pass == 1 && l->bound != node + 1) ||
-			    (pass == 2 && l->bound != 0) ||
+			if (owner != LANE_FREE ||
+			    (pass == 1 && at_load_relaxed(&l->bound) != node + 1) ||
+			    (pass == 2 && at_load_relaxed(&l->bound) != 0) ||
 			    !at_cas_acqrel(&l->client, &exp, client))
 				continue;
 			at_store_relaxed(&l->busy, 1);

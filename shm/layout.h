@@ -217,7 +217,7 @@ struct shm_lane {
 	_Atomic uint32_t client;     /* owning client id, LANE_FREE */
 	_Atomic uint32_t node;       /* the node the lane counts for */
 	_Atomic uint32_t busy;       /* a thread of the client holds it */
-	uint32_t bound;              /* 0: never used; else node + 1 */
+	_Atomic uint32_t bound;      /* 0: never used; else node + 1 */
 	struct ring_intent intent;
 	uint32_t tid;
 	char pad1[SHEAF_CACHELINE - 36];
