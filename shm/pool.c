@@ -158,6 +158,29 @@ static uint32_t discover_nodes(void)
 	return n > (int)SHEAF_MAX_NODES ? SHEAF_MAX_NODES : (uint32_t)n;
 }
 
+/*
+ * Map a new region where other processes are likely to have room for it
+ * too: every client maps it at this same address.  The kernel's own choice
+ * (the top-down mmap area) is where every process keeps its libraries and
+ * thread stacks, so it would often be taken in a client; instead try a few
+ * 1 TiB-aligned addresses in the middle of the 47-bit user address space,
+ * which nothing uses by default, and fall back to the kernel's choice.
+ */
+static void *map_shared_region(int fd, uint64_t size)
+{
+#ifndef __SANITIZE_THREAD__     /* TSan allows application memory only where it says */
+	for (uint64_t a = 0x200000000000ull; a + size < 0x600000000000ull; a += 1ull << 40) {
+		void *at = mmap((void *)(uintptr_t)a, size, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+		if (at == (void *)(uintptr_t)a)
+			return at;
+		if (at != MAP_FAILED)
+			munmap(at, size);   /* an old kernel took it as a hint */
+	}
+#endif
+	return mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+}
+
 int pool_create(struct shm_pool *p, const struct pool_params *pp,
 		char *err, size_t errlen)
 {
@@ -202,7 +225,7 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 		close(fd);
 		return fail(err, errlen, -e, "seal: %s", strerror(e));
 	}
-	p->base = mmap(NULL, h.region_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p->base = map_shared_region(fd, h.region_size);
 	if (p->base == MAP_FAILED) {
 		int e = errno;
 		close(fd);

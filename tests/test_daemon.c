@@ -51,12 +51,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/sheaf.h"
+#include "client/internal.h"
 #include "proto/frame.h"
 #include "proto/sheaf.pb-c.h"
 #include "tests/util_proc.h"
@@ -1616,6 +1618,48 @@ static int cap_child(void *argp)
 	return 0;
 }
 
+/*
+ * The pool's address taken in a client: sheaf_connect fails with
+ * EADDRINUSE and says so, unless the client asks for relocation; a
+ * relocated client still allocates and frees.
+ */
+static int addr_child(void *argp)
+{
+	const char *sock = argp;
+	char err[256] = "";
+	sheaf_pool_t *p = child_connect(sock, "addr");
+	void *addr = p->shm.base, *o;
+	sheaf_cache_t *c;
+
+	sheaf_disconnect(p);
+	CREQ(mmap(addr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		  -1, 0) == addr, "cannot take the pool's address: %s", strerror(errno));
+	CREQ(sheaf_connect(sock, "addr", 0, err, sizeof(err)) == NULL && errno == EADDRINUSE,
+	     "connect with the address taken: %s", strerror(errno));
+	CREQ(strstr(err, "taken") != NULL, "message: %s", err);
+	p = sheaf_connect(sock, "addr", SHEAF_CONNECT_RELOCATE, err, sizeof(err));
+	CREQ(p != NULL, "relocated connect: %s", err);
+	CREQ(p->shm.base != addr, "relocated to the same address");
+	c = sheaf_cache_create(p, "addr", 64, NULL);
+	CREQ(c != NULL && (o = sheaf_alloc(c)) != NULL, "alloc: %s", strerror(errno));
+	CREQ(sheaf_free(c, o) == 0, "free");
+	sheaf_disconnect(p);
+	munmap(addr, 4096);
+	return 0;
+}
+
+START_TEST(address_taken)
+{
+	struct dmn d;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	reap_ok(fork_child(addr_child, d.sock), 60000, "address client");
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
 START_TEST(mem_cap)
 {
 	const char *extra[] = { "--mem-cap", "1M", NULL };
@@ -1748,6 +1792,7 @@ int main(void)
 	ADD(idle_cpu);
 	ADD(reconnect);
 	ADD(mem_cap);
+	ADD(address_taken);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
