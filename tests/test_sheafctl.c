@@ -1183,7 +1183,8 @@ static long blocks_of(int fd)
  * 2112 B each; the daemon runs with 2048 sheaves to bound them.)  Resident memory: the client that touched
  * the objects loses those pages (its RssShmem falls by 80% of the burst);
  * sheafd never touches object memory (only metadata: bitmaps, sheaves), so
- * its RssShmem never comes near the burst and cannot show the release.
+ * its RssShmem never comes near the burst; what it touched (the sheaves it
+ * filled and flushed) a pool-wide shrink gives back: its RssShmem falls.
  */
 START_TEST(test_shrink_burst)
 {
@@ -1226,6 +1227,21 @@ START_TEST(test_shrink_burst)
 	ck_assert_msg(c1 - c2 >= burst_kb * 8 / 10, "client RssShmem %ld kB -> %ld kB", c1, c2);
 	ck_assert_msg(d1 - d0 < burst_kb / 2 && d2 - d0 < burst_kb / 2,
 		      "sheafd RssShmem %ld -> %ld -> %ld kB: it holds object pages", d0, d1, d2);
+	/* What sheafd itself touched for the burst is the sheaves it filled
+	 * and flushed: a pool-wide shrink gives their pages back, so its
+	 * resident memory falls too. */
+	ck_assert_msg(d1 - d0 >= 256, "sheafd touched only %ld kB of sheaves", d1 - d0);
+	v = CTLJ("shrink");
+	jv_free(v);
+	{
+		long d3 = rss_shmem(D.pid), b3 = blocks_of(fd);
+		ck_assert_msg(d2 - d3 >= 128,
+			      "sheafd RssShmem %ld -> %ld -> %ld -> %ld kB: the pool-wide shrink "
+			      "did not make it fall", d0, d1, d2, d3);
+		ck_assert_msg(b3 < b2, "memfd blocks %ld -> %ld after the pool-wide shrink", b2, b3);
+		printf("shrink: memfd %ld -> %ld -> %ld -> %ld blocks, sheafd RssShmem %ld -> %ld -> "
+		       "%ld -> %ld kB\n", b0, b1, b2, b3, d0, d1, d2, d3);
+	}
 	wl_stop(&w);
 	close(fd);
 	pool_check_ok();
