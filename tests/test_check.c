@@ -31,6 +31,7 @@
 #include "shm/engine.h"
 #include "shm/pool.h"
 #include "shm/slab.h"
+#include "tests/util_check.h"
 
 #define MIB (1024ull * 1024ull)
 #define N0 200          /* objects taken on node 0 */
@@ -601,11 +602,5 @@ static Suite *check_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(check_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(check_suite());
 }

@@ -62,6 +62,7 @@
 #include "proto/frame.h"
 #include "proto/sheaf.pb-c.h"
 #include "tests/util_proc.h"
+#include "tests/util_check.h"
 
 static int san;                         /* SHEAF_SAN set: scale down */
 static char sheafd_path[PATH_MAX];
@@ -1764,38 +1765,24 @@ static void find_sheafd(void)
 	}
 }
 
-#define ADD(fn)                                                 \
-	do {                                                    \
-		TCase *tc_ = tcase_create(#fn);                 \
-		tcase_set_timeout(tc_, 240);                    \
-		tcase_add_test(tc_, fn);                        \
-		suite_add_tcase(s, tc_);                        \
-	} while (0)
-
 int main(void)
 {
 	Suite *s = suite_create("sheafd");
-	SRunner *sr;
-	int failed;
 	const char *e = getenv("SHEAF_SAN");
 
 	san = e != NULL && e[0] != '\0';
 	find_sheafd();
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	ADD(share);
-	ADD(prodcons);
-	ADD(kill9);
-	ADD(malformed);
-	ADD(uid_refused);
-	ADD(lifecycle);
-	ADD(idle_cpu);
-	ADD(reconnect);
-	ADD(mem_cap);
-	ADD(address_taken);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	ADD_ALONE(s, share, 240);
+	ADD_ALONE(s, prodcons, 240);
+	ADD_ALONE(s, kill9, 240);
+	ADD_ALONE(s, malformed, 240);
+	ADD_ALONE(s, uid_refused, 240);
+	ADD_ALONE(s, lifecycle, 240);
+	ADD_ALONE(s, idle_cpu, 240);
+	ADD_ALONE(s, reconnect, 240);
+	ADD_ALONE(s, mem_cap, 240);
+	ADD_ALONE(s, address_taken, 240);
+	return run_suite(s);
 }

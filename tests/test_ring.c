@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "shm/ring.h"
+#include "tests/util_check.h"
 
 /* Owner ids used by the tests (any value that is not a ring owner). */
 enum { OW_A = 1, OW_B = 2, OW_C = 3, OW_DEAD = 4, OW_Q = 5, OW_P = 6,
@@ -1364,11 +1365,5 @@ static Suite *ring_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(ring_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(ring_suite());
 }

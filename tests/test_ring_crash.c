@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "shm/ring.h"
+#include "tests/util_check.h"
 
 #define NSHEAVES   64
 #define MAX_CHILD  2
@@ -995,7 +996,6 @@ static Suite *crash_suite(void)
 int main(void)
 {
 	const char *s = getenv("SHEAF_SAN"), *seed = getenv("SHEAF_SEED");
-	SRunner *sr;
 	int failed;
 
 	san = s != NULL && s[0] != '\0';
@@ -1008,11 +1008,8 @@ int main(void)
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (kills_total == MAP_FAILED)
 		return 1;
-	sr = srunner_create(crash_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = run_suite(crash_suite());
 	printf("ring crash test: %llu kills in total\n",
 	       (unsigned long long)atomic_load(kills_total));
-	return failed ? 1 : 0;
+	return failed;
 }

@@ -18,6 +18,7 @@
 #include "client/sheaf.h"
 #include "client/internal.h"
 #include "shm/stats.h"
+#include "tests/util_check.h"
 
 /* For hot loops: Check's ck_assert_* report progress through a pipe on every
  * passing assertion (a syscall each), far too slow for millions. */
@@ -652,39 +653,24 @@ START_TEST(default_capacities)
 }
 END_TEST
 
-/* One test case per test, so that CK_RUN_CASE=<name> runs one alone. */
-#define ADD(fn)                                                 \
-	do {                                                    \
-		TCase *tc_ = tcase_create(#fn);                 \
-		tcase_set_timeout(tc_, 120);                    \
-		tcase_add_test(tc_, fn);                        \
-		suite_add_tcase(s, tc_);                        \
-	} while (0)
-
 int main(void)
 {
 	Suite *s = suite_create("sheaf");
-	SRunner *sr;
-	int failed;
 
-	ADD(fast_path_and_swaps);
-	ADD(empty_barn_refilled);
-	ADD(overfull_barn_flushed);
-	ADD(remote_frees_2_nodes);
-	ADD(remote_frees_4_nodes);
-	ADD(prefill_guarantee);
-	ADD(bulk_and_enomem_at_cap);
-	ADD(bad_frees_detected);
-	ADD(sheaves_disabled);
-	ADD(capacity_tuned_at_run_time);
-	ADD(thread_exit_returns_sheaves);
-	ADD(stress_threads_then_check);
-	ADD(shrink_releases_memory);
-	ADD(config_errors);
-	ADD(default_capacities);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	ADD_ALONE(s, fast_path_and_swaps, 120);
+	ADD_ALONE(s, empty_barn_refilled, 120);
+	ADD_ALONE(s, overfull_barn_flushed, 120);
+	ADD_ALONE(s, remote_frees_2_nodes, 120);
+	ADD_ALONE(s, remote_frees_4_nodes, 120);
+	ADD_ALONE(s, prefill_guarantee, 120);
+	ADD_ALONE(s, bulk_and_enomem_at_cap, 120);
+	ADD_ALONE(s, bad_frees_detected, 120);
+	ADD_ALONE(s, sheaves_disabled, 120);
+	ADD_ALONE(s, capacity_tuned_at_run_time, 120);
+	ADD_ALONE(s, thread_exit_returns_sheaves, 120);
+	ADD_ALONE(s, stress_threads_then_check, 120);
+	ADD_ALONE(s, shrink_releases_memory, 120);
+	ADD_ALONE(s, config_errors, 120);
+	ADD_ALONE(s, default_capacities, 120);
+	return run_suite(s);
 }

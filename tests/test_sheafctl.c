@@ -41,6 +41,7 @@
 #include "client/sheaf.h"
 #include "daemon/version.h"
 #include "tests/util_proc.h"
+#include "tests/util_check.h"
 
 /* Check's ck_assert writes to a pipe on every pass: loops use this. */
 #define REQUIRE(cond, ...)                                                  \
@@ -1778,11 +1779,5 @@ static Suite *sheafctl_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(sheafctl_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return run_suite(sheafctl_suite());
 }

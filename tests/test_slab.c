@@ -36,6 +36,7 @@
 #include "shm/engine.h"
 #include "shm/pool.h"
 #include "shm/slab.h"
+#include "tests/util_check.h"
 
 /* ck_assert_* records a mark point on every success; hot loops use this,
  * which reports only failures. */
@@ -1448,11 +1449,5 @@ static Suite *slab_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(slab_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(slab_suite());
 }

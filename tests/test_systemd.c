@@ -88,6 +88,7 @@
 #include "client/sheaf.h"
 #include "daemon/version.h"
 #include "tests/util_proc.h"
+#include "tests/util_check.h"
 
 static char root_dir[PATH_MAX];          /* the source tree */
 static char build_dir[PATH_MAX];         /* ROOT/build[-SAN] */
@@ -1591,38 +1592,24 @@ static void find_paths(void)
 	}
 }
 
-#define ADD(fn)                                                 \
-	do {                                                    \
-		TCase *tc_ = tcase_create(#fn);                 \
-		tcase_set_timeout(tc_, 300);                    \
-		tcase_add_test(tc_, fn);                        \
-		suite_add_tcase(s, tc_);                        \
-	} while (0)
-
 int main(void)
 {
 	Suite *s = suite_create("systemd");
-	SRunner *sr;
-	int failed;
 	const char *e = getenv("SHEAF_SAN");
 
 	san = e != NULL && e[0] != '\0';
 	find_paths();
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	ADD(units_static);
-	ADD(units_verify);
-	ADD(units_security);
-	ADD(sysusers_tmpfiles);
-	ADD(socket_activation);
-	ADD(notify);
-	ADD(restart_crash);
-	ADD(restart_clean);
-	ADD(restart_socket);
-	ADD(install_pkgconfig);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	ADD_ALONE(s, units_static, 300);
+	ADD_ALONE(s, units_verify, 300);
+	ADD_ALONE(s, units_security, 300);
+	ADD_ALONE(s, sysusers_tmpfiles, 300);
+	ADD_ALONE(s, socket_activation, 300);
+	ADD_ALONE(s, notify, 300);
+	ADD_ALONE(s, restart_crash, 300);
+	ADD_ALONE(s, restart_clean, 300);
+	ADD_ALONE(s, restart_socket, 300);
+	ADD_ALONE(s, install_pkgconfig, 300);
+	return run_suite(s);
 }
