@@ -1661,6 +1661,75 @@ START_TEST(address_taken)
 }
 END_TEST
 
+/*
+ * sheafd restarted without the pool (a fresh daemon, not an adoption): the
+ * client's next control request fails with ESTALE and says why, its own
+ * sheaves keep serving it, and a new connection works.
+ */
+struct stale_arg {
+	const char *sock;
+	int ready, go;            /* pipes: child -> parent, parent -> child */
+};
+
+static int stale_child(void *argp)
+{
+	struct stale_arg *a = argp;
+	char err[256] = "", b = 1;
+	struct sheaf_stats st;
+	sheaf_pool_t *p = child_connect(a->sock, "stale");
+	sheaf_cache_t *c = sheaf_cache_create(p, "stale", 64, NULL);
+	void *o;
+	int rc;
+
+	CREQ(c != NULL && (o = sheaf_alloc(c)) != NULL, "alloc: %s", strerror(errno));
+	CREQ(sheaf_free(c, o) == 0, "free");
+	CREQ(write_full(a->ready, &b, 1) == 0 && read_full(a->go, &b, 1, 60000) == 0,
+	     "handshake with the test");
+	rc = sheaf_cache_stats(c, -1, &st);
+	CREQ(rc == -ESTALE, "stats after a fresh daemon: %d (%s), expected -ESTALE", rc,
+	     strerror(-rc));
+	CREQ(sheaf_pool_check(p, err, sizeof(err)) == -ESTALE && strstr(err, "stale") != NULL,
+	     "check after a fresh daemon: %s", err);
+	CREQ((o = sheaf_alloc(c)) != NULL, "the thread's own sheaf stopped serving: %s",
+	     strerror(errno));
+	CREQ(sheaf_free(c, o) == 0, "free on the old mapping");
+	sheaf_disconnect(p);
+	p = child_connect(a->sock, "stale-again");
+	c = sheaf_cache_create(p, "stale", 64, NULL);
+	CREQ(c != NULL && (o = sheaf_alloc(c)) != NULL, "alloc on the new pool: %s",
+	     strerror(errno));
+	CREQ(sheaf_free(c, o) == 0, "free on the new pool");
+	sheaf_disconnect(p);
+	return 0;
+}
+
+START_TEST(stale_pool)
+{
+	int ready[2], go[2];
+	struct stale_arg a;
+	struct dmn d;
+	pid_t pid;
+	char b;
+
+	REQUIRE(pipe(ready) == 0 && pipe(go) == 0, "pipe: %s", strerror(errno));
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	a = (struct stale_arg){ d.sock, ready[1], go[0] };
+	pid = fork_child(stale_child, &a);
+	REQUIRE(read_full(ready[0], &b, 1, 60000) == 0, "the client never got ready");
+	dmn_stop(&d, 10000);
+	dmn_start(&d, NULL);              /* afresh: a new, empty pool */
+	REQUIRE(write_full(go[1], &b, 1) == 0, "the client is gone");
+	reap_ok(pid, 60000, "stale client");
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+	close(ready[0]);
+	close(ready[1]);
+	close(go[0]);
+	close(go[1]);
+}
+END_TEST
+
 START_TEST(mem_cap)
 {
 	const char *extra[] = { "--mem-cap", "1M", NULL };
@@ -1784,5 +1853,6 @@ int main(void)
 	ADD_ALONE(s, reconnect, 240);
 	ADD_ALONE(s, mem_cap, 240);
 	ADD_ALONE(s, address_taken, 240);
+	ADD_ALONE(s, stale_pool, 240);
 	return run_suite(s);
 }
