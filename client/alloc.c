@@ -19,6 +19,21 @@
 #include "shm/slab.h"
 #include "client/internal.h"
 
+/* sheaf.h's inline fast paths see these structures through its private
+ * ABI: keep the two in step. */
+_Static_assert(offsetof(struct shm_sheaf, word) == offsetof(struct sheaf__sheaf, word) &&
+	       offsetof(struct shm_sheaf, capacity) == offsetof(struct sheaf__sheaf, capacity) &&
+	       offsetof(struct shm_sheaf, objs) == offsetof(struct sheaf__sheaf, objs),
+	       "struct sheaf__sheaf does not match struct shm_sheaf");
+_Static_assert(offsetof(struct tcache, f) == 0 && offsetof(struct sheaf_cache, h) == 0,
+	       "fast-path heads must come first");
+_Static_assert(SHEAF_WORD_SIZE == SHEAF__WORD_SIZE && SHEAF_WORD_OP == SHEAF__WORD_OP,
+	       "sheaf word");
+_Static_assert(SLAB_SHIFT == SHEAF__FRAME_SHIFT, "slab frame size");
+_Static_assert(sizeof(uint16_t) == sizeof(_Atomic uint16_t) &&
+	       sizeof(uint64_t) == sizeof(_Atomic uint64_t), "atomic sizes");
+
+
 static inline struct shm_pool *tshm(const struct tcache *t)
 {
 	return &t->cache->pool->shm;
@@ -36,7 +51,7 @@ static inline struct ring_intent *intent_of(const struct tcache *t)
 
 static inline void stat_inc(struct tcache *t, enum sheaf_stat s)
 {
-	at_counter_add(&t->stat[s], 1);
+	at_counter_add(&tstat(t)[s], 1);
 }
 
 static uint32_t cache_capacity(const struct tcache *t)
@@ -60,7 +75,7 @@ static uint32_t barn_capacity(const struct tcache *t)
 static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 {
 	struct shm_pool *p = tshm(t);
-	uint32_t c = t->cache_id, s;
+	uint32_t c = t->f.cache_id, s;
 	int fresh = 0;
 
 	for (;;) {
@@ -102,19 +117,21 @@ static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 static struct shm_sheaf *get_empty(struct tcache *t, uint32_t node, uint32_t cap)
 {
 	struct shm_pool *p = tshm(t);
-	int64_t end = clock_ns() + t->cache->pool->wait_ns;
+	int64_t end = 0;
 
 	for (;;) {
 		int dep;
-		uint32_t s = barn_get_empty(p, t->cache_id, node, cap, me_of(t),
+		uint32_t s = barn_get_empty(p, t->f.cache_id, node, cap, me_of(t),
 					    intent_of(t), &dep);
 		if (s != SHEAF_ID_NONE) {
 			if (dep)
 				stat_inc(t, ST_SHEAF_ALLOC);
 			return pool_sheaf(p, s);
 		}
+		if (end == 0)           /* the clock only when it must wait */
+			end = clock_ns() + t->cache->pool->wait_ns;
 		if (clock_ns() >= end ||
-		    barn_wait_supply(p, t->cache_id, node, end - clock_ns()) != 0) {
+		    barn_wait_supply(p, t->f.cache_id, node, end - clock_ns()) != 0) {
 			errno = EAGAIN;
 			return NULL;
 		}
@@ -127,12 +144,12 @@ static void put_sheaf(struct tcache *t, struct shm_sheaf *s)
 	struct shm_pool *p = tshm(t);
 	uint32_t id = sheaf_index(t, s);
 
-	if (s->size == 0) {
-		barn_put_empty(p, t->cache_id, s->node, id, me_of(t), intent_of(t));
+	if (sheaf_size(s) == 0) {
+		barn_put_empty(p, t->f.cache_id, s->node, id, me_of(t), intent_of(t));
 		return;
 	}
 	stat_inc(t, ST_BARN_PUT);
-	if (barn_put_full(p, t->cache_id, s->node, id, me_of(t), intent_of(t)) >
+	if (barn_put_full(p, t->f.cache_id, s->node, id, me_of(t), intent_of(t)) >
 	    at_load_relaxed(&t->cache->sc->barn_limit)) {
 		stat_inc(t, ST_BARN_PUT_FAIL);
 		node_ring_doorbell(p, s->node);        /* ask for a flush */
@@ -158,7 +175,7 @@ static void *debug_mark_alloc(struct tcache *t, void *obj)
 
 	if (!(t->cache->sc->flags & SHEAF_CACHE_F_DEBUG))
 		return obj;
-	w = inuse_word(t, (uint64_t)((char *)obj - t->base), &bit);
+	w = inuse_word(t, (uint64_t)((char *)obj - t->f.base), &bit);
 	at_fetch_or_acqrel(w, bit);
 	return obj;
 }
@@ -167,7 +184,7 @@ static void *debug_mark_alloc(struct tcache *t, void *obj)
 
 static inline void *pop(struct tcache *t, struct shm_sheaf *s)
 {
-	return t->base + s->objs[--s->size];
+	return t->f.base + sheaf_pop(s);
 }
 
 /* Sheaves disabled: every alloc takes a sheaf from the barn and puts it back. */
@@ -183,25 +200,21 @@ static void *alloc_nosheaf(struct tcache *t)
 	return obj;
 }
 
-void *alloc_slow(sheaf_cache_t *c)
+static void *alloc_slow(struct tcache *t)
 {
-	struct tcache *t = tcache_get(c);
 	struct shm_sheaf *m, *full;
 	void *obj;
 
-	if (t == NULL) {
-		return NULL;
-	}
-	m = t->main;
-	if (m->size > 0) {                      /* debug caches come here */
+	m = tmain(t);
+	if (sheaf_size(m) > 0) {                /* debug caches come here */
 		stat_inc(t, ST_ALLOC_FASTPATH);
 		return debug_mark_alloc(t, pop(t, m));
 	}
-	if (t->spare != NULL && t->spare->size > 0) {
-		t->main = t->spare;
+	if (t->spare != NULL && sheaf_size(t->spare) > 0) {
+		tmain_set(t, t->spare);
 		t->spare = m == &sheaf_dummy ? NULL : m;
 		stat_inc(t, ST_ALLOC_FASTPATH);
-		return debug_mark_alloc(t, pop(t, t->main));
+		return debug_mark_alloc(t, pop(t, tmain(t)));
 	}
 	if (cache_capacity(t) == 0) {
 		tcache_flush(t);                /* capacity tuned to 0 */
@@ -218,7 +231,7 @@ void *alloc_slow(sheaf_cache_t *c)
 			else
 				put_sheaf(t, m);
 		}
-		t->main = full;
+		tmain_set(t, full);
 		obj = pop(t, full);
 	}
 	if (obj == NULL) {
@@ -229,32 +242,38 @@ void *alloc_slow(sheaf_cache_t *c)
 	return debug_mark_alloc(t, obj);
 }
 
-void *sheaf_alloc(sheaf_cache_t *c)
+void *sheaf__alloc_slow(sheaf_cache_t *c)
 {
-	struct tcache *t = tls_fast[c->slot];
+	struct tcache *t = tcache_get(c);
+	void *obj;
 
-	if (likely(t != NULL)) {
-		struct shm_sheaf *m = t->main;
-		uint32_t n = m->size;
-		if (likely(n != 0)) {
-			m->size = n - 1;
-			at_counter_add(&t->stat[ST_ALLOC_FASTPATH], 1);
-			return t->base + m->objs[n - 1];
-		}
-	}
-	return alloc_slow(c);
+	if (t == NULL)
+		return NULL;
+	tcache_fold(t);
+	obj = alloc_slow(t);
+	tcache_publish(t);
+	return obj;
 }
+
+/* The external definition of sheaf.h's inline sheaf_alloc. */
+extern inline void *sheaf_alloc(sheaf_cache_t *cache);
 
 /* ---- free --------------------------------------------------------------- */
 
 /* Full validation; 0 or -EFAULT / -EINVAL / -EALREADY (debug caches). */
-static int free_check(struct tcache *t, uint64_t off)
+static int free_check(struct tcache *t, void *obj, uint64_t off)
 {
-	int rc = slab_validate(tshm(t), t->cache_id, off);
+	int rc;
 	uint64_t bit;
 	_Atomic uint64_t *w;
 
-	if (rc != 0 || !(t->cache->sc->flags & SHEAF_CACHE_F_DEBUG))
+	if (!(t->cache->sc->flags & SHEAF_CACHE_F_DEBUG)) {
+		/* Mostly a free whose main sheaf was full: the fast path's
+		 * test passed already; slab_validate names what is wrong. */
+		return SHEAF__FAST_VALID(&t->f, obj) ? 0 : slab_validate(tshm(t), t->f.cache_id, off);
+	}
+	rc = slab_validate(tshm(t), t->f.cache_id, off);
+	if (rc != 0)
 		return rc;
 	w = inuse_word(t, off, &bit);
 	if (!(at_fetch_and_acqrel(w, ~bit) & bit))
@@ -268,7 +287,7 @@ static int free_remote(struct tcache *t, uint64_t off, uint32_t node)
 	struct shm_sheaf *r = t->remote[node];
 
 	stat_inc(t, ST_FREE_REMOTE);
-	if (r != NULL && r->size >= r->capacity) {
+	if (r != NULL && sheaf_size(r) >= r->capacity) {
 		put_sheaf(t, r);
 		t->remote[node] = r = NULL;
 	}
@@ -278,7 +297,7 @@ static int free_remote(struct tcache *t, uint64_t off, uint32_t node)
 			return -errno;
 		t->remote[node] = r;
 	}
-	r->objs[r->size++] = off;
+	sheaf_push(r, off);
 	return 0;
 }
 
@@ -286,10 +305,10 @@ static int free_remote(struct tcache *t, uint64_t off, uint32_t node)
 static int free_nosheaf(struct tcache *t, uint64_t off)
 {
 	struct shm_pool *p = tshm(t);
-	uint32_t id = barn_get_full(p, t->cache_id, t->node, me_of(t), intent_of(t));
+	uint32_t id = barn_get_full(p, t->f.cache_id, t->node, me_of(t), intent_of(t));
 	struct shm_sheaf *s = id == SHEAF_ID_NONE ? NULL : pool_sheaf(p, id);
 
-	if (s != NULL && s->size >= s->capacity) {
+	if (s != NULL && sheaf_size(s) >= s->capacity) {
 		put_sheaf(t, s);
 		s = NULL;
 	}
@@ -298,23 +317,20 @@ static int free_nosheaf(struct tcache *t, uint64_t off)
 		if (s == NULL)
 			return -errno;
 	}
-	s->objs[s->size++] = off;
+	sheaf_push(s, off);
 	put_sheaf(t, s);
 	return 0;
 }
 
-int free_slow(sheaf_cache_t *c, void *obj)
+static int free_slow(struct tcache *t, void *obj)
 {
-	struct tcache *t = tcache_get(c);
 	uint64_t off;
 	uint32_t node, cap;
 	struct shm_sheaf *m;
 	int rc;
 
-	if (t == NULL)
-		return -errno;
-	off = (uint64_t)((char *)obj - t->base);
-	rc = free_check(t, off);
+	off = (uint64_t)((char *)obj - t->f.base);
+	rc = free_check(t, obj, off);
 	if (rc != 0) {
 		stat_inc(t, ST_FREE_INVALID);
 		return rc;
@@ -326,22 +342,22 @@ int free_slow(sheaf_cache_t *c, void *obj)
 	} else if (cap == 0) {
 		tcache_flush(t);
 		rc = free_nosheaf(t, off);
-	} else if (t->main->size < t->main->capacity) {
-		m = t->main;
-		m->objs[m->size++] = off;       /* debug caches come here */
+	} else if (sheaf_size(tmain(t)) < tmain(t)->capacity) {
+		m = tmain(t);
+		sheaf_push(m, off);       /* debug caches come here */
 		stat_inc(t, ST_FREE_FASTPATH);
 		return 0;
-	} else if (t->spare != NULL && t->spare->size == 0) {
-		m = t->main;
-		t->main = t->spare;
+	} else if (t->spare != NULL && sheaf_size(t->spare) == 0) {
+		m = tmain(t);
+		tmain_set(t, t->spare);
 		t->spare = m;
-		t->main->capacity = cap;        /* pick up a tuned capacity */
-		t->main->objs[t->main->size++] = off;
+		tmain(t)->capacity = cap;        /* pick up a tuned capacity */
+		sheaf_push(tmain(t), off);
 		stat_inc(t, ST_FREE_FASTPATH);
 		return 0;
 	} else {
 		struct shm_sheaf *e = get_empty(t, t->node, cap);
-		m = t->main;
+		m = tmain(t);
 		if (e == NULL) {
 			rc = -errno;
 		} else {
@@ -351,8 +367,8 @@ int free_slow(sheaf_cache_t *c, void *obj)
 				else
 					put_sheaf(t, m);
 			}
-			t->main = e;
-			e->objs[e->size++] = off;
+			tmain_set(t, e);
+			sheaf_push(e, off);
 		}
 	}
 	if (rc != 0) {
@@ -368,32 +384,21 @@ int free_slow(sheaf_cache_t *c, void *obj)
 	return 0;
 }
 
-int sheaf_free(sheaf_cache_t *c, void *obj)
+int sheaf__free_slow(sheaf_cache_t *c, void *obj)
 {
-	struct tcache *t = tls_fast[c->slot];
+	struct tcache *t = tcache_get(c);
+	int rc;
 
-	if (likely(t != NULL)) {
-		uint64_t rel = (uint64_t)((char *)obj - t->base) - t->data_off;
-		uint64_t in = rel & (SLAB_SIZE - 1);
-		uint32_t f = (uint32_t)(rel >> SLAB_SHIFT);
-
-		if (likely(rel < t->data_len &&
-			   at_load_relaxed(&t->frame_owner[f]) == t->cache_id &&
-			   in < t->slab_bytes &&
-			   in * t->div_magic <= t->div_magic - 1 &&
-			   (f >> t->node_frame_shift) == t->node)) {
-			struct shm_sheaf *m = t->main;
-			uint32_t n = m->size;
-			if (likely(n < m->capacity)) {
-				m->objs[n] = rel + t->data_off;
-				m->size = n + 1;
-				at_counter_add(&t->stat[ST_FREE_FASTPATH], 1);
-				return 0;
-			}
-		}
-	}
-	return free_slow(c, obj);
+	if (t == NULL)
+		return -errno;
+	tcache_fold(t);
+	rc = free_slow(t, obj);
+	tcache_publish(t);
+	return rc;
 }
+
+/* The external definition of sheaf.h's inline sheaf_free. */
+extern inline int sheaf_free(sheaf_cache_t *cache, void *obj);
 
 /* ---- bulk --------------------------------------------------------------- */
 

@@ -13,11 +13,12 @@
 
 #include <pthread.h>
 #include "client/sheaf.h"
+#include "shm/clients.h"
 #include "shm/engine.h"
 #include "shm/pool.h"
 
 #define SHEAF_POOLS_MAX    8u
-#define SHEAF_HANDLES_MAX  128u
+#define SHEAF_HANDLES_MAX  SHEAF__HANDLES
 
 struct sheaf_pool {
 	struct shm_pool shm;
@@ -40,10 +41,11 @@ struct sheaf_pool {
 };
 
 struct sheaf_cache {
+	struct sheaf__handle h;      /* first: h.slot, the process-wide handle
+					slot (index of sheaf__tls_fast) */
+	uint32_t id;                 /* cache id in the region */
 	sheaf_pool_t *pool;
 	struct shm_cache *sc;
-	uint32_t id;                 /* cache id in the region */
-	uint32_t slot;               /* process-wide handle slot (TLS index) */
 };
 
 /* Per thread, per pool. */
@@ -53,20 +55,16 @@ struct tpool {
 	uint32_t node;               /* home node */
 };
 
-/* Per thread, per cache handle: the fast path's state (one cache line for
- * the fields alloc and free touch). */
+/* Per thread, per cache handle.  First the fast path's state, laid out for
+ * sheaf.h's inline sheaf_alloc/sheaf_free: f.main is the struct shm_sheaf of
+ * the main sheaf (never NULL: &sheaf_dummy when none), f.stat the lane's
+ * counters of the cache, f.owner the frame_owner[] entries of the home
+ * node's frames. */
 struct tcache {
-	struct shm_sheaf *main;      /* never NULL: &sheaf_dummy when none */
-	char *base;                  /* region start */
-	_Atomic uint64_t *stat;      /* lane->stat[cache id] */
-	_Atomic uint16_t *frame_owner;
-	uint64_t data_off, data_len;
-	uint64_t div_magic;          /* boundary test: off * magic <= magic - 1 */
-	uint32_t slab_bytes;
-	uint16_t cache_id;
-	uint8_t node_frame_shift;
-	uint8_t node;                /* home node */
+	struct sheaf__fast f;
 	/* slow-path state */
+	uint32_t node;               /* home node */
+	_Atomic uint64_t *stat;      /* lane->stat[cache id] */
 	struct shm_sheaf *spare;     /* NULL when none */
 	struct shm_sheaf *remote[SHEAF_MAX_NODES];
 	sheaf_cache_t *cache;
@@ -79,9 +77,40 @@ struct tstate {
 	struct tpool tp[SHEAF_POOLS_MAX];
 };
 
-extern __thread struct tcache *tls_fast[SHEAF_HANDLES_MAX]
-	__attribute__((tls_model("initial-exec")));
 extern struct shm_sheaf sheaf_dummy;
+
+/* The main sheaf, as the pool's struct. */
+static inline struct shm_sheaf *tmain(const struct tcache *t)
+{
+	return (struct shm_sheaf *)(void *)t->f.main;
+}
+
+static inline void tmain_set(struct tcache *t, struct shm_sheaf *s)
+{
+	t->f.main = (struct sheaf__sheaf *)(void *)s;
+}
+
+static inline _Atomic uint64_t *tstat(const struct tcache *t)
+{
+	return t->stat;
+}
+
+/*
+ * Counting the fast paths (struct shm_live): before the slow path changes
+ * the main sheaf, fold what the fast paths did on it into the lane's
+ * counters; after, publish the main sheaf again.
+ */
+static inline void tcache_fold(struct tcache *t)
+{
+	lane_live_fold(&t->cache->pool->shm, t->tp->lane, t->f.cache_id);
+}
+
+static inline void tcache_publish(struct tcache *t)
+{
+	if (t->f.main != (struct sheaf__sheaf *)(void *)&sheaf_dummy)
+		lane_live_install(&t->cache->pool->shm, t->tp->lane, t->f.cache_id,
+				  (uint32_t)(tmain(t) - t->cache->pool->shm.sheaves));
+}
 
 /* thread.c */
 struct tcache *tcache_get(sheaf_cache_t *c);        /* NULL + errno */
@@ -117,8 +146,5 @@ sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id);
 void pool_disconnect(sheaf_pool_t *pool);
 int pool_connect_socket(const char *path, char *err, size_t errlen);
 
-/* alloc.c */
-void *alloc_slow(sheaf_cache_t *c);
-int free_slow(sheaf_cache_t *c, void *obj);
 
 #endif

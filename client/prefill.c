@@ -24,14 +24,14 @@ struct sheaf_prefill {
 
 static unsigned held_objects(const struct tcache *t)
 {
-	return t->main->size + (t->spare != NULL ? t->spare->size : 0);
+	return sheaf_size(tmain(t)) + (t->spare != NULL ? sheaf_size(t->spare) : 0);
 }
 
 static unsigned room(const struct tcache *t)
 {
-	unsigned r = t->main->capacity - t->main->size;
+	unsigned r = tmain(t)->capacity - sheaf_size(tmain(t));
 	if (t->spare != NULL)
-		r += t->spare->capacity - t->spare->size;
+		r += t->spare->capacity - sheaf_size(t->spare);
 	return r;
 }
 
@@ -54,8 +54,8 @@ sheaf_prefill_t *sheaf_prefill(sheaf_cache_t *c, unsigned n)
 		return NULL;
 	}
 	if (n > at_load_relaxed(&c->sc->sheaf_capacity))
-		at_counter_add(&t->stat[ST_SHEAF_PREFILL_OVERSIZE], 1);
-	at_counter_add(&t->stat[held_objects(t) >= n ? ST_SHEAF_PREFILL_FAST
+		at_counter_add(&tstat(t)[ST_SHEAF_PREFILL_OVERSIZE], 1);
+	at_counter_add(&tstat(t)[held_objects(t) >= n ? ST_SHEAF_PREFILL_FAST
 				: ST_SHEAF_PREFILL_SLOW], 1);
 	rc = sheaf_alloc_bulk(c, pf->objs, n);
 	if (rc != 0) {
@@ -91,7 +91,7 @@ void sheaf_prefill_return(sheaf_prefill_t *pf)
 		return;
 	t = tcache_get(pf->cache);
 	if (t != NULL && pf->count > 0)
-		at_counter_add(&t->stat[room(t) >= pf->count ? ST_SHEAF_RETURN_FAST
+		at_counter_add(&tstat(t)[room(t) >= pf->count ? ST_SHEAF_RETURN_FAST
 					: ST_SHEAF_RETURN_SLOW], 1);
 	sheaf_free_bulk(pf->cache, pf->objs, pf->count);
 	free(pf);

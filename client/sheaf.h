@@ -25,6 +25,13 @@ extern "C" {
 #endif
 
 #define SHEAF_API __attribute__((visibility("default")))
+/* sheaf_alloc and sheaf_free are inline where the compiler follows C99's
+ * inline rules (see "inline fast paths" below). */
+#if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
+#define SHEAF__INLINE inline
+#else
+#define SHEAF__INLINE
+#endif
 
 typedef struct sheaf_pool sheaf_pool_t;
 typedef struct sheaf_cache sheaf_cache_t;
@@ -181,7 +188,7 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  *   EMFILE  this thread could not get a lane (256 threads use the pool);
  *   ECHILD  the pool was inherited through fork() (see sheaf_connect).
  */
-SHEAF_API void *sheaf_alloc(sheaf_cache_t *cache);
+SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
 
 /*
  * Free an object of @cache.  Every free is checked: the pointer must be in
@@ -198,7 +205,7 @@ SHEAF_API void *sheaf_alloc(sheaf_cache_t *cache);
  *   -EMFILE    this thread could not get a lane (the object stays allocated);
  *   -ECHILD    the pool was inherited through fork().
  */
-SHEAF_API int sheaf_free(sheaf_cache_t *cache, void *obj);
+SHEAF_API SHEAF__INLINE int sheaf_free(sheaf_cache_t *cache, void *obj);
 
 /*
  * Allocate @n objects into @objs: all or none.  Returns 0, or the negative
@@ -275,6 +282,109 @@ SHEAF_API int sheaf_stat_index(const char *name);
  * first broken rule in @err.
  */
 SHEAF_API int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen);
+
+/* ---- inline fast paths ------------------------------------------------- */
+
+/*
+ * sheaf_alloc and sheaf_free are defined here as inline functions, so that a
+ * caller's compiler puts the fast path (a pop or a push on the thread's main
+ * sheaf, and the checks of a free) in the caller, as DPDK's rte_mempool_get
+ * does; libsheaf also exports them as ordinary functions.  What follows is
+ * the library's private ABI, not API: the names with two underscores may
+ * change with the soname (libsheaf.so.0) and are not for use by callers.
+ */
+struct sheaf__sheaf {           /* head of a sheaf in the pool */
+	uint64_t word;          /* bits 0-15: objects held, objs[0..size);
+				   16-63: fast-path operations, counted */
+	uint32_t capacity;
+	uint32_t reserved_[13];
+	uint64_t objs[];        /* object offsets from the region start */
+};
+
+struct sheaf__fast {            /* a thread's fast path for one cache */
+	struct sheaf__sheaf *main;
+	char *base;             /* region start */
+	char *node_data;        /* data of the thread's home node */
+	uint64_t node_len;      /* its bytes */
+	const uint16_t *owner;  /* cache id owning each frame of that node */
+	uint32_t div_inv;       /* a frame offset is an object's iff */
+	uint8_t div_shift;      /*   rotr32(off * div_inv, div_shift) */
+	uint8_t reserved_;      /*   < per_slab (exact division test) */
+	uint16_t cache_id;
+	uint32_t per_slab;
+};
+
+struct sheaf__handle {          /* head of every sheaf_cache_t */
+	uint32_t slot;          /* index in sheaf__tls_fast */
+};
+
+#define SHEAF__HANDLES      128
+#define SHEAF__FRAME_SHIFT  18  /* slab frames of 256 KiB */
+#define SHEAF__WORD_SIZE    0xffffu
+#define SHEAF__WORD_OP      0x10000u   /* one operation in sheaf__sheaf.word */
+
+/* Per thread: the fast path of each cache handle (NULL: take the slow path). */
+SHEAF_API extern __thread struct sheaf__fast *sheaf__tls_fast[SHEAF__HANDLES]
+	__attribute__((tls_model("initial-exec")));
+SHEAF_API void *sheaf__alloc_slow(sheaf_cache_t *cache);
+SHEAF_API int sheaf__free_slow(sheaf_cache_t *cache, void *obj);
+
+/* C99 inline definitions (libsheaf provides the external ones); a gnu89
+ * compiler, whose inline rules differ, calls the library's. */
+#if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
+inline void *sheaf_alloc(sheaf_cache_t *cache)
+{
+	struct sheaf__fast *f =
+		sheaf__tls_fast[((const struct sheaf__handle *)(const void *)cache)->slot];
+
+	if (__builtin_expect(f != NULL, 1)) {
+		struct sheaf__sheaf *m = f->main;
+		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+		uint32_t n = (uint32_t)w & SHEAF__WORD_SIZE;
+
+		if (__builtin_expect(n != 0, 1)) {
+			/* size - 1, one more operation (the alloc_fastpath
+			 * count; other threads and processes read the word) */
+			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
+			return f->base + m->objs[n - 1];
+		}
+	}
+	return sheaf__alloc_slow(cache);
+}
+
+/* @obj is an object of the cache in the thread's home node. */
+#define SHEAF__FAST_VALID(f, obj) __extension__ ({                             \
+	uint64_t rel_ = (uint64_t)((char *)(obj) - (f)->node_data);            \
+	uint32_t q_ = ((uint32_t)rel_ & ((1u << SHEAF__FRAME_SHIFT) - 1)) *    \
+		      (f)->div_inv;                                            \
+	q_ = (q_ >> (f)->div_shift) | (q_ << ((0u - (f)->div_shift) & 31));    \
+	rel_ < (f)->node_len &&                                                \
+		__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],       \
+				__ATOMIC_RELAXED) == (f)->cache_id &&          \
+		q_ < (f)->per_slab; })
+
+inline int sheaf_free(sheaf_cache_t *cache, void *obj)
+{
+	struct sheaf__fast *f =
+		sheaf__tls_fast[((const struct sheaf__handle *)(const void *)cache)->slot];
+
+	if (__builtin_expect(f != NULL, 1)) {
+		if (__builtin_expect(SHEAF__FAST_VALID(f, obj), 1)) {
+			struct sheaf__sheaf *m = f->main;
+			uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+			uint32_t n = (uint32_t)w & SHEAF__WORD_SIZE;
+
+			if (__builtin_expect(n < m->capacity, 1)) {
+				m->objs[n] = (uint64_t)((char *)obj - f->base);
+				__atomic_store_n(&m->word, w + (SHEAF__WORD_OP + 1),
+						 __ATOMIC_RELAXED);
+				return 0;
+			}
+		}
+	}
+	return sheaf__free_slow(cache, obj);
+}
+#endif
 
 #ifdef __cplusplus
 }

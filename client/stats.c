@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include "shm/clients.h"
 #include "shm/stats.h"
 #include "client/internal.h"
 
@@ -37,11 +38,12 @@ int sheaf_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out)
 	out->nstat = SHEAF_STAT_NR;
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
 		struct shm_lane *ln = &p->lanes[l];
-		_Atomic uint64_t *st = ln->stat[c->id];
+		uint64_t st[SHEAF_STAT_ENGINE_FIRST];
 		if (node >= 0 && at_load_relaxed(&ln->node) != (uint32_t)node)
 			continue;
+		lane_counts(p, ln, c->id, st);
 		for (unsigned i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
-			out->stat[i] += at_load_relaxed(&st[i]);
+			out->stat[i] += st[i];
 	}
 	for (uint32_t n = 0; n < p->nodes; n++) {
 		struct shm_cache_node *cn = pool_cnode(p, c->id, n);

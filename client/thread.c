@@ -11,7 +11,7 @@
 #include "shm/clients.h"
 #include "client/internal.h"
 
-__thread struct tcache *tls_fast[SHEAF_HANDLES_MAX]
+__thread struct sheaf__fast *sheaf__tls_fast[SHEAF__HANDLES]
 	__attribute__((tls_model("initial-exec")));
 static __thread struct tstate *tls_state;
 
@@ -38,7 +38,7 @@ static void atfork_child(void)
 		if (pools[i] != NULL)
 			pools[i]->forked = 1;
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
-		tls_fast[i] = NULL;
+		sheaf__tls_fast[i] = NULL;
 	if (tls_state != NULL) {
 		for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
 			free(tls_state->tc[i]);
@@ -90,7 +90,7 @@ int registry_add_handle(sheaf_cache_t *c)
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
 		if (handles[i] == NULL) {
 			handles[i] = c;
-			c->slot = i;
+			c->h.slot = i;
 			rc = 0;
 			break;
 		}
@@ -121,6 +121,40 @@ static uint32_t current_node(const sheaf_pool_t *pool)
 		return (uint32_t)cpu % pool->shm.nodes;
 	n = numa_available() < 0 ? 0 : numa_node_of_cpu(cpu);
 	return n < 0 || (uint32_t)n >= pool->shm.nodes ? 0 : (uint32_t)n;
+}
+
+/*
+ * The free fast path's test that @off (bytes into a slab frame) is an object
+ * boundary of a cache of @size-byte objects, @per_slab to a frame: with
+ * size = d * 2^k (d odd) and inv = d^-1 mod 2^32, rotr32(off * inv, k) is
+ * off / size when size divides off, and above (2^32 - 1) / size >= per_slab
+ * when it does not (Granlund and Montgomery's exact division test), so one
+ * compare checks both the boundary and the slab's end.
+ */
+static void div_test_init(struct sheaf__fast *f, uint32_t size, uint32_t per_slab)
+{
+	uint32_t k = (uint32_t)__builtin_ctz(size), d = size >> k, inv = d;
+
+	for (int i = 0; i < 5; i++)         /* Newton: 3, 6, 12, 24, 48 bits */
+		inv *= 2u - d * inv;
+	f->div_inv = inv;
+	f->div_shift = (uint8_t)k;
+	f->per_slab = per_slab;
+}
+
+static void tcache_fast_init(struct tcache *t, const sheaf_cache_t *c, uint32_t node)
+{
+	const struct shm_pool *p = &c->pool->shm;
+	uint32_t first = node << p->node_frame_shift;
+
+	tmain_set(t, &sheaf_dummy);
+	t->f.base = p->base;
+	t->f.node_data = p->base + pool_frame_off(p, first);
+	t->f.node_len = (uint64_t)p->frames_per_node << SLAB_SHIFT;
+	t->f.owner = (const uint16_t *)(const void *)&p->frame_owner[first];
+	t->stat = t->tp->lane->stat[c->id];
+	t->f.cache_id = (uint16_t)c->id;
+	div_test_init(&t->f, c->sc->obj_size, c->sc->slab_bytes / c->sc->obj_size);
 }
 
 static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
@@ -154,13 +188,13 @@ struct tcache *tcache_get(sheaf_cache_t *c)
 		errno = ECHILD;
 		return NULL;
 	}
-	t = ts->tc[c->slot];
+	t = ts->tc[c->h.slot];
 	if (t != NULL && t->cache == c && t->gen == pool->gen)
 		return t;
 	if (t != NULL) {             /* a stale tcache of a destroyed pool */
 		free(t);
-		ts->tc[c->slot] = NULL;
-		tls_fast[c->slot] = NULL;
+		ts->tc[c->h.slot] = NULL;
+		sheaf__tls_fast[c->h.slot] = NULL;
 	}
 	tp = tpool_get(ts, pool);
 	if (tp == NULL)
@@ -170,23 +204,14 @@ struct tcache *tcache_get(sheaf_cache_t *c)
 		errno = ENOMEM;
 		return NULL;
 	}
-	t->main = &sheaf_dummy;
-	t->base = pool->shm.base;
-	t->stat = tp->lane->stat[c->id];
-	t->frame_owner = pool->shm.frame_owner;
-	t->data_off = pool->shm.data_off;
-	t->data_len = pool->shm.data_len;
-	t->div_magic = c->sc->div_magic;
-	t->slab_bytes = c->sc->slab_bytes;
-	t->cache_id = (uint16_t)c->id;
-	t->node_frame_shift = (uint8_t)pool->shm.node_frame_shift;
-	t->node = (uint8_t)tp->node;
+	t->node = tp->node;
 	t->cache = c;
 	t->tp = tp;
+	tcache_fast_init(t, c, tp->node);
 	t->gen = pool->gen;
-	ts->tc[c->slot] = t;
+	ts->tc[c->h.slot] = t;
 	if (!(c->sc->flags & SHEAF_CACHE_F_DEBUG))
-		tls_fast[c->slot] = t;
+		sheaf__tls_fast[c->h.slot] = &t->f;
 	return t;
 }
 
@@ -200,17 +225,18 @@ static void sheaf_retire(struct tcache *t, struct shm_sheaf *s)
 	if (s == NULL || s == &sheaf_dummy)
 		return;
 	id = sheaf_index(t, s);
-	if (s->size > 0)
-		barn_put_full(p, t->cache_id, s->node, id, t->cache->pool->client, in);
+	if (sheaf_size(s) > 0)
+		barn_put_full(p, t->f.cache_id, s->node, id, t->cache->pool->client, in);
 	else
-		barn_put_empty(p, t->cache_id, s->node, id, t->cache->pool->client, in);
+		barn_put_empty(p, t->f.cache_id, s->node, id, t->cache->pool->client, in);
 }
 
 void tcache_flush(struct tcache *t)
 {
-	sheaf_retire(t, t->main);
+	tcache_fold(t);
+	sheaf_retire(t, tmain(t));
 	sheaf_retire(t, t->spare);
-	t->main = &sheaf_dummy;
+	tmain_set(t, &sheaf_dummy);
 	t->spare = NULL;
 	for (uint32_t n = 0; n < SHEAF_MAX_NODES; n++) {
 		sheaf_retire(t, t->remote[n]);
@@ -240,7 +266,7 @@ static void thread_detach(sheaf_pool_t *only)
 			tcache_flush(t);
 		free(t);
 		ts->tc[i] = NULL;
-		tls_fast[i] = NULL;
+		sheaf__tls_fast[i] = NULL;
 	}
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
 		struct tpool *tp = &ts->tp[i];

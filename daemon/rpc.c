@@ -278,10 +278,12 @@ static Sheaf__V1__NodeStats *node_stats(struct daemon *d, struct arena *a, uint3
 	if (ns == NULL || (ns->counters = arena_alloc(a, SHEAF_STAT_NR * sizeof(void *))) == NULL)
 		return NULL;
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		uint64_t st[SHEAF_STAT_ENGINE_FIRST];
 		if (at_load_relaxed(&p->lanes[l].node) != n)
 			continue;
+		lane_counts(p, &p->lanes[l], c, st);
 		for (int i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
-			v[i] += at_load_relaxed(&p->lanes[l].stat[c][i]);
+			v[i] += st[i];
 	}
 	for (int i = SHEAF_STAT_ENGINE_FIRST; i < SHEAF_STAT_NR; i++)
 		v[i] = at_load_relaxed(&cn->stat[i]);
@@ -563,7 +565,7 @@ static void do_clients(struct daemon *d, struct reply *rp)
 			if (at_load_relaxed(&p->lanes[l].client) != c)
 				continue;
 			for (uint32_t k = 0; k < SHEAF_MAX_CACHES; k++)
-				ci->objects_in_use += lane_in_use(&p->lanes[l], k);
+				ci->objects_in_use += lane_in_use(p, &p->lanes[l], k);
 		}
 		cr->clients[cr->n_clients++] = ci;
 	}

@@ -36,7 +36,7 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 		*from_depot = 1;
 	}
 	sh = pool_sheaf(p, s);
-	sh->size = 0;
+	sheaf_set_size(sh, 0);
 	sh->capacity = cap;
 	sh->cache = (uint16_t)cache;
 	sh->node = (uint8_t)node;
@@ -47,13 +47,13 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 void barn_put_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 		    uint32_t s, uint32_t me, struct ring_intent *in)
 {
-	pool_sheaf(p, s)->size = 0;
+	sheaf_set_size(pool_sheaf(p, s), 0);
 	(void)ring_put(pool_empty_ring(p, cache, node), p->owners, s, me, in);
 }
 
 void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *in)
 {
-	pool_sheaf(p, s)->size = 0;
+	sheaf_set_size(pool_sheaf(p, s), 0);
 	(void)ring_put(pool_ring(p, RING_DEPOT), p->owners, s, me, in);
 }
 

@@ -161,13 +161,14 @@ static int check_cache(struct shm_pool *p, uint32_t c, struct check_report *rep,
 		if (at_load_relaxed(&p->owners[s]) == OWNER_RING(RING_DEPOT))
 			continue;
 		sh = pool_sheaf(p, s);
-		if (sh->size == 0 || sh->cache != c)
+		if (sheaf_size(sh) == 0 || sh->cache != c)
 			continue;
-		if (sh->size > sh->capacity || sh->size > SHEAF_CAP_MAX) {
-			rc = bad(err, errlen, "sheaf %u: size %u > capacity %u", s, sh->size, sh->capacity);
+		if (sheaf_size(sh) > sh->capacity || sheaf_size(sh) > SHEAF_CAP_MAX) {
+			rc = bad(err, errlen, "sheaf %u: size %u > capacity %u", s,
+				 sheaf_size(sh), sh->capacity);
 			break;
 		}
-		for (uint32_t i = 0; i < sh->size; i++) {
+		for (uint32_t i = 0; i < sheaf_size(sh); i++) {
 			uint64_t off = sh->objs[i];
 			uint32_t f, idx;
 			if (off - p->data_off >= p->data_len ||

@@ -1,5 +1,6 @@
 /* clients.c - client slots and thread lanes (clients.h). */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,23 +31,127 @@ void client_detach(struct shm_pool *p, uint32_t client)
 	at_store_release(&p->clients[client].state, CLIENT_FREE);
 }
 
-/* Allocs minus frees the lane has counted for @cache. */
-int64_t lane_net(struct shm_lane *l, uint32_t cache)
+/* Fast-path allocs and frees done on a sheaf whose word went from @from to
+ * @to: ops = allocs + frees and size change = frees - allocs. */
+static void word_delta(uint64_t from, uint64_t to, uint64_t *allocs, uint64_t *frees)
 {
-	_Atomic uint64_t *st = l->stat[cache];
+	/* Bits 16-63 count modulo 2^48: exact unless one sheaf stays a
+	 * thread's main sheaf for 2^48 operations. */
+	uint64_t ops = ((to >> 16) - (from >> 16)) & (~0ull >> 16);
+	int64_t grew = (int64_t)(to & SHEAF_WORD_SIZE) - (int64_t)(from & SHEAF_WORD_SIZE);
 
-	return (int64_t)(at_load_relaxed(&st[ST_ALLOC_FASTPATH]) +
-			 at_load_relaxed(&st[ST_ALLOC_SLOWPATH])) -
-	       (int64_t)(at_load_relaxed(&st[ST_FREE_FASTPATH]) +
-			 at_load_relaxed(&st[ST_FREE_SLOWPATH]));
+	*frees = (uint64_t)((int64_t)ops + grew) / 2;
+	*allocs = ops - *frees;
 }
 
-int64_t lane_in_use(struct shm_lane *l, uint32_t cache)
+void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache,
+		 uint64_t *out)
 {
-	return lane_net(l, cache) - at_load_relaxed(&l->base[cache]);
+	const struct shm_live *lv = &l->live[cache];
+
+	for (unsigned tries = 0;; tries++) {
+		uint32_t seq = at_load_acquire(&lv->seq);
+		uint32_t id = at_load_relaxed(&lv->sheaf);
+		uint64_t from = at_load_relaxed(&lv->word), to = from, a, f;
+
+		for (unsigned i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
+			out[i] = at_load_relaxed(&l->stat[cache][i]);
+		if (id < p->sheaf_count)
+			to = at_load_relaxed(&p->sheaves[id].word);
+		atomic_thread_fence(memory_order_acquire);    /* pairs: seq release */
+		if ((seq & 1) == 0 && at_load_relaxed(&lv->seq) == seq) {
+			if (id < p->sheaf_count) {
+				word_delta(from, to, &a, &f);
+				out[ST_ALLOC_FASTPATH] += a;
+				out[ST_FREE_FASTPATH] += f;
+			}
+			return;
+		}
+		/* The thread is between two stores of its own; one that died
+		 * there is repaired by the engine (lane_live_repair). */
+		if (tries >= 64) {
+			if (tries >= 10000)
+				return;              /* its counters alone */
+			sched_yield();
+		}
+	}
 }
 
-static void lane_bind(struct shm_lane *l, uint32_t node, int new_owner)
+int64_t lane_net(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache)
+{
+	uint64_t st[SHEAF_STAT_ENGINE_FIRST];
+
+	lane_counts(p, l, cache, st);
+	return (int64_t)(st[ST_ALLOC_FASTPATH] + st[ST_ALLOC_SLOWPATH]) -
+	       (int64_t)(st[ST_FREE_FASTPATH] + st[ST_FREE_SLOWPATH]);
+}
+
+int64_t lane_in_use(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache)
+{
+	return lane_net(p, l, cache) - at_load_relaxed(&l->base[cache]);
+}
+
+/* Open (odd) and close (even) a change of @lv that readers must not see
+ * half done. */
+static uint32_t live_begin(struct shm_live *lv)
+{
+	uint32_t seq = at_load_relaxed(&lv->seq) | 1;
+
+	at_store_relaxed(&lv->seq, seq);
+	atomic_thread_fence(memory_order_release);    /* pairs: reader's fence */
+	return seq;
+}
+
+static void live_end(struct shm_live *lv, uint32_t seq)
+{
+	at_store_release(&lv->seq, seq + 1);          /* pairs: reader's acquire */
+}
+
+void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
+		       uint32_t sheaf)
+{
+	struct shm_live *lv = &l->live[cache];
+	uint32_t seq = live_begin(lv);
+
+	at_store_relaxed(&lv->word, at_load_relaxed(&p->sheaves[sheaf].word));
+	at_store_relaxed(&lv->sheaf, sheaf);
+	live_end(lv, seq);
+}
+
+void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
+{
+	struct shm_live *lv = &l->live[cache];
+	uint32_t id = at_load_relaxed(&lv->sheaf), seq;
+	uint64_t a, f;
+
+	if (id >= p->sheaf_count)
+		return;
+	seq = live_begin(lv);
+	word_delta(at_load_relaxed(&lv->word), at_load_relaxed(&p->sheaves[id].word), &a, &f);
+	at_counter_add(&l->stat[cache][ST_ALLOC_FASTPATH], a);
+	at_counter_add(&l->stat[cache][ST_FREE_FASTPATH], f);
+	at_store_relaxed(&lv->sheaf, SHEAF_ID_NONE);
+	live_end(lv, seq);
+}
+
+void lane_live_repair(struct shm_pool *p, struct shm_lane *l)
+{
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		struct shm_live *lv = &l->live[c];
+
+		if (at_load_relaxed(&lv->seq) & 1) {
+			/* Died inside a change: the counters may hold the fold
+			 * already; count nothing more. */
+			at_store_relaxed(&lv->sheaf, SHEAF_ID_NONE);
+			live_end(lv, at_load_relaxed(&lv->seq));
+		} else {
+			lane_live_fold(p, l, c);
+		}
+	}
+}
+
+static void lane_bind(struct shm_pool *p, struct shm_lane *l, uint32_t node,
+		      int new_owner)
 {
 	at_store_relaxed(&l->bound, node + 1);
 	at_store_relaxed(&l->node, node);
@@ -54,7 +159,7 @@ static void lane_bind(struct shm_lane *l, uint32_t node, int new_owner)
 	at_store_relaxed(&l->intent.op, RING_OP_NONE);
 	if (new_owner)
 		for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
-			at_store_relaxed(&l->base[c], lane_net(l, c));
+			at_store_relaxed(&l->base[c], lane_net(p, l, c));
 }
 
 /*
@@ -76,7 +181,7 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
 				    (pass == 0 && at_load_relaxed(&l->bound) != node + 1) ||
 				    !at_cas_acqrel(&l->busy, &exp, 1))
 					continue;
-				lane_bind(l, node, 0);
+				lane_bind(p, l, node, 0);
 				return l;
 			}
 			exp = LANE_FREE;
@@ -86,7 +191,7 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
 			    !at_cas_acqrel(&l->client, &exp, client))
 				continue;
 			at_store_relaxed(&l->busy, 1);
-			lane_bind(l, node, 1);
+			lane_bind(p, l, node, 1);
 			return l;
 		}
 	}

@@ -21,11 +21,33 @@ void client_detach(struct shm_pool *p, uint32_t client);
  * are in use. */
 struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node);
 
+/*
+ * The lane's client-side counters of @cache (out[SHEAF_STAT_CLIENT_FIRST ..
+ * SHEAF_STAT_ENGINE_FIRST)), with the fast-path operations done on its
+ * thread's main sheaf so far (struct shm_live).  Any thread or process.
+ */
+void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache,
+		 uint64_t *out);
+
 /* Allocs minus frees the lane has ever counted for @cache. */
-int64_t lane_net(struct shm_lane *l, uint32_t cache);
+int64_t lane_net(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache);
 
 /* Objects of @cache allocated and not freed by the lane's client. */
-int64_t lane_in_use(struct shm_lane *l, uint32_t cache);
+int64_t lane_in_use(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache);
+
+/*
+ * The lane's thread makes sheaf @sheaf its main sheaf of @cache
+ * (lane_live_install), or stops using it as such (lane_live_fold: the
+ * operations done on it go into the lane's counters).  Every change to the
+ * main sheaf other than the inline fast paths' happens between the two.
+ * Who may call: the lane's thread; the engine for a dead client's lane.
+ */
+void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
+		       uint32_t sheaf);
+void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache);
+
+/* A dead client's lane: fold what its thread left, however it stopped. */
+void lane_live_repair(struct shm_pool *p, struct shm_lane *l);
 
 /* A thread is done with its lane: it stays the client's, idle. */
 void lane_release(struct shm_lane *l);

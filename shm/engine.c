@@ -162,10 +162,10 @@ static void flush_one(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
 {
 	struct shm_sheaf *sh = pool_sheaf(p, s);
 	uint32_t limit = at_load_relaxed(&p->caches[c].barn_limit);
-	uint32_t size = sh->size > SHEAF_CAP_MAX ? SHEAF_CAP_MAX : sh->size;
+	uint32_t size = sheaf_size(sh) > SHEAF_CAP_MAX ? SHEAF_CAP_MAX : sheaf_size(sh);
 
 	slab_free_objs(p, c, sh->objs, size);
-	sh->size = 0;
+	sheaf_set_size(sh, 0);
 	stat_add(p, c, n, ST_SHEAF_FLUSH, 1);
 	if (ring_count(pool_empty_ring(p, c, n)) > 2 * limit)
 		depot_put(p, s, me, in);
@@ -210,7 +210,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 				starved = work == 0;
 				break;
 			}
-			sh->size = got;
+			sheaf_set_size(sh, got);
 			barn_put_full(p, c, n, s, OWNER_ENGINE, in);
 			stat_add(p, c, n, ST_SHEAF_REFILL, 1);
 			/* A client waits on this barn: wake it at the first
@@ -416,6 +416,10 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 
 	pthread_mutex_lock(&e->ctl_lock);
 	in = &e->ctl_lane->intent;
+	/* Count what its threads did on their main sheaves before those go. */
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		if (at_load_acquire(&p->lanes[l].client) == client)
+			lane_live_repair(p, &p->lanes[l]);
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 		if (at_load_acquire(&ln->client) == client)
@@ -430,10 +434,11 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 
 		/* Its contents were written by the dead client: validate every
 		 * object on the way back to the slabs (slab_free_objs). */
-		if (sh->size > 0 && c < SHEAF_MAX_CACHES &&
+		if (sheaf_size(sh) > 0 && c < SHEAF_MAX_CACHES &&
 		    at_load_acquire(&p->caches[c].state) == CACHE_LIVE) {
 			uint32_t node = sh->node < p->nodes ? sh->node : 0;
-			uint32_t size = sh->size > SHEAF_CAP_MAX ? SHEAF_CAP_MAX : sh->size;
+			uint32_t size = sheaf_size(sh) > SHEAF_CAP_MAX ? SHEAF_CAP_MAX
+								       : sheaf_size(sh);
 			slab_free_objs(p, c, sh->objs, size);
 			stat_add(p, c, node, ST_SHEAF_FLUSH, 1);
 		}
@@ -454,7 +459,7 @@ int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache)
 	int64_t n = 0;
 
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		n += lane_net(&p->lanes[l], cache);
+		n += lane_net(p, &p->lanes[l], cache);
 	return n;
 }
 
@@ -505,7 +510,7 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 		uint32_t s;
 
 		while ((s = barn_get_full(p, cache, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
-			slab_free_objs(p, cache, pool_sheaf(p, s)->objs, pool_sheaf(p, s)->size);
+			slab_free_objs(p, cache, pool_sheaf(p, s)->objs, sheaf_size(pool_sheaf(p, s)));
 			depot_put(p, s, OWNER_ENGINE, in);
 		}
 		while ((s = ring_get(pool_empty_ring(p, cache, n), p->owners,
@@ -518,9 +523,11 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 		pthread_mutex_unlock(&cn->lock);
 	}
 	/* Counters of the lanes for this cache start again from zero. */
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
 		for (int i = 0; i < SHEAF_STAT_NR; i++)
 			at_store_relaxed(&p->lanes[l].stat[cache][i], 0);
+		at_store_relaxed(&p->lanes[l].live[cache].sheaf, SHEAF_ID_NONE);
+	}
 out:
 	pthread_mutex_unlock(&e->ctl_lock);
 	if (workers && engine_start(e, msg, sizeof(msg)) != 0 && rc == 0) {
@@ -555,10 +562,10 @@ int engine_adopt(struct shm_pool *p)
 		/* A sheaf the engine was filling or flushing: whatever it holds
 		 * goes back to the slabs; objects already back are refused by
 		 * the bitmap (counted in flush_invalid), never freed twice. */
-		if (sh->size > 0 && c < SHEAF_MAX_CACHES &&
+		if (sheaf_size(sh) > 0 && c < SHEAF_MAX_CACHES &&
 		    at_load_acquire(&p->caches[c].state) == CACHE_LIVE)
-			slab_free_objs(p, c, sh->objs, sh->size > SHEAF_CAP_MAX ? SHEAF_CAP_MAX
-								       : sh->size);
+			slab_free_objs(p, c, sh->objs, sheaf_size(sh) > SHEAF_CAP_MAX
+						       ? SHEAF_CAP_MAX : sheaf_size(sh));
 		depot_put(p, ids[k], me, &in);
 	}
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)

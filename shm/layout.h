@@ -46,7 +46,7 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  1u
+#define SHEAF_LAYOUT_VERSION  2u
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_MAX_CACHES      64u
@@ -157,18 +157,60 @@ _Static_assert(sizeof(struct shm_slab) == 32, "slab entry size");
 
 /* ---- shared part ------------------------------------------------------ */
 
+/*
+ * A sheaf.  Its word holds the size (objects in objs[0..size)) in bits 0-15
+ * and, in bits 16-63, a count of the fast-path operations done on it: the
+ * inline fast paths of client/sheaf.h change both with one add and one
+ * store (alloc: + SHEAF_WORD_OP - 1, free: + SHEAF_WORD_OP + 1), so that
+ * alloc_fastpath and free_fastpath need no counter of their own (see
+ * struct shm_live).  Every other writer changes the size alone
+ * (sheaf_set_size).  Written by the sheaf's owner only; relaxed loads
+ * elsewhere.
+ */
+#define SHEAF_WORD_SIZE  0xffffull
+#define SHEAF_WORD_OP    (1ull << 16)
+
 struct shm_sheaf {
-	uint32_t size;               /* objects held: objs[0..size) */
+	_Atomic uint64_t word;       /* size | fast-path ops << 16 */
 	uint32_t capacity;           /* <= SHEAF_CAP_MAX */
 	uint16_t cache;
 	uint8_t node;
 	uint8_t flags;
 	uint32_t id;
-	char pad[SHEAF_CACHELINE - 16];
+	char pad[SHEAF_CACHELINE - 20];
 	uint64_t objs[SHEAF_CAP_MAX];  /* object offsets from the region start */
 };
 _Static_assert(sizeof(struct shm_sheaf) % SHEAF_CACHELINE == 0, "sheaf size");
 _Static_assert(offsetof(struct shm_sheaf, objs) == SHEAF_CACHELINE, "sheaf header");
+_Static_assert(SHEAF_CAP_MAX <= SHEAF_WORD_SIZE, "sheaf size field");
+
+static inline uint32_t sheaf_size(struct shm_sheaf *s)
+{
+	return (uint32_t)(at_load_relaxed(&s->word) & SHEAF_WORD_SIZE);
+}
+
+static inline void sheaf_set_size(struct shm_sheaf *s, uint32_t n)
+{
+	uint64_t w = at_load_relaxed(&s->word);
+
+	at_store_relaxed(&s->word, (w & ~SHEAF_WORD_SIZE) | n);
+}
+
+static inline void sheaf_push(struct shm_sheaf *s, uint64_t off)
+{
+	uint32_t n = sheaf_size(s);
+
+	s->objs[n] = off;
+	sheaf_set_size(s, n + 1);
+}
+
+static inline uint64_t sheaf_pop(struct shm_sheaf *s)
+{
+	uint32_t n = sheaf_size(s) - 1;
+
+	sheaf_set_size(s, n);
+	return s->objs[n];
+}
 
 struct shm_barn {
 	_Atomic uint32_t supply;     /* futex: engine bumps after stocking */
@@ -213,6 +255,20 @@ _Static_assert(sizeof(struct shm_client) == SHEAF_CACHELINE, "client size");
  * objects in use (allocs - frees) the lane showed when its client took it,
  * so that a client's own objects in use are the sum of (net - base).
  */
+/*
+ * A lane's main sheaf of one cache, for the fast-path counts: @word is the
+ * sheaf's word when it became the thread's main sheaf, so the operations
+ * done on it since are (word now - @word) (struct shm_sheaf).  The lane's
+ * thread writes it under the sequence count @seq (odd while it changes);
+ * readers retry when @seq moved (clients.c, lane_counts).
+ */
+struct shm_live {
+	_Atomic uint32_t seq;
+	_Atomic uint32_t sheaf;      /* SHEAF_ID_NONE: nothing to count */
+	_Atomic uint64_t word;
+};
+_Static_assert(sizeof(struct shm_live) == 16, "live size");
+
 struct shm_lane {
 	_Atomic uint32_t client;     /* owning client id, LANE_FREE */
 	_Atomic uint32_t node;       /* the node the lane counts for */
@@ -223,6 +279,7 @@ struct shm_lane {
 	char pad1[SHEAF_CACHELINE - 36];
 	_Atomic int64_t base[SHEAF_MAX_CACHES];
 	_Atomic uint64_t stat[SHEAF_MAX_CACHES][SHEAF_STAT_NR];
+	struct shm_live live[SHEAF_MAX_CACHES];
 };
 _Static_assert(sizeof(struct shm_lane) % SHEAF_CACHELINE == 0, "lane size");
 

@@ -59,6 +59,13 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_clients = o;      o += SHEAF_MAX_CLIENTS * sizeof(struct shm_client);
 	o = align_up(o, PAGE);
 	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
+	/* frame_owner[] starts half-way into a page and off a cache line's
+	 * first bytes: sheaves start on a page and every sheaf's word on a
+	 * cache line, so a free's load of its frame's entry (at least for the
+	 * first 16 frames of a node) never shares its page offset with the
+	 * word the previous free stored, which would make the load wait for
+	 * that store (4K aliasing). */
+	o = align_up(o, PAGE) + PAGE / 2 + SHEAF_CACHELINE / 2;
 	h->off_frame_owner = o;  o += frames * 2;
 	o = align_up(o, PAGE);
 	h->off_rw = o;
@@ -137,8 +144,11 @@ static void pool_init_segments(struct shm_pool *p)
 	}
 	for (uint32_t r = 0; r < ring_total(p->nodes); r++)
 		ring_init(pool_ring(p, r), r, p->sheaf_count, p->sheaf_count);
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
 		at_store_relaxed(&p->lanes[l].client, LANE_FREE);
+		for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+			at_store_relaxed(&p->lanes[l].live[c].sheaf, SHEAF_ID_NONE);
+	}
 	/* Every sheaf starts in the depot. */
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		at_store_relaxed(&p->owners[s], OWNER_ENGINE);

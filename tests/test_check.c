@@ -60,7 +60,7 @@ static uint32_t take_empty_sheaf(uint32_t cache, uint32_t node)
 	ck_assert_uint_ne(s, SHEAF_ID_NONE);
 	ck_assert_int_eq(dep, 1);            /* the barn's empty ring is empty */
 	ck_assert_uint_eq(atomic_load(&P.owners[s]), OWNER_ENGINE);
-	ck_assert_uint_eq(pool_sheaf(&P, s)->size, 0);
+	ck_assert_uint_eq(sheaf_size(pool_sheaf(&P, s)), 0);
 	ck_assert_uint_eq(pool_sheaf(&P, s)->capacity, cap);
 	ck_assert_uint_eq(pool_sheaf(&P, s)->cache, cache);
 	ck_assert_uint_eq(pool_sheaf(&P, s)->node, node);
@@ -91,14 +91,14 @@ static void setup(void)
 	S1 = take_empty_sheaf(C, 0);
 	sh = pool_sheaf(&P, S1);
 	memcpy(sh->objs, objs0, IN_S1 * sizeof(uint64_t));
-	sh->size = IN_S1;
+	sheaf_set_size(sh, IN_S1);
 	ck_assert_uint_eq(barn_put_full(&P, C, 0, S1, OWNER_ENGINE, &IN), 1);
 	ck_assert_uint_eq(atomic_load(&P.owners[S1]), OWNER_RING(ring_full_id(C, 0, P.nodes)));
 
 	S2 = take_empty_sheaf(C, 1);
 	sh = pool_sheaf(&P, S2);
 	memcpy(sh->objs, objs1, IN_S2 * sizeof(uint64_t));
-	sh->size = IN_S2;
+	sheaf_set_size(sh, IN_S2);
 }
 
 static void teardown(void)
@@ -199,10 +199,10 @@ START_TEST(test_clean_after_flush)
 	uint32_t s = barn_get_full(&P, C, 0, OWNER_ENGINE, &IN);
 
 	ck_assert_uint_eq(s, S1);
-	ck_assert_uint_eq(slab_free_objs(&P, C, s1()->objs, s1()->size), 0);
+	ck_assert_uint_eq(slab_free_objs(&P, C, s1()->objs, sheaf_size(s1())), 0);
 	barn_put_empty(&P, C, 0, S1, OWNER_ENGINE, &IN);
 	EXPECT_CLEAN(IN_USE);
-	ck_assert_uint_eq(slab_free_objs(&P, C, s2()->objs, s2()->size), 0);
+	ck_assert_uint_eq(slab_free_objs(&P, C, s2()->objs, sheaf_size(s2())), 0);
 	depot_put(&P, S2, OWNER_ENGINE, &IN);
 	EXPECT_CLEAN(IN_USE);
 	ck_assert_uint_eq(slab_free_objs(&P, C, objs0 + IN_S1, N0 - IN_S1), 0);
@@ -215,16 +215,16 @@ END_TEST
 
 START_TEST(test_same_object_twice_in_sheaf)
 {
-	s1()->objs[s1()->size++] = s1()->objs[7];
+	sheaf_push(s1(), s1()->objs[7]);
 	expect_broken("same object twice in a sheaf", IN_USE, "twice");
-	s1()->size--;
+	sheaf_set_size(s1(), sheaf_size(s1()) - 1);
 	EXPECT_CLEAN(IN_USE);
 }
 END_TEST
 
 START_TEST(test_same_object_in_two_sheaves)
 {
-	s2()->objs[s2()->size++] = s1()->objs[3];
+	sheaf_push(s2(), s1()->objs[3]);
 	expect_broken("one object in two sheaves", IN_USE, "twice");
 }
 END_TEST
@@ -241,9 +241,9 @@ END_TEST
 /* A never-taken (free) object put into a sheaf. */
 START_TEST(test_free_object_put_in_sheaf)
 {
-	s2()->objs[s2()->size++] = free_obj_node1();
+	sheaf_push(s2(), free_obj_node1());
 	expect_broken("free object put in a sheaf", IN_USE, "twice");
-	s2()->size--;
+	sheaf_set_size(s2(), sheaf_size(s2()) - 1);
 	EXPECT_CLEAN(IN_USE);
 }
 END_TEST
@@ -332,7 +332,7 @@ START_TEST(test_sheaf_object_of_other_cache)
 	ck_assert_uint_eq(slab_alloc_objs(&P, (uint32_t)other, 0, &o, 1, 0), 1);
 	ck_assert_int_eq(pool_check(&P, -1, IN_USE + 1, NULL, ERR, sizeof ERR), 0);
 	ck_assert_int_eq(pool_check(&P, (int)C, IN_USE, NULL, ERR, sizeof ERR), 0);
-	s1()->objs[s1()->size++] = o;
+	sheaf_push(s1(), o);
 	expect_broken("sheaf holding another cache's object", IN_USE, "not in a slab");
 }
 END_TEST
@@ -508,9 +508,9 @@ END_TEST
 
 START_TEST(test_sheaf_size_over_capacity)
 {
-	s2()->size = s2()->capacity + 1;
+	sheaf_set_size(s2(), s2()->capacity + 1);
 	expect_broken("sheaf size over its capacity", IN_USE, "capacity");
-	s2()->size = SHEAF_CAP_MAX + 1;
+	sheaf_set_size(s2(), SHEAF_CAP_MAX + 1);
 	s2()->capacity = SHEAF_CAP_MAX + 1;
 	expect_broken("sheaf size over SHEAF_CAP_MAX", IN_USE, "capacity");
 }
