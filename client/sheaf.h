@@ -340,7 +340,7 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 	if (__builtin_expect(f != NULL, 1)) {
 		struct sheaf__sheaf *m = f->main;
 		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-		uint32_t n = (uint32_t)w & SHEAF__WORD_SIZE;
+		uint64_t n = w & SHEAF__WORD_SIZE;
 
 		if (__builtin_expect(n != 0, 1)) {
 			/* size - 1, one more operation (the alloc_fastpath
@@ -372,7 +372,7 @@ inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 		if (__builtin_expect(SHEAF__FAST_VALID(f, obj), 1)) {
 			struct sheaf__sheaf *m = f->main;
 			uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-			uint32_t n = (uint32_t)w & SHEAF__WORD_SIZE;
+			uint64_t n = w & SHEAF__WORD_SIZE;
 
 			if (__builtin_expect(n < m->capacity, 1)) {
 				m->objs[n] = (uint64_t)((char *)obj - f->base);

@@ -49,16 +49,21 @@ void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 {
 	const struct shm_live *lv = &l->live[cache];
 
+	/*
+	 * A sequence lock without fences (TSan has none): the thread's stores
+	 * of the fields below are releases, these loads acquires, so a load
+	 * that sees one of a change's stores makes the second load of @seq
+	 * see the change begun.
+	 */
 	for (unsigned tries = 0;; tries++) {
 		uint32_t seq = at_load_acquire(&lv->seq);
-		uint32_t id = at_load_relaxed(&lv->sheaf);
-		uint64_t from = at_load_relaxed(&lv->word), to = from, a, f;
+		uint32_t id = at_load_acquire(&lv->sheaf);
+		uint64_t from = at_load_acquire(&lv->word), to = from, a, f;
 
 		for (unsigned i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
-			out[i] = at_load_relaxed(&l->stat[cache][i]);
+			out[i] = at_load_acquire(&l->stat[cache][i]);
 		if (id < p->sheaf_count)
 			to = at_load_relaxed(&p->sheaves[id].word);
-		atomic_thread_fence(memory_order_acquire);    /* pairs: seq release */
 		if ((seq & 1) == 0 && at_load_relaxed(&lv->seq) == seq) {
 			if (id < p->sheaf_count) {
 				word_delta(from, to, &a, &f);
@@ -98,13 +103,18 @@ static uint32_t live_begin(struct shm_live *lv)
 	uint32_t seq = at_load_relaxed(&lv->seq) | 1;
 
 	at_store_relaxed(&lv->seq, seq);
-	atomic_thread_fence(memory_order_release);    /* pairs: reader's fence */
 	return seq;
 }
 
 static void live_end(struct shm_live *lv, uint32_t seq)
 {
-	at_store_release(&lv->seq, seq + 1);          /* pairs: reader's acquire */
+	at_store_release(&lv->seq, seq + 1);          /* pairs: reader's first load */
+}
+
+/* A counter of the lane's own, stored with release (see lane_counts). */
+static void counter_add_release(_Atomic uint64_t *c, uint64_t v)
+{
+	at_store_release(c, at_load_relaxed(c) + v);
 }
 
 void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
@@ -113,8 +123,8 @@ void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 	struct shm_live *lv = &l->live[cache];
 	uint32_t seq = live_begin(lv);
 
-	at_store_relaxed(&lv->word, at_load_relaxed(&p->sheaves[sheaf].word));
-	at_store_relaxed(&lv->sheaf, sheaf);
+	at_store_release(&lv->word, at_load_relaxed(&p->sheaves[sheaf].word));
+	at_store_release(&lv->sheaf, sheaf);
 	live_end(lv, seq);
 }
 
@@ -128,9 +138,9 @@ void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
 		return;
 	seq = live_begin(lv);
 	word_delta(at_load_relaxed(&lv->word), at_load_relaxed(&p->sheaves[id].word), &a, &f);
-	at_counter_add(&l->stat[cache][ST_ALLOC_FASTPATH], a);
-	at_counter_add(&l->stat[cache][ST_FREE_FASTPATH], f);
-	at_store_relaxed(&lv->sheaf, SHEAF_ID_NONE);
+	counter_add_release(&l->stat[cache][ST_ALLOC_FASTPATH], a);
+	counter_add_release(&l->stat[cache][ST_FREE_FASTPATH], f);
+	at_store_release(&lv->sheaf, SHEAF_ID_NONE);
 	live_end(lv, seq);
 }
 
@@ -142,7 +152,7 @@ void lane_live_repair(struct shm_pool *p, struct shm_lane *l)
 		if (at_load_relaxed(&lv->seq) & 1) {
 			/* Died inside a change: the counters may hold the fold
 			 * already; count nothing more. */
-			at_store_relaxed(&lv->sheaf, SHEAF_ID_NONE);
+			at_store_release(&lv->sheaf, SHEAF_ID_NONE);
 			live_end(lv, at_load_relaxed(&lv->seq));
 		} else {
 			lane_live_fold(p, l, c);

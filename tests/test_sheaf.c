@@ -9,6 +9,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,6 +459,79 @@ START_TEST(capacity_tuned_at_run_time)
 }
 END_TEST
 
+/* ---- fast-path counts read while the thread runs ----------------------- */
+
+struct counting {
+	sheaf_cache_t *c;
+	uint64_t pairs;
+	_Atomic int phase;      /* 1: counting done, 2: may exit */
+};
+
+static void *counting_thread(void *arg)
+{
+	struct counting *k = arg;
+
+	for (uint64_t i = 0; i < k->pairs; i++) {
+		void *o = sheaf_alloc(k->c);
+		if (o == NULL || sheaf_free(k->c, o) != 0)
+			abort();
+	}
+	atomic_store(&k->phase, 1);
+	while (atomic_load(&k->phase) != 2)
+		usleep(1000);
+	return NULL;
+}
+
+/*
+ * alloc_fastpath and free_fastpath are not counted per operation: they are
+ * read off the sheaf word of each thread's main sheaf (struct shm_live).
+ * Another thread's reads while the thread runs never go back, and once it
+ * is idle (alive, its main sheaf still in hand) they are exact; its exit
+ * changes nothing.
+ */
+START_TEST(fast_counts_while_running)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "live", 64, 16, 0);
+	struct counting k = { .c = c, .pairs = san() ? 200000 : 3000000 };
+	uint64_t last_a = 0, last_f = 0, reads = 0;
+	struct sheaf_stats s;
+	pthread_t th;
+
+	REQUIRE(pthread_create(&th, NULL, counting_thread, &k) == 0);
+	while (atomic_load(&k.phase) == 0) {
+		s = stats(c, -1);
+		uint64_t a = s.stat[sheaf_stat_index("alloc_fastpath")];
+		uint64_t f = s.stat[sheaf_stat_index("free_fastpath")];
+		if (a < last_a || f < last_f)
+			ck_abort_msg("counts went back: %llu/%llu after %llu/%llu",
+				     (unsigned long long)a, (unsigned long long)f,
+				     (unsigned long long)last_a, (unsigned long long)last_f);
+		if (a > k.pairs || f > a + 1 || s.in_use > 1)
+			ck_abort_msg("alloc %llu free %llu in use %llu",
+				     (unsigned long long)a, (unsigned long long)f,
+				     (unsigned long long)s.in_use);
+		last_a = a;
+		last_f = f;
+		reads++;
+	}
+	s = stats(c, -1);
+	/* The first alloc found no main sheaf: one slow path. */
+	ck_assert_uint_eq(s.stat[sheaf_stat_index("alloc_slowpath")], 1);
+	ck_assert_uint_eq(s.stat[sheaf_stat_index("alloc_fastpath")], k.pairs - 1);
+	ck_assert_uint_eq(s.stat[sheaf_stat_index("free_fastpath")], k.pairs);
+	ck_assert_uint_eq(s.in_use, 0);
+	atomic_store(&k.phase, 2);
+	REQUIRE(pthread_join(th, NULL) == 0);
+	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), k.pairs - 1);
+	ck_assert_uint_eq(st(c, -1, "free_fastpath"), k.pairs);
+	printf("  %llu pairs counted on the sheaf word; %llu reads meanwhile, none went back\n",
+	       (unsigned long long)k.pairs, (unsigned long long)reads);
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* ---- thread exit, stress ------------------------------------------------ */
 
 static uint32_t sheaves_held_by(sheaf_pool_t *p, uint32_t client)
@@ -667,6 +741,7 @@ int main(void)
 	ADD_ALONE(s, bad_frees_detected, 120);
 	ADD_ALONE(s, sheaves_disabled, 120);
 	ADD_ALONE(s, capacity_tuned_at_run_time, 120);
+	ADD_ALONE(s, fast_counts_while_running, 120);
 	ADD_ALONE(s, thread_exit_returns_sheaves, 120);
 	ADD_ALONE(s, stress_threads_then_check, 120);
 	ADD_ALONE(s, shrink_releases_memory, 120);
