@@ -25,8 +25,8 @@ _Static_assert(offsetof(struct shm_sheaf, word) == offsetof(struct sheaf__sheaf,
 	       offsetof(struct shm_sheaf, capacity) == offsetof(struct sheaf__sheaf, capacity) &&
 	       offsetof(struct shm_sheaf, objs) == offsetof(struct sheaf__sheaf, objs),
 	       "struct sheaf__sheaf does not match struct shm_sheaf");
-_Static_assert(offsetof(struct tcache, f) == 0 && offsetof(struct sheaf_cache, h) == 0,
-	       "fast-path heads must come first");
+_Static_assert(sizeof(struct sheaf__fast) == 64 && sizeof(struct sheaf_cache) == 64,
+	       "handles and fast paths lie 64 bytes apart (SHEAF__FAST)");
 _Static_assert(SHEAF_WORD_SIZE == SHEAF__WORD_SIZE && SHEAF_WORD_OP == SHEAF__WORD_OP,
 	       "sheaf word");
 _Static_assert(SLAB_SHIFT == SHEAF__FRAME_SHIFT, "slab frame size");
@@ -75,7 +75,7 @@ static uint32_t barn_capacity(const struct tcache *t)
 static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 {
 	struct shm_pool *p = tshm(t);
-	uint32_t c = t->f.cache_id, s;
+	uint32_t c = t->f->cache_id, s;
 	int fresh = 0;
 
 	for (;;) {
@@ -121,7 +121,7 @@ static struct shm_sheaf *get_empty(struct tcache *t, uint32_t node, uint32_t cap
 
 	for (;;) {
 		int dep;
-		uint32_t s = barn_get_empty(p, t->f.cache_id, node, cap, me_of(t),
+		uint32_t s = barn_get_empty(p, t->f->cache_id, node, cap, me_of(t),
 					    intent_of(t), &dep);
 		if (s != SHEAF_ID_NONE) {
 			if (dep)
@@ -131,7 +131,7 @@ static struct shm_sheaf *get_empty(struct tcache *t, uint32_t node, uint32_t cap
 		if (end == 0)           /* the clock only when it must wait */
 			end = clock_ns() + t->cache->pool->wait_ns;
 		if (clock_ns() >= end ||
-		    barn_wait_supply(p, t->f.cache_id, node, end - clock_ns()) != 0) {
+		    barn_wait_supply(p, t->f->cache_id, node, end - clock_ns()) != 0) {
 			errno = EAGAIN;
 			return NULL;
 		}
@@ -145,11 +145,11 @@ static void put_sheaf(struct tcache *t, struct shm_sheaf *s)
 	uint32_t id = sheaf_index(t, s);
 
 	if (sheaf_size(s) == 0) {
-		barn_put_empty(p, t->f.cache_id, s->node, id, me_of(t), intent_of(t));
+		barn_put_empty(p, t->f->cache_id, s->node, id, me_of(t), intent_of(t));
 		return;
 	}
 	stat_inc(t, ST_BARN_PUT);
-	if (barn_put_full(p, t->f.cache_id, s->node, id, me_of(t), intent_of(t)) >
+	if (barn_put_full(p, t->f->cache_id, s->node, id, me_of(t), intent_of(t)) >
 	    at_load_relaxed(&t->cache->sc->barn_limit)) {
 		stat_inc(t, ST_BARN_PUT_FAIL);
 		node_ring_doorbell(p, s->node);        /* ask for a flush */
@@ -175,7 +175,7 @@ static void *debug_mark_alloc(struct tcache *t, void *obj)
 
 	if (!(t->cache->sc->flags & SHEAF_CACHE_F_DEBUG))
 		return obj;
-	w = inuse_word(t, (uint64_t)((char *)obj - t->f.base), &bit);
+	w = inuse_word(t, (uint64_t)((char *)obj - t->f->base), &bit);
 	at_fetch_or_acqrel(w, bit);
 	return obj;
 }
@@ -184,7 +184,7 @@ static void *debug_mark_alloc(struct tcache *t, void *obj)
 
 static inline void *pop(struct tcache *t, struct shm_sheaf *s)
 {
-	return t->f.base + sheaf_pop(s);
+	return t->f->base + sheaf_pop(s);
 }
 
 /* Sheaves disabled: every alloc takes a sheaf from the barn and puts it back. */
@@ -270,9 +270,9 @@ static int free_check(struct tcache *t, void *obj, uint64_t off)
 	if (!(t->cache->sc->flags & SHEAF_CACHE_F_DEBUG)) {
 		/* Mostly a free whose main sheaf was full: the fast path's
 		 * test passed already; slab_validate names what is wrong. */
-		return SHEAF__FAST_VALID(&t->f, obj) ? 0 : slab_validate(tshm(t), t->f.cache_id, off);
+		return SHEAF__FAST_VALID(t->f, obj) ? 0 : slab_validate(tshm(t), t->f->cache_id, off);
 	}
-	rc = slab_validate(tshm(t), t->f.cache_id, off);
+	rc = slab_validate(tshm(t), t->f->cache_id, off);
 	if (rc != 0)
 		return rc;
 	w = inuse_word(t, off, &bit);
@@ -305,7 +305,7 @@ static int free_remote(struct tcache *t, uint64_t off, uint32_t node)
 static int free_nosheaf(struct tcache *t, uint64_t off)
 {
 	struct shm_pool *p = tshm(t);
-	uint32_t id = barn_get_full(p, t->f.cache_id, t->node, me_of(t), intent_of(t));
+	uint32_t id = barn_get_full(p, t->f->cache_id, t->node, me_of(t), intent_of(t));
 	struct shm_sheaf *s = id == SHEAF_ID_NONE ? NULL : pool_sheaf(p, id);
 
 	if (s != NULL && sheaf_size(s) >= s->capacity) {
@@ -329,7 +329,7 @@ static int free_slow(struct tcache *t, void *obj)
 	struct shm_sheaf *m;
 	int rc;
 
-	off = (uint64_t)((char *)obj - t->f.base);
+	off = (uint64_t)((char *)obj - t->f->base);
 	rc = free_check(t, obj, off);
 	if (rc != 0) {
 		stat_inc(t, ST_FREE_INVALID);

@@ -125,9 +125,7 @@ void pool_disconnect(sheaf_pool_t *pool)
 {
 	if (!pool->forked)
 		thread_flush_pool(pool);
-	registry_remove_pool(pool);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
-		free(pool->handles[c]);
+	registry_remove_pool(pool);          /* and its handles */
 	pool_unmap(&pool->shm);
 	if (pool->sock >= 0)
 		close(pool->sock);

@@ -40,13 +40,14 @@ struct sheaf_pool {
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];
 };
 
+/* A handle: one of the process's SHEAF_HANDLES_MAX slots of sheaf__caches
+ * (thread.c), 64 bytes each like the fast paths in sheaf__tls_fast. */
 struct sheaf_cache {
-	struct sheaf__handle h;      /* first: h.slot, the process-wide handle
-					slot (index of sheaf__tls_fast) */
+	uint32_t slot;               /* index in sheaf__caches, sheaf__tls_fast */
 	uint32_t id;                 /* cache id in the region */
-	sheaf_pool_t *pool;
+	sheaf_pool_t *pool;          /* NULL: a free slot */
 	struct shm_cache *sc;
-};
+} __attribute__((aligned(64)));
 
 /* Per thread, per pool. */
 struct tpool {
@@ -55,14 +56,15 @@ struct tpool {
 	uint32_t node;               /* home node */
 };
 
-/* Per thread, per cache handle.  First the fast path's state, laid out for
- * sheaf.h's inline sheaf_alloc/sheaf_free: f.main is the struct shm_sheaf of
- * the main sheaf (never NULL: &sheaf_dummy when none), f.stat the lane's
- * counters of the cache, f.owner the frame_owner[] entries of the home
- * node's frames. */
+/* Per thread, per cache handle.  @f is the fast path's state, laid out for
+ * sheaf.h's inline sheaf_alloc/sheaf_free: the thread's entry of
+ * sheaf__tls_fast, or for a debug cache @own (the inline paths then find
+ * an unused entry and always call the slow path).  f->main is the struct
+ * shm_sheaf of the main sheaf (never NULL: &sheaf_dummy when none),
+ * f->owner the frame_owner[] entries of the home node's frames. */
 struct tcache {
-	struct sheaf__fast f;
-	/* slow-path state */
+	struct sheaf__fast *f;
+	struct sheaf__fast own;
 	uint32_t node;               /* home node */
 	_Atomic uint64_t *stat;      /* lane->stat[cache id] */
 	struct shm_sheaf *spare;     /* NULL when none */
@@ -82,12 +84,12 @@ extern struct shm_sheaf sheaf_dummy;
 /* The main sheaf, as the pool's struct. */
 static inline struct shm_sheaf *tmain(const struct tcache *t)
 {
-	return (struct shm_sheaf *)(void *)t->f.main;
+	return (struct shm_sheaf *)(void *)t->f->main;
 }
 
 static inline void tmain_set(struct tcache *t, struct shm_sheaf *s)
 {
-	t->f.main = (struct sheaf__sheaf *)(void *)s;
+	t->f->main = (struct sheaf__sheaf *)(void *)s;
 }
 
 static inline _Atomic uint64_t *tstat(const struct tcache *t)
@@ -102,13 +104,13 @@ static inline _Atomic uint64_t *tstat(const struct tcache *t)
  */
 static inline void tcache_fold(struct tcache *t)
 {
-	lane_live_fold(&t->cache->pool->shm, t->tp->lane, t->f.cache_id);
+	lane_live_fold(&t->cache->pool->shm, t->tp->lane, t->f->cache_id);
 }
 
 static inline void tcache_publish(struct tcache *t)
 {
-	if (t->f.main != (struct sheaf__sheaf *)(void *)&sheaf_dummy)
-		lane_live_install(&t->cache->pool->shm, t->tp->lane, t->f.cache_id,
+	if (t->f->main != (struct sheaf__sheaf *)(void *)&sheaf_dummy)
+		lane_live_install(&t->cache->pool->shm, t->tp->lane, t->f->cache_id,
 				  (uint32_t)(tmain(t) - t->cache->pool->shm.sheaves));
 }
 
@@ -118,8 +120,7 @@ void tcache_flush(struct tcache *t);                /* give sheaves back */
 void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
 int registry_add_pool(sheaf_pool_t *pool);
 void registry_remove_pool(sheaf_pool_t *pool);
-int registry_add_handle(sheaf_cache_t *c);
-void registry_remove_handle(sheaf_cache_t *c);
+sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id); /* NULL: EMFILE */
 
 static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_sheaf *s)
 {

@@ -90,9 +90,7 @@ void sheaf_pool_destroy(sheaf_pool_t *pool)
 	if (!pool->forked)
 		thread_flush_pool(pool);
 	engine_fini(&pool->engine);
-	registry_remove_pool(pool);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
-		free(pool->handles[c]);
+	registry_remove_pool(pool);          /* and its handles */
 	pool_unmap(&pool->shm);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool);
@@ -111,21 +109,8 @@ sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id)
 	pthread_mutex_lock(&pool->lock);
 	c = pool->handles[id];
 	if (c == NULL) {
-		c = calloc(1, sizeof(*c));
-		if (c == NULL) {
-			errno = ENOMEM;
-		} else {
-			c->pool = pool;
-			c->id = id;
-			c->sc = &pool->shm.caches[id];
-			if (registry_add_handle(c) != 0) {
-				free(c);
-				c = NULL;
-				errno = EMFILE;
-			} else {
-				pool->handles[id] = c;
-			}
-		}
+		c = registry_new_handle(pool, id);
+		pool->handles[id] = c;
 	}
 	pthread_mutex_unlock(&pool->lock);
 	return c;

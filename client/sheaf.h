@@ -312,20 +312,26 @@ struct sheaf__fast {            /* a thread's fast path for one cache */
 	uint8_t reserved_;      /*   < per_slab (exact division test) */
 	uint16_t cache_id;
 	uint32_t per_slab;
-};
-
-struct sheaf__handle {          /* head of every sheaf_cache_t */
-	uint32_t slot;          /* index in sheaf__tls_fast */
-};
+	uint32_t reserved2_[3];
+};                              /* 64 bytes, as a cache handle */
 
 #define SHEAF__HANDLES      128
 #define SHEAF__FRAME_SHIFT  18  /* slab frames of 256 KiB */
 #define SHEAF__WORD_SIZE    0xffffu
 #define SHEAF__WORD_OP      0x10000u   /* one operation in sheaf__sheaf.word */
 
-/* Per thread: the fast path of each cache handle (NULL: take the slow path). */
-SHEAF_API extern __thread struct sheaf__fast *sheaf__tls_fast[SHEAF__HANDLES]
+/*
+ * The process's cache handles lie 64 bytes apart from sheaf__caches on, and
+ * each thread has their fast paths 64 bytes apart in sheaf__tls_fast: a
+ * handle's offset in the one is its fast path's in the other (an unused
+ * fast path has an empty main sheaf and node_len 0, so both tests fail).
+ */
+SHEAF_API extern const char sheaf__caches[];
+SHEAF_API extern __thread struct sheaf__fast sheaf__tls_fast[SHEAF__HANDLES]
 	__attribute__((tls_model("initial-exec")));
+#define SHEAF__FAST(cache)                                                     \
+	((struct sheaf__fast *)(void *)((char *)sheaf__tls_fast +              \
+		((const char *)(const void *)(cache) - sheaf__caches)))
 SHEAF_API void *sheaf__alloc_slow(sheaf_cache_t *cache);
 SHEAF_API int sheaf__free_slow(sheaf_cache_t *cache, void *obj);
 
@@ -334,20 +340,16 @@ SHEAF_API int sheaf__free_slow(sheaf_cache_t *cache, void *obj);
 #if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
 inline void *sheaf_alloc(sheaf_cache_t *cache)
 {
-	struct sheaf__fast *f =
-		sheaf__tls_fast[((const struct sheaf__handle *)(const void *)cache)->slot];
+	struct sheaf__fast *f = SHEAF__FAST(cache);
+	struct sheaf__sheaf *m = f->main;
+	uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+	uint64_t n = w & SHEAF__WORD_SIZE;
 
-	if (__builtin_expect(f != NULL, 1)) {
-		struct sheaf__sheaf *m = f->main;
-		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-		uint64_t n = w & SHEAF__WORD_SIZE;
-
-		if (__builtin_expect(n != 0, 1)) {
-			/* size - 1, one more operation (the alloc_fastpath
-			 * count; other threads and processes read the word) */
-			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
-			return f->base + m->objs[n - 1];
-		}
+	if (__builtin_expect(n != 0, 1)) {
+		/* size - 1, one more operation (the alloc_fastpath count;
+		 * other threads and processes read the word) */
+		__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
+		return f->base + m->objs[n - 1];
 	}
 	return sheaf__alloc_slow(cache);
 }
@@ -365,21 +367,17 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 
 inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 {
-	struct sheaf__fast *f =
-		sheaf__tls_fast[((const struct sheaf__handle *)(const void *)cache)->slot];
+	struct sheaf__fast *f = SHEAF__FAST(cache);
 
-	if (__builtin_expect(f != NULL, 1)) {
-		if (__builtin_expect(SHEAF__FAST_VALID(f, obj), 1)) {
-			struct sheaf__sheaf *m = f->main;
-			uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-			uint64_t n = w & SHEAF__WORD_SIZE;
+	if (__builtin_expect(SHEAF__FAST_VALID(f, obj), 1)) {
+		struct sheaf__sheaf *m = f->main;
+		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+		uint64_t n = w & SHEAF__WORD_SIZE;
 
-			if (__builtin_expect(n < m->capacity, 1)) {
-				m->objs[n] = (uint64_t)((char *)obj - f->base);
-				__atomic_store_n(&m->word, w + (SHEAF__WORD_OP + 1),
-						 __ATOMIC_RELAXED);
-				return 0;
-			}
+		if (__builtin_expect(n < m->capacity, 1)) {
+			m->objs[n] = (uint64_t)((char *)obj - f->base);
+			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP + 1), __ATOMIC_RELAXED);
+			return 0;
 		}
 	}
 	return sheaf__free_slow(cache, obj);

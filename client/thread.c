@@ -11,19 +11,27 @@
 #include "shm/clients.h"
 #include "client/internal.h"
 
-__thread struct sheaf__fast *sheaf__tls_fast[SHEAF__HANDLES]
-	__attribute__((tls_model("initial-exec")));
+struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
+
+/* An unused fast path: an empty main sheaf, and no frame passes its test. */
+#define FAST_UNUSED { .main = (struct sheaf__sheaf *)(void *)&sheaf_dummy }
+
+__thread struct sheaf__fast sheaf__tls_fast[SHEAF__HANDLES]
+	__attribute__((tls_model("initial-exec"))) = {
+	[0 ... SHEAF__HANDLES - 1] = FAST_UNUSED
+};
 static __thread struct tstate *tls_state;
 
-struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
+/* The cache handles; sheaf.h finds a handle's fast path by its offset from
+ * sheaf__caches (the same array by another name). */
+static struct sheaf_cache handles[SHEAF_HANDLES_MAX];
+extern const char sheaf__caches[sizeof(handles)] __attribute__((alias("handles")));
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static sheaf_pool_t *pools[SHEAF_POOLS_MAX];
 static uint32_t pool_gen;
-static sheaf_cache_t *handles[SHEAF_HANDLES_MAX];
-
 static void thread_destructor(void *arg);
 
 /*
@@ -32,13 +40,18 @@ static void thread_destructor(void *arg);
  * sheaves are the parent's) and mark every pool as inherited: the child's
  * calls fail with ECHILD until it connects on its own.
  */
+static void fast_reset(uint32_t slot)
+{
+	sheaf__tls_fast[slot] = (struct sheaf__fast)FAST_UNUSED;
+}
+
 static void atfork_child(void)
 {
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++)
 		if (pools[i] != NULL)
 			pools[i]->forked = 1;
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
-		sheaf__tls_fast[i] = NULL;
+		fast_reset(i);
 	if (tls_state != NULL) {
 		for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
 			free(tls_state->tc[i]);
@@ -77,26 +90,30 @@ void registry_remove_pool(sheaf_pool_t *pool)
 	pthread_mutex_lock(&registry_lock);
 	pools[pool->slot] = NULL;
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
-		if (handles[i] != NULL && handles[i]->pool == pool)
-			handles[i] = NULL;
+		if (handles[i].pool == pool)
+			memset(&handles[i], 0, sizeof(handles[i]));
 	pthread_mutex_unlock(&registry_lock);
 }
 
-int registry_add_handle(sheaf_cache_t *c)
+sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 {
-	int rc = -EMFILE;
+	sheaf_cache_t *c = NULL;
 
 	pthread_mutex_lock(&registry_lock);
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
-		if (handles[i] == NULL) {
-			handles[i] = c;
-			c->h.slot = i;
-			rc = 0;
+		if (handles[i].pool == NULL) {
+			c = &handles[i];
+			c->slot = i;
+			c->id = id;
+			c->pool = pool;
+			c->sc = &pool->shm.caches[id];
 			break;
 		}
 	}
 	pthread_mutex_unlock(&registry_lock);
-	return rc;
+	if (c == NULL)
+		errno = EMFILE;
+	return c;
 }
 
 static struct tstate *tstate_get(void)
@@ -148,13 +165,13 @@ static void tcache_fast_init(struct tcache *t, const sheaf_cache_t *c, uint32_t 
 	uint32_t first = node << p->node_frame_shift;
 
 	tmain_set(t, &sheaf_dummy);
-	t->f.base = p->base;
-	t->f.node_data = p->base + pool_frame_off(p, first);
-	t->f.node_len = (uint64_t)p->frames_per_node << SLAB_SHIFT;
-	t->f.owner = (const uint16_t *)(const void *)&p->frame_owner[first];
+	t->f->base = p->base;
+	t->f->node_data = p->base + pool_frame_off(p, first);
+	t->f->node_len = (uint64_t)p->frames_per_node << SLAB_SHIFT;
+	t->f->owner = (const uint16_t *)(const void *)&p->frame_owner[first];
 	t->stat = t->tp->lane->stat[c->id];
-	t->f.cache_id = (uint16_t)c->id;
-	div_test_init(&t->f, c->sc->obj_size, c->sc->slab_bytes / c->sc->obj_size);
+	t->f->cache_id = (uint16_t)c->id;
+	div_test_init(t->f, c->sc->obj_size, c->sc->slab_bytes / c->sc->obj_size);
 }
 
 static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
@@ -188,13 +205,13 @@ struct tcache *tcache_get(sheaf_cache_t *c)
 		errno = ECHILD;
 		return NULL;
 	}
-	t = ts->tc[c->h.slot];
+	t = ts->tc[c->slot];
 	if (t != NULL && t->cache == c && t->gen == pool->gen)
 		return t;
 	if (t != NULL) {             /* a stale tcache of a destroyed pool */
 		free(t);
-		ts->tc[c->h.slot] = NULL;
-		sheaf__tls_fast[c->h.slot] = NULL;
+		ts->tc[c->slot] = NULL;
+		fast_reset(c->slot);
 	}
 	tp = tpool_get(ts, pool);
 	if (tp == NULL)
@@ -207,11 +224,11 @@ struct tcache *tcache_get(sheaf_cache_t *c)
 	t->node = tp->node;
 	t->cache = c;
 	t->tp = tp;
+	/* Debug caches keep the inline paths out: every call is checked. */
+	t->f = c->sc->flags & SHEAF_CACHE_F_DEBUG ? &t->own : &sheaf__tls_fast[c->slot];
 	tcache_fast_init(t, c, tp->node);
 	t->gen = pool->gen;
-	ts->tc[c->h.slot] = t;
-	if (!(c->sc->flags & SHEAF_CACHE_F_DEBUG))
-		sheaf__tls_fast[c->h.slot] = &t->f;
+	ts->tc[c->slot] = t;
 	return t;
 }
 
@@ -226,9 +243,9 @@ static void sheaf_retire(struct tcache *t, struct shm_sheaf *s)
 		return;
 	id = sheaf_index(t, s);
 	if (sheaf_size(s) > 0)
-		barn_put_full(p, t->f.cache_id, s->node, id, t->cache->pool->client, in);
+		barn_put_full(p, t->f->cache_id, s->node, id, t->cache->pool->client, in);
 	else
-		barn_put_empty(p, t->f.cache_id, s->node, id, t->cache->pool->client, in);
+		barn_put_empty(p, t->f->cache_id, s->node, id, t->cache->pool->client, in);
 }
 
 void tcache_flush(struct tcache *t)
@@ -266,7 +283,7 @@ static void thread_detach(sheaf_pool_t *only)
 			tcache_flush(t);
 		free(t);
 		ts->tc[i] = NULL;
-		sheaf__tls_fast[i] = NULL;
+		fast_reset(i);
 	}
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
 		struct tpool *tp = &ts->tp[i];

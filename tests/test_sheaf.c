@@ -425,7 +425,7 @@ START_TEST(sheaves_disabled)
 	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), N);
 	ck_assert_uint_eq(st(c, -1, "free_slowpath"), N);
 	ck_assert_uint_ge(st(c, -1, "barn_get"), N);
-	ck_assert_ptr_eq((void *)sheaf__tls_fast[c->h.slot]->main, (void *)&sheaf_dummy);
+	ck_assert_ptr_eq((void *)sheaf__tls_fast[c->slot].main, (void *)&sheaf_dummy);
 	sheaf_thread_exit();
 	check_pool(p);
 	sheaf_pool_destroy(p);
@@ -452,7 +452,7 @@ START_TEST(capacity_tuned_at_run_time)
 		REQUIRE(sheaf_free(c, o[i]) == 0);
 	/* New sheaves hold 4: about 200/4 full sheaves go to the barn. */
 	ck_assert_uint_ge(st(c, -1, "barn_put") - puts, 200 / 4 - 4);
-	ck_assert_uint_eq(sheaf__tls_fast[c->h.slot]->main->capacity, 4);
+	ck_assert_uint_eq(sheaf__tls_fast[c->slot].main->capacity, 4);
 	sheaf_thread_exit();
 	check_pool(p);
 	sheaf_pool_destroy(p);
