@@ -115,7 +115,22 @@ static inline void tcache_publish(struct tcache *t)
 }
 
 /* thread.c */
-struct tcache *tcache_get(sheaf_cache_t *c);        /* NULL + errno */
+struct tcache *tcache_get_slow(sheaf_cache_t *c);   /* NULL + errno */
+
+extern __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's tcache of @c, made on first use; NULL with errno
+ * (ENOMEM, ECHILD in a fork() child, EMFILE: no lane). */
+static inline struct tcache *tcache_get(sheaf_cache_t *c)
+{
+	struct tstate *ts = tls_state;
+	struct tcache *t;
+
+	if (likely(ts != NULL && !c->pool->forked) && (t = ts->tc[c->slot]) != NULL &&
+	    likely(t->cache == c && t->gen == c->pool->gen))
+		return t;
+	return tcache_get_slow(c);
+}
 void tcache_flush(struct tcache *t);                /* give sheaves back */
 void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
 int registry_add_pool(sheaf_pool_t *pool);

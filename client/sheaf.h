@@ -133,7 +133,9 @@ struct sheaf_cache_config {
 	size_t align;           /* power of two, 8..4096; 0: 8 */
 	int capacity;           /* objects per sheaf, 0..256; 0 disables sheaves
 				   (every alloc and free goes to the barn);
-				   SHEAF_CAPACITY_DEFAULT: 60 up to 256 B,
+				   SHEAF_CAPACITY_DEFAULT: the objects of
+				   16 KiB (at most 256; 64 B: 256, 256 B:
+				   64), at least the kernel's 60 up to 256 B,
 				   28 up to 1 KiB, 12 up to 4 KiB, else 4 */
 	unsigned flags;         /* SHEAF_CACHE_DEBUG */
 };

@@ -20,7 +20,7 @@ __thread struct sheaf__fast sheaf__tls_fast[SHEAF__HANDLES]
 	__attribute__((tls_model("initial-exec"))) = {
 	[0 ... SHEAF__HANDLES - 1] = FAST_UNUSED
 };
-static __thread struct tstate *tls_state;
+__thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
 
 /* The cache handles; sheaf.h finds a handle's fast path by its offset from
  * sheaf__caches (the same array by another name). */
@@ -190,7 +190,7 @@ static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
 	return tp;
 }
 
-struct tcache *tcache_get(sheaf_cache_t *c)
+struct tcache *tcache_get_slow(sheaf_cache_t *c)
 {
 	struct tstate *ts = tstate_get();
 	sheaf_pool_t *pool = c->pool;

@@ -27,13 +27,12 @@ struct worker_arg {
 
 uint32_t engine_default_capacity(uint32_t obj_size)
 {
-	if (obj_size <= 256)
-		return 60;
-	if (obj_size <= 1024)
-		return 28;
-	if (obj_size <= 4096)
-		return 12;
-	return 4;
+	uint32_t kernel = obj_size <= 256 ? 60 : obj_size <= 1024 ? 28 : obj_size <= 4096 ? 12 : 4;
+	uint32_t fill = SHEAF_DEFAULT_BYTES / obj_size;
+
+	if (fill > SHEAF_CAP_MAX)
+		fill = SHEAF_CAP_MAX;
+	return fill > kernel ? fill : kernel;
 }
 
 static void stat_add(struct shm_pool *p, uint32_t c, uint32_t n, enum sheaf_stat st,

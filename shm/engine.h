@@ -54,7 +54,14 @@ void engine_stop(struct engine *e);
 /* Stop the workers and release the engine's lanes. */
 void engine_fini(struct engine *e);
 
-/* Kernel-style default sheaf capacity for an object size (60/28/12/4). */
+/*
+ * Default sheaf capacity for an object size: the kernel's steps (60 up to
+ * 256 B, 28 up to 1 KiB, 12 up to 4 KiB, else 4), raised to the objects of
+ * SHEAF_DEFAULT_BYTES (at most 256): small objects get more (a sheaf is
+ * 2 KiB of offsets whatever its capacity), since each barn exchange costs
+ * a few atomic operations (docs/design.md, "Sheaf capacity").
+ */
+#define SHEAF_DEFAULT_BYTES 16384u
 uint32_t engine_default_capacity(uint32_t obj_size);
 
 /* Create cache @name; its id, or -EEXIST / -EINVAL / -ENOSPC. */

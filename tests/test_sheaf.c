@@ -704,7 +704,7 @@ START_TEST(config_errors)
 	ck_assert_ptr_nonnull(sheaf_cache_open(p, "x"));
 	ck_assert_ptr_null(sheaf_cache_open(p, "nope"));
 	ck_assert_int_eq(errno, ENOENT);
-	ck_assert_uint_eq(sheaf_cache_capacity(sheaf_cache_open(p, "x")), 60);
+	ck_assert_uint_eq(sheaf_cache_capacity(sheaf_cache_open(p, "x")), 256);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -712,9 +712,12 @@ END_TEST
 START_TEST(default_capacities)
 {
 	sheaf_pool_t *p = mkpool(1, 16 << 20, 0);
+	/* max(the kernel's 60/28/12/4 steps, 16 KiB of objects), at most
+	 * 256; 257 B objects are 264 B with 8-byte alignment. */
 	const struct { size_t size; unsigned cap; } t[] = {
-		{ 8, 60 }, { 256, 60 }, { 257, 28 }, { 1024, 28 },
-		{ 1025, 12 }, { 4096, 12 }, { 4097, 4 }, { 65536, 4 },
+		{ 8, 256 }, { 64, 256 }, { 100, 157 }, { 128, 128 }, { 256, 64 },
+		{ 257, 62 }, { 512, 32 }, { 1024, 28 }, { 1025, 15 }, { 2048, 12 },
+		{ 4096, 12 }, { 4097, 4 }, { 65536, 4 },
 	};
 	for (unsigned i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		char name[16];

@@ -895,7 +895,7 @@ START_TEST(test_caches_create_destroy)
 	run_free(&r);
 	v = CTLJ("caches");
 	ck_assert_int_eq((int)jarr(v, "caches")->n, 2);
-	check_cache_info(jnamed(jarr(v, "caches"), "conn"), "conn", 192, 8, 60, 0);
+	check_cache_info(jnamed(jarr(v, "caches"), "conn"), "conn", 192, 8, 85, 0);
 	check_cache_info(jnamed(jarr(v, "caches"), "msg"), "msg", 64, 64, 16, 1);
 	jv_free(v);
 
@@ -994,7 +994,7 @@ START_TEST(test_stats)
 	ck_assert_msg(starts(r.out, "cache st: id 0, object size 128 B, 2048 objects per slab\n"), "%s", r.out);
 	ck_assert_uint_eq(table_value(r.out, "in_use "), 1000);
 	ck_assert_uint_eq(table_value(r.out, "bytes_in_use "), 128000);
-	ck_assert_uint_eq(table_value(r.out, "sheaf_capacity "), 60);
+	ck_assert_uint_eq(table_value(r.out, "sheaf_capacity "), 128);
 	for (size_t i = 0; i < NKC; i++) {
 		char pre[64];
 		snprintf(pre, sizeof(pre), "%s ", kernel_counters[i]);
@@ -1258,12 +1258,12 @@ START_TEST(test_tune_workload)
 	struct run r;
 
 	create_cache("tw", "64");
-	wl_start(&w, "tw", WL_LOOP, 256);
+	wl_start(&w, "tw", WL_LOOP, 2048);
 	wl_wait(&w, 20);
 	s0 = snap_of("tw");
 	sleep_ms(300);
 	s1 = snap_of("tw");
-	ck_assert_uint_eq(s1.capacity, 60);
+	ck_assert_uint_eq(s1.capacity, 256);
 
 	v = CTLJ("tune", "tw", "sheaf_capacity=8");
 	ck_assert_uint_eq(ju64(jreq(v, "cache", J_OBJ), "sheaf_capacity"), 8);
@@ -1279,7 +1279,7 @@ START_TEST(test_tune_workload)
 	before = (double)(s1.barn_get - s0.barn_get) / (double)(s1.allocs - s0.allocs);
 	after = (double)(s3.barn_get - s2.barn_get) / (double)(s3.allocs - s2.allocs);
 	ck_assert_msg(after > 3 * before && after > 1.0 / 16,
-		      "barn_get per alloc %.4f at capacity 60, %.4f at 8", before, after);
+		      "barn_get per alloc %.4f at capacity 256, %.4f at 8", before, after);
 
 	CTL(&r, "tune", "tw", "barn_low=2", "barn_high=8", "min_partial=3", "barn_limit=64");
 	expect(&r, 0, "tune several");
@@ -1310,7 +1310,7 @@ START_TEST(test_tune_errors)
 	ck_assert_msg(strstr(r.err, "barn_high=0 out of range 1..") != NULL, "%s", r.err);
 	run_free(&r);
 	v = CTLJ("caches");
-	ck_assert_uint_eq(ju64(jnamed(jarr(v, "caches"), "te"), "sheaf_capacity"), 60);
+	ck_assert_uint_eq(ju64(jnamed(jarr(v, "caches"), "te"), "sheaf_capacity"), 256);
 	jv_free(v);
 	CTL(&r, "tune", "te", "barn_low=20", "barn_high=10");
 	expect(&r, 1, "tune barn_low > barn_high");
