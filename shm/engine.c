@@ -117,7 +117,6 @@ int engine_cache_create(struct engine *e, const char *name,
 		sc->align = cp->align > 8 ? cp->align : 8;
 		sc->objs_per_slab = per_slab;
 		sc->slab_bytes = per_slab * obj_size;
-		sc->div_magic = UINT64_MAX / obj_size + 1;
 		sc->flags = cp->flags;
 		sc->generation++;
 		at_store_relaxed(&sc->sheaf_capacity, cap);

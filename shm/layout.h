@@ -101,7 +101,7 @@ struct shm_cache {
 	uint32_t align;
 	uint32_t objs_per_slab;
 	uint32_t slab_bytes;         /* objs_per_slab * obj_size */
-	uint64_t div_magic;          /* UINT64_MAX / obj_size + 1 (boundary test) */
+	uint64_t reserved;
 	uint32_t flags;
 	uint32_t generation;         /* bumped each time the slot is reused */
 	_Atomic uint32_t sheaf_capacity;  /* 0: sheaves disabled */
