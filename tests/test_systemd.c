@@ -1489,6 +1489,22 @@ START_TEST(install_pkgconfig)
 	out = capture(cmd, pcenv, &st);
 	REQUIRE(exited_ok(st), "compiling the example failed:\n%s", out);
 	free(out);
+	/* The installed header in C++ (inline fast paths) and in gnu89 C,
+	 * whose inline rules differ: it then calls the library's exported
+	 * sheaf_alloc/sheaf_free, which must link. */
+	fmt(path, sizeof(path), "%s/hdr.c", test_dir);
+	REQUIRE(write_text(path, "#include <sheaf.h>\n"
+				 "int use(sheaf_cache_t *c) { void *p = sheaf_alloc(c);\n"
+				 "  return sheaf_free(c, p); }\n"
+				 "int main(void) { return 0; }\n") == 0, "cannot write %s", path);
+	fmt(cmd, sizeof(cmd),
+		 "cd '%s' && c++ -Wall -Wextra -Werror -x c++ -c -o hdr_cxx.o hdr.c "
+		 "$(pkg-config --cflags sheaf) && cc %s -std=gnu89 -Wall -Werror -o hdr89 hdr.c "
+		 "$(pkg-config --cflags --libs sheaf) && nm hdr89 | grep -q ' U sheaf_alloc'",
+		 test_dir, san_flags);
+	out = capture(cmd, pcenv, &st);
+	REQUIRE(exited_ok(st), "the header in C++ or gnu89 C failed:\n%s", out);
+	free(out);
 
 	/* The installed sheafd, with the installed default config. */
 	notify_open(&n);
