@@ -1455,6 +1455,11 @@ START_TEST(install_pkgconfig)
 		char *save = NULL;
 
 		for (char *s = strtok_r(out, "\n", &save); s; s = strtok_r(NULL, "\n", &save)) {
+			/* ASan's one-definition-rule marker of an exported
+			 * variable (sheaf__caches) is the sanitizer's, not ours. */
+			if (strcmp(san_name, "address") == 0 &&
+			    strncmp(s, "__odr_asan.sheaf_", 17) == 0)
+				continue;
 			REQUIRE(strncmp(s, "sheaf_", 6) == 0,
 				"libsheaf.so exports '%s', not a sheaf_* API symbol", s);
 			nsym++;
