@@ -249,6 +249,7 @@ void *sheaf__alloc_slow(sheaf_cache_t *c)
 
 	if (t == NULL)
 		return NULL;
+	t->f->last = NULL;
 	tcache_fold(t);
 	obj = alloc_slow(t);
 	tcache_publish(t);
@@ -391,6 +392,7 @@ int sheaf__free_slow(sheaf_cache_t *c, void *obj)
 
 	if (t == NULL)
 		return -errno;
+	t->f->last = NULL;
 	tcache_fold(t);
 	rc = free_slow(t, obj);
 	tcache_publish(t);

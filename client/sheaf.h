@@ -314,7 +314,9 @@ struct sheaf__fast {            /* a thread's fast path for one cache */
 	uint8_t reserved_;      /*   < per_slab (exact division test) */
 	uint16_t cache_id;
 	uint32_t per_slab;
-	uint32_t reserved2_[3];
+	uint32_t reserved2_;
+	void *last;             /* the object the inline alloc returned last,
+				   since the last slow path (NULL: none) */
 };                              /* 64 bytes, as a cache handle */
 
 #define SHEAF__HANDLES      128
@@ -351,21 +353,28 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 		/* size - 1, one more operation (the alloc_fastpath count;
 		 * other threads and processes read the word) */
 		__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
-		return f->base + m->objs[n - 1];
+		return f->last = f->base + m->objs[n - 1];
 	}
 	return sheaf__alloc_slow(cache);
 }
 
-/* @obj is an object of the cache in the thread's home node. */
+/*
+ * @obj is an object of the cache in the thread's home node: in that node's
+ * data, and either the object this thread's alloc returned last (it came
+ * from the main sheaf, and no slow path, the only way a sheaf leaves the
+ * thread, ran since: its slab is still the cache's), or on an object
+ * boundary of a slab frame the cache owns.
+ */
 #define SHEAF__FAST_VALID(f, obj) __extension__ ({                             \
 	uint64_t rel_ = (uint64_t)((char *)(obj) - (f)->node_data);            \
 	uint32_t q_ = ((uint32_t)rel_ & ((1u << SHEAF__FRAME_SHIFT) - 1)) *    \
 		      (f)->div_inv;                                            \
 	q_ = (q_ >> (f)->div_shift) | (q_ << ((0u - (f)->div_shift) & 31));    \
 	rel_ < (f)->node_len &&                                                \
-		__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],       \
-				__ATOMIC_RELAXED) == (f)->cache_id &&          \
-		q_ < (f)->per_slab; })
+		((void *)(obj) == (f)->last ||                                 \
+		 (__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],     \
+				  __ATOMIC_RELAXED) == (f)->cache_id &&        \
+		  q_ < (f)->per_slab)); })
 
 inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 {

@@ -250,6 +250,7 @@ static void sheaf_retire(struct tcache *t, struct shm_sheaf *s)
 
 void tcache_flush(struct tcache *t)
 {
+	t->f->last = NULL;
 	tcache_fold(t);
 	sheaf_retire(t, tmain(t));
 	sheaf_retire(t, t->spare);
