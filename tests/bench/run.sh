@@ -42,8 +42,9 @@
 #
 # Runs are grouped (each single-process row is its own group; W4's rows form
 # one group, W6's another); in every round of a group each of its runs
-# happens once, contenders alternating, R rounds per group (R=5, R=7 for W3
-# and W3 cross-process), so that machine noise hits them alike.  The table on
+# happens once, contenders alternating, R rounds per group (R=5; R=7 for W3
+# and W3 cross-process; R=9 for W4, whose two-process runs on this 2-core VM
+# are the noisiest), so that machine noise hits them alike.  The table on
 # stdout shows each cell's median (min-max) and the ratio of sheaf's median
 # to the row's best peer (single-process rows: glibc, jemalloc, tcmalloc,
 # mimalloc; W3 cross-process: mutex-pool, dpdk); the direction that is better
@@ -172,7 +173,7 @@ done
 W6_ROWS=(w6_p50 w6_p99 w6_max)
 DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" idle)
 ALL_ROWS=("${SINGLE_ROWS[@]}" "${DAEMON_ROWS[@]}")
-declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [idle]=1)
+declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
 ALL_CONTENDERS=(sheaf sheaf0 glibc jemalloc tcmalloc mimalloc mutexpool dpdk
