@@ -334,8 +334,8 @@ SHEAF_API extern const char sheaf__caches[];
 SHEAF_API extern __thread struct sheaf__fast sheaf__tls_fast[SHEAF__HANDLES]
 	__attribute__((tls_model("initial-exec")));
 #define SHEAF__FAST(cache)                                                     \
-	((struct sheaf__fast *)(void *)((char *)sheaf__tls_fast +              \
-		((const char *)(const void *)(cache) - sheaf__caches)))
+	((struct sheaf__fast *)((uintptr_t)(const void *)(cache) +             \
+		((uintptr_t)sheaf__tls_fast - (uintptr_t)sheaf__caches)))
 SHEAF_API void *sheaf__alloc_slow(sheaf_cache_t *cache);
 SHEAF_API int sheaf__free_slow(sheaf_cache_t *cache, void *obj);
 
@@ -371,7 +371,7 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 		      (f)->div_inv;                                            \
 	q_ = (q_ >> (f)->div_shift) | (q_ << ((0u - (f)->div_shift) & 31));    \
 	rel_ < (f)->node_len &&                                                \
-		((void *)(obj) == (f)->last ||                                 \
+		(__builtin_expect((void *)(obj) == (f)->last, 0) ||            \
 		 (__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],     \
 				  __ATOMIC_RELAXED) == (f)->cache_id &&        \
 		  q_ < (f)->per_slab)); })
