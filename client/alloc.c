@@ -156,6 +156,16 @@ static void put_sheaf(struct tcache *t, struct shm_sheaf *s)
 	}
 }
 
+/* Sheaves of each kind the thread may keep beyond main and spare: at most
+ * STASH_MAX, and no more than STASH_BYTES of objects in full ones. */
+static uint32_t stash_room(const struct tcache *t)
+{
+	uint64_t per = (uint64_t)cache_capacity(t) * t->cache->sc->obj_size;
+	uint64_t n = per ? STASH_BYTES / per : 0;
+
+	return n < STASH_MAX ? (uint32_t)n : STASH_MAX;
+}
+
 /* ---- debug tracking ---------------------------------------------------- */
 
 static _Atomic uint64_t *inuse_word(struct tcache *t, uint64_t off, uint64_t *bit)
@@ -220,7 +230,7 @@ static void *alloc_slow(struct tcache *t)
 		tcache_flush(t);                /* capacity tuned to 0 */
 		obj = alloc_nosheaf(t);
 	} else {
-		full = get_full(t, t->node);
+		full = t->nfull > 0 ? t->stash_full[--t->nfull] : get_full(t, t->node);
 		if (full == NULL) {
 			stat_inc(t, ST_ALLOC_FAIL);
 			return NULL;
@@ -228,6 +238,8 @@ static void *alloc_slow(struct tcache *t)
 		if (m != &sheaf_dummy) {
 			if (t->spare == NULL)
 				t->spare = m;
+			else if (t->nempty < stash_room(t))
+				t->stash_empty[t->nempty++] = m;
 			else
 				put_sheaf(t, m);
 		}
@@ -357,7 +369,14 @@ static int free_slow(struct tcache *t, void *obj)
 		stat_inc(t, ST_FREE_FASTPATH);
 		return 0;
 	} else {
-		struct shm_sheaf *e = get_empty(t, t->node, cap);
+		struct shm_sheaf *e;
+
+		if (t->nempty > 0) {
+			e = t->stash_empty[--t->nempty];
+			e->capacity = cap;
+		} else {
+			e = get_empty(t, t->node, cap);
+		}
 		m = tmain(t);
 		if (e == NULL) {
 			rc = -errno;
@@ -365,6 +384,8 @@ static int free_slow(struct tcache *t, void *obj)
 			if (m != &sheaf_dummy) {
 				if (t->spare == NULL)
 					t->spare = m;
+				else if (t->nfull < stash_room(t))
+					t->stash_full[t->nfull++] = m;
 				else
 					put_sheaf(t, m);
 			}

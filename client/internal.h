@@ -19,6 +19,8 @@
 
 #define SHEAF_POOLS_MAX    8u
 #define SHEAF_HANDLES_MAX  SHEAF__HANDLES
+#define STASH_MAX          16u
+#define STASH_BYTES        (256u << 10)
 
 struct sheaf_pool {
 	struct shm_pool shm;
@@ -68,6 +70,12 @@ struct tcache {
 	uint32_t node;               /* home node */
 	_Atomic uint64_t *stat;      /* lane->stat[cache id] */
 	struct shm_sheaf *spare;     /* NULL when none */
+	/* More sheaves kept by the thread, beyond main and spare: full ones
+	 * it filled and empty ones it emptied, reused before the barn's
+	 * (stash.c's policy: at most STASH_MAX each, STASH_BYTES of objects) */
+	struct shm_sheaf *stash_full[STASH_MAX];
+	struct shm_sheaf *stash_empty[STASH_MAX];
+	uint32_t nfull, nempty;
 	struct shm_sheaf *remote[SHEAF_MAX_NODES];
 	sheaf_cache_t *cache;
 	struct tpool *tp;

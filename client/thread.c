@@ -254,6 +254,10 @@ void tcache_flush(struct tcache *t)
 	tcache_fold(t);
 	sheaf_retire(t, tmain(t));
 	sheaf_retire(t, t->spare);
+	while (t->nfull > 0)
+		sheaf_retire(t, t->stash_full[--t->nfull]);
+	while (t->nempty > 0)
+		sheaf_retire(t, t->stash_empty[--t->nempty]);
 	tmain_set(t, &sheaf_dummy);
 	t->spare = NULL;
 	for (uint32_t n = 0; n < SHEAF_MAX_NODES; n++) {

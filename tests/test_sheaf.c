@@ -122,7 +122,8 @@ START_TEST(fast_path_and_swaps)
 		o[i] = xalloc(c);
 	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), 30);
 	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), 2);
-	/* Free 16 + 8 more: the third full sheaf goes to the barn. */
+	/* Free 16 + 8 more: the third full sheaf stays with the thread, in
+	 * its stash (main and spare are full). */
 	void *more[8];
 	for (int i = 0; i < 8; i++)
 		more[i] = xalloc(c);
@@ -131,10 +132,61 @@ START_TEST(fast_path_and_swaps)
 		REQUIRE(sheaf_free(c, o[i]) == 0);
 	for (int i = 0; i < 8; i++)
 		REQUIRE(sheaf_free(c, more[i]) == 0);
-	ck_assert_uint_eq(st(c, -1, "barn_put"), 1);
+	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
 	ck_assert_uint_eq(st(c, -1, "free_slowpath"), 1);
 	ck_assert_uint_eq(stats(c, -1).in_use, 0);
 	sheaf_thread_exit();
+	check_pool(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * Beyond main and spare a thread keeps up to STASH_MAX full and STASH_MAX
+ * empty sheaves (no more than STASH_BYTES of objects in full ones), reused
+ * before the barn's: a batch that fits goes round without a barn trip; the
+ * rest of a bigger one goes to the barn; thread exit returns them all.
+ */
+START_TEST(stash_bounds)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "stash", 64, 8, 0);
+	sheaf_cache_t *big = mkcache(p, "stash-big", 4096, 16, 0);
+	enum { FIT = 8 * (2 + STASH_MAX), OVER = FIT + 8 * 5 };
+	void *o[OVER];
+	uint64_t gets, puts;
+
+	for (int i = 0; i < FIT; i++)
+		o[i] = xalloc(c);
+	for (int i = 0; i < FIT; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);    /* all kept */
+	gets = st(c, -1, "barn_get");
+	for (int r = 0; r < 3; r++) {
+		for (int i = 0; i < FIT; i++)
+			o[i] = xalloc(c);
+		for (int i = 0; i < FIT; i++)
+			REQUIRE(sheaf_free(c, o[i]) == 0);
+	}
+	ck_assert_uint_eq(st(c, -1, "barn_get"), gets); /* no barn trip */
+	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
+	/* Five sheaves more than main, spare and the stash hold: the barn. */
+	for (int i = 0; i < OVER; i++)
+		o[i] = xalloc(c);
+	for (int i = 0; i < OVER; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0);
+	ck_assert_uint_eq(st(c, -1, "barn_put"), 5);
+	/* 4 KiB objects, 16 a sheaf: 64 KiB each, so four fit STASH_BYTES. */
+	ck_assert_uint_eq(STASH_BYTES / (16 * 4096), 4);
+	for (int i = 0; i < 16 * 8; i++)
+		o[i] = xalloc(big);
+	puts = st(big, -1, "barn_put");
+	for (int i = 0; i < 16 * 8; i++)
+		REQUIRE(sheaf_free(big, o[i]) == 0);
+	ck_assert_uint_eq(st(big, -1, "barn_put") - puts, 8 - 2 - 4);
+	sheaf_thread_exit();
+	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	ck_assert_uint_eq(stats(big, -1).in_use, 0);
 	check_pool(p);
 	sheaf_pool_destroy(p);
 }
@@ -183,11 +235,12 @@ START_TEST(overfull_barn_flushed)
 		o[i] = xalloc(c);
 	for (int i = 0; i < N; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0);
-	ck_assert_uint_ge(st(c, -1, "barn_put"), N / 8 - 3);
+	/* All but main, spare and the thread's stash go to the barn. */
+	ck_assert_uint_ge(st(c, -1, "barn_put"), N / 8 - 3 - STASH_MAX);
 	ck_assert_uint_ge(st(c, -1, "barn_put_fail"), 1);
 	/* The engine flushes the surplus back to slabs in the background. */
 	WAIT_FOR(stats(c, 0).barn_full <= 4);
-	ck_assert_uint_ge(st(c, -1, "sheaf_flush"), N / 8 - 4 - 16);
+	ck_assert_uint_ge(st(c, -1, "sheaf_flush"), N / 8 - 4 - 16 - STASH_MAX);
 	free(o);
 	sheaf_thread_exit();
 	check_pool(p);
@@ -478,8 +531,9 @@ START_TEST(capacity_tuned_at_run_time)
 		o[i] = xalloc(c);
 	for (int i = 0; i < 200; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0);
-	/* New sheaves hold 4: about 200/4 full sheaves go to the barn. */
-	ck_assert_uint_ge(st(c, -1, "barn_put") - puts, 200 / 4 - 4);
+	/* New sheaves hold 4: about 200/4 full sheaves, less those the
+	 * thread keeps, go to the barn. */
+	ck_assert_uint_ge(st(c, -1, "barn_put") - puts, 200 / 4 - 4 - STASH_MAX);
 	ck_assert_uint_eq(sheaf__tls_fast[c->slot].main->capacity, 4);
 	sheaf_thread_exit();
 	check_pool(p);
@@ -763,6 +817,7 @@ int main(void)
 	Suite *s = suite_create("sheaf");
 
 	ADD_ALONE(s, fast_path_and_swaps, 120);
+	ADD_ALONE(s, stash_bounds, 120);
 	ADD_ALONE(s, empty_barn_refilled, 120);
 	ADD_ALONE(s, overfull_barn_flushed, 120);
 	ADD_ALONE(s, remote_frees_2_nodes, 120);
