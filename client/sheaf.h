@@ -11,8 +11,9 @@
  *   - Unknown flag bits are refused with EINVAL.
  *
  * Threads: every function is thread-safe unless noted.  A thread gets its
- * per-cache sheaves on first use; they go back to the pool when the thread
- * exits (or calls sheaf_thread_exit()).
+ * per-cache sheaves on first use (main, spare, and a stash of up to 16 full
+ * and 16 empty ones, at most 256 KiB of objects); they go back to the pool
+ * when the thread exits (or calls sheaf_thread_exit()).
  */
 #ifndef SHEAF_H
 #define SHEAF_H
