@@ -22,16 +22,25 @@ struct sheaf_prefill {
 	void *objs[];
 };
 
+/* Objects in the thread's sheaves (main, spare, stash). */
 static unsigned held_objects(const struct tcache *t)
 {
-	return sheaf_size(tmain(t)) + (t->spare != NULL ? sheaf_size(t->spare) : 0);
+	unsigned n = sheaf_size(tmain(t)) + (t->spare != NULL ? sheaf_size(t->spare) : 0);
+
+	for (uint32_t i = 0; i < t->nfull; i++)
+		n += sheaf_size(t->stash_full[i]);
+	return n;
 }
 
+/* Room for frees in the thread's sheaves (main, spare, stash). */
 static unsigned room(const struct tcache *t)
 {
 	unsigned r = tmain(t)->capacity - sheaf_size(tmain(t));
+
 	if (t->spare != NULL)
 		r += t->spare->capacity - sheaf_size(t->spare);
+	for (uint32_t i = 0; i < t->nempty; i++)
+		r += t->stash_empty[i]->capacity;
 	return r;
 }
 
