@@ -211,12 +211,14 @@ uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
 		uint32_t et = p;
 		at_cas_relaxed(&r->tail, &et, p + 1);
 	}
-	/* Advance head over consumed slots. */
+	/* Advance head over consumed slots: as ring_get helps, past any slot
+	 * no longer full for head's lap (consumed, or already filled again
+	 * for the next lap when the ring came round to it). */
 	for (;;) {
 		uint32_t p = at_load_relaxed(&r->head);
 		uint32_t i = p & r->mask;
 		uint64_t v = at_load_acquire(&r->slots[i]);
-		if (slot_seq(v) != p - i + r->size)
+		if ((int32_t)(slot_seq(v) - (p - i + 1)) <= 0)
 			break;
 		uint32_t eh = p;
 		at_cas_relaxed(&r->head, &eh, p + 1);

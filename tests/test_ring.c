@@ -689,6 +689,41 @@ START_TEST(test_count_exact_after_producer_death)
 }
 END_TEST
 
+/*
+ * A consumer dies between its slot CAS and its head CAS, and before the
+ * repair the ring comes round: a producer fills that very slot for the
+ * next lap.  The repair must move head past it (as a get would), or the
+ * quiescent ring_count stays one over the sheaves (seen once in
+ * test_ring_crash under TSan).
+ */
+START_TEST(test_head_past_slot_filled_next_lap)
+{
+	struct shm_ring *rings[2] = { ring_new(0, 4, 5), NULL };
+	_Atomic uint32_t *owners = owners_new(5, OW_A);
+	struct ring_intent in, ina;
+	uint32_t out[5], got = SHEAF_ID_NONE;
+
+	intent_zero(&in);
+	intent_zero(&ina);
+	for (uint32_t s = 0; s < 4; s++)
+		ck_assert_int_eq(ring_put(rings[0], owners, s, OW_A, &ina), 0);
+	ck_assert(get_dying(rings[0], owners, OW_DEAD, &in, RS_GET_CLEAR, 1, &got));
+	ck_assert_uint_eq(ring_put(rings[0], owners, 4, OW_A, &ina), 0);
+	ck_assert_uint_eq(atomic_load(&rings[0]->head), 0);     /* lags */
+	ck_assert_uint_eq(ring_reclaim(one_ring_of, rings, owners, 5, &in, 1,
+				       OW_DEAD, OW_RECLAIM, out, 5), 1);
+	ck_assert_uint_eq(out[0], 0);
+	ck_assert_msg(ring_count(rings[0]) == 4,
+		      "ring_count %u for 4 sheaves (tail %u, head %u)", ring_count(rings[0]),
+		      atomic_load(&rings[0]->tail), atomic_load(&rings[0]->head));
+	for (uint32_t s = 1; s <= 4; s++)
+		ck_assert_uint_eq(ring_get(rings[0], owners, OW_B, &ina), s);
+	ck_assert_uint_eq(ring_count(rings[0]), 0);
+	free(rings[0]);
+	free(owners);
+}
+END_TEST
+
 /* State of the probe below (it runs in a forked child). */
 static struct shm_ring *spin_rings[2];
 static _Atomic uint32_t *spin_owners;
@@ -1346,6 +1381,7 @@ static Suite *ring_suite(void)
 	tcase_add_test(tc, test_repair_put_slot_written);
 	tcase_add_test(tc, test_reclaim_at_every_stop_point);
 	tcase_add_test(tc, test_count_exact_after_producer_death);
+	tcase_add_test(tc, test_head_past_slot_filled_next_lap);
 	tcase_add_test(tc, test_put_after_producer_stops_before_tail);
 	suite_add_tcase(su, tc);
 
