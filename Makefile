@@ -7,7 +7,7 @@ SAN     ?=
 V       ?= 0
 PREFIX  ?= /usr/local
 
-DEB_PKGS   = libevent-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev \
+DEB_PKGS   = libevent-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev systemd man-db \
              check pkg-config
 BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
 
@@ -52,7 +52,7 @@ DPDK_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags libdpdk 2>/
 DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null)
 DPDK_BENCH  := $(if $(DPDK_LIBS),$(BUILD)/tests/bench/dpdkbench)
 
-.PHONY: all lib tests test bench deps clean check-deps run
+.PHONY: all lib tests test bench deps clean check-deps deps-or-check run
 all: lib $(SHEAFD) $(SHEAFCTL) tests $(BENCH_BIN)
 
 lib: $(BUILD)/libsheaf.a $(BUILD)/libsheaf.so
@@ -98,15 +98,15 @@ $(BUILD)/tests/bench/dpdkbench: $(BUILD)/tests/bench/dpdkbench.o
 # Start sheafd in the foreground with defaults that need neither root nor
 # systemd: socket under run/ (or $$XDG_RUNTIME_DIR/sheaf).
 RUN_DIR ?= $(if $(XDG_RUNTIME_DIR),$(XDG_RUNTIME_DIR)/sheaf,$(CURDIR)/run)
-run:
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deps; else $(MAKE) --no-print-directory check-deps; fi
+run: deps-or-check
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(RUN_DIR)
 	@echo "sheafd: socket $(RUN_DIR)/sheafd.sock -- clients: export SHEAF_SOCKET=$(RUN_DIR)/sheafd.sock"
 	exec $(SHEAFD) --foreground --socket $(RUN_DIR)/sheafd.sock
 
 # Each test program prints Check's summary line; any failure fails the target.
-test: check-deps all
+test: deps-or-check
+	@$(MAKE) --no-print-directory all
 	@set -e; for t in $(TEST_BIN); do \
 		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
 	done; echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
@@ -114,6 +114,11 @@ test: check-deps all
 bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH)
 	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
+
+# `make run` and `make test` install missing packages when run as root (a
+# fresh machine), and name them otherwise.
+deps-or-check:
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deps; else $(MAKE) --no-print-directory check-deps; fi
 
 check-deps:
 	@missing=""; for p in $(DEB_PKGS); do \
