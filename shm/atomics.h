@@ -36,6 +36,13 @@
 
 #define at_fence_seqcst()       atomic_thread_fence(memory_order_seq_cst)
 
+/* Sequentially consistent load and store: only for Dekker-style handshakes
+ * (store one flag, load the other, each side), where acquire/release do not
+ * suffice: the node doorbell and its worker's sleeping flag, a barn's supply
+ * and waiters, the engine's stop flag. */
+#define at_load_seqcst(p)       atomic_load_explicit((p), memory_order_seq_cst)
+#define at_store_seqcst(p, v)   atomic_store_explicit((p), (v), memory_order_seq_cst)
+
 /*
  * Single-writer counters: only the owning thread writes, readers sum with a
  * relaxed load.  A relaxed load plus store compiles to a plain increment (no

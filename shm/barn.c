@@ -62,7 +62,9 @@ void node_ring_doorbell(struct shm_pool *p, uint32_t node)
 	struct shm_node *nd = &p->node[node];
 
 	at_fetch_add_seqcst(&nd->doorbell, 1);
-	if (atomic_load(&nd->sleeping))            /* seq_cst: pairs with the worker */
+	/* seq_cst: the Dekker pair with worker_main's seq_cst store of
+	 * sleeping and load of the doorbell (one side sees the other). */
+	if (at_load_seqcst(&nd->sleeping))
 		futex_wake(&nd->doorbell, 1);
 }
 
@@ -76,7 +78,8 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 
 	at_fetch_add_seqcst(&b->waiters, 1);
 	node_ring_doorbell(p, node);
-	/* Acquire: pairs with the release bump of supply in barn_publish. */
+	/* Acquire: pairs with the seq_cst (release) bump of supply in
+	 * barn_publish. */
 	while (at_load_acquire(&b->supply) == seq) {
 		int64_t left = end - clock_ns();
 		if (left <= 0) {
@@ -85,6 +88,7 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 		}
 		futex_wait(&b->supply, seq, left);
 	}
+	/* Relaxed: a waiter gone too early costs one needless wake. */
 	at_fetch_sub_relaxed(&b->waiters, 1);
 	return rc;
 }
@@ -94,9 +98,12 @@ void barn_publish(struct shm_pool *p, uint32_t cache, uint32_t node, int starved
 	struct shm_barn *b = pool_barn(p, cache, node);
 
 	at_store_relaxed(&b->starved, (uint32_t)starved);
-	/* Release: pairs with the acquire load of supply in barn_wait_supply
-	 * (the waiter then sees starved and the rings as of this pass). */
-	atomic_fetch_add_explicit(&b->supply, 1, memory_order_seq_cst);
-	if (atomic_load(&b->waiters))
+	/* seq_cst (a release at least): pairs with the acquire load of
+	 * supply in barn_wait_supply (the waiter then sees starved and the
+	 * rings as of this pass).  seq_cst with the seq_cst load of waiters
+	 * below: a waiter counted by its seq_cst waiters++ is woken; one not
+	 * yet counted reads supply after it (and futex_wait rechecks). */
+	at_fetch_add_seqcst(&b->supply, 1);
+	if (at_load_seqcst(&b->waiters))
 		futex_wake(&b->supply, INT_MAX);
 }

@@ -8,6 +8,10 @@
  * Who may call: the hosting process only.  engine_* control functions are
  * serialised by the engine's control lock; workers run concurrently.
  * Errors: 0 or -errno, with a message in the caller's @err buffer.
+ *
+ * The one header of the engine; its code is split by concern: engine.c
+ * (init/fini), engine_worker.c (workers, stocking pass), engine_cache.c
+ * (caches, shrink), engine_repair.c (dead client, adoption).
  */
 #ifndef SHEAF_SHM_ENGINE_H
 #define SHEAF_SHM_ENGINE_H
@@ -23,9 +27,8 @@ struct engine {
 	struct shm_lane *worker_lane[SHEAF_MAX_NODES];
 	pthread_t worker[SHEAF_MAX_NODES];
 	uint32_t nworkers;
-	_Atomic int stop;
-	uint64_t *scratch;                 /* ctl: object offsets buffer */
-	uint32_t *ids;                     /* ctl: sheaf id buffer */
+	_Atomic int stop;                  /* seq_cst: asks the workers to exit */
+	uint32_t *ids;                     /* under ctl_lock: sheaf id buffer */
 };
 
 /* Parameters of a new cache; zero fields take defaults. */

@@ -1,0 +1,335 @@
+/*
+ * engine_cache.c - a cache's life in the engine (engine.h): default
+ * capacity, create, find, the in-use count by the lanes' counters, destroy,
+ * and shrink (a cache's or the whole pool's).
+ *
+ * Who may call: the hosting process; pool_cache_find also any process that
+ * maps the pool.  Create, destroy and shrink take e->ctl_lock; the do_*
+ * helpers below assume it held (they use e->ctl_lane's intent or e->ids).
+ * A cache's descriptor is published by the release store of CACHE_LIVE:
+ * readers load the state with acquire before any other field.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "barn.h"
+#include "clients.h"
+#include "engine_internal.h"
+#include "slab.h"
+
+uint32_t engine_default_capacity(uint32_t obj_size)
+{
+	uint32_t kernel = obj_size <= 256 ? 60 : obj_size <= 1024 ? 28 : obj_size <= 4096 ? 12 : 4;
+	uint32_t fill = SHEAF_DEFAULT_BYTES / obj_size;
+
+	if (fill > SHEAF_CAP_MAX)
+		fill = SHEAF_CAP_MAX;
+	return fill > kernel ? fill : kernel;
+}
+
+int pool_cache_find(const struct shm_pool *p, const char *name)
+{
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		const struct shm_cache *sc = &p->caches[c];
+		/* Acquire: pairs with the release store in do_cache_install
+		 * (the name is then complete). */
+		if (at_load_acquire((_Atomic uint32_t *)&sc->state) == CACHE_LIVE &&
+		    strncmp(sc->name, name, SHEAF_NAME_MAX) == 0)
+			return (int)c;
+	}
+	return -ENOENT;
+}
+
+/* Validate a create request; its geometry in *@obj_size, *@per_slab.
+ * 0, or -EINVAL with @err. */
+static int cache_params_check(const char *name, const struct engine_cache_params *cp,
+			      uint32_t *obj_size, uint32_t *per_slab,
+			      char *err, size_t errlen)
+{
+	if (name == NULL || name[0] == '\0' || strlen(name) >= SHEAF_NAME_MAX) {
+		snprintf(err, errlen, "cache name must be 1..%u bytes", SHEAF_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	if (slab_geometry(cp->size, cp->align, obj_size, per_slab) != 0) {
+		snprintf(err, errlen, "object size %u / align %u invalid (size 1..%u, "
+			 "align a power of two <= %u)", cp->size, cp->align,
+			 SHEAF_MAX_OBJ_SIZE, SHEAF_MAX_ALIGN);
+		return -EINVAL;
+	}
+	if (cp->capacity > (int32_t)SHEAF_CAP_MAX || cp->capacity < -1) {
+		snprintf(err, errlen, "sheaf capacity %d out of range 0..%u",
+			 cp->capacity, SHEAF_CAP_MAX);
+		return -EINVAL;
+	}
+	if (cp->flags & ~SHEAF_CACHE_F_DEBUG) {
+		snprintf(err, errlen, "unknown cache flags 0x%x", cp->flags);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Fill free slot @sc with cache @name and make it LIVE.  Caller holds
+ * e->ctl_lock (no other control call fills slots meanwhile). */
+static void do_cache_install(struct shm_cache *sc, const char *name,
+			     const struct engine_cache_params *cp,
+			     uint32_t obj_size, uint32_t per_slab, uint32_t cap)
+{
+	uint32_t ref = cap ? cap : engine_default_capacity(obj_size);
+
+	memset(sc->name, 0, sizeof(sc->name));
+	strncpy(sc->name, name, SHEAF_NAME_MAX - 1);
+	sc->obj_size = obj_size;
+	sc->align = cp->align > 8 ? cp->align : 8;
+	sc->objs_per_slab = per_slab;
+	sc->slab_bytes = per_slab * obj_size;
+	sc->flags = cp->flags;
+	sc->generation++;
+	at_store_relaxed(&sc->sheaf_capacity, cap);
+	at_store_relaxed(&sc->min_partial, cp->min_partial ? cp->min_partial
+			 : slab_default_min_partial(obj_size));
+	at_store_relaxed(&sc->barn_limit, cp->barn_limit ? cp->barn_limit
+			 : (8192 / ref < 8 ? 8 : 8192 / ref > 512 ? 512 : 8192 / ref));
+	at_store_relaxed(&sc->barn_low, cp->barn_low ? cp->barn_low : 4);
+	at_store_relaxed(&sc->barn_high, cp->barn_high ? cp->barn_high : 16);
+	/* Release: a client that finds the cache LIVE sees the rest (pairs
+	 * with the acquire loads of state: pool_cache_find, the workers). */
+	at_store_release(&sc->state, CACHE_LIVE);
+}
+
+int engine_cache_create(struct engine *e, const char *name,
+			const struct engine_cache_params *cp,
+			char *err, size_t errlen)
+{
+	struct shm_pool *p = e->pool;
+	uint32_t obj_size, per_slab, cap;
+	int id = -ENOSPC;
+	int rc = cache_params_check(name, cp, &obj_size, &per_slab, err, errlen);
+
+	if (rc != 0)
+		return rc;
+	cap = cp->capacity < 0 ? engine_default_capacity(obj_size) : (uint32_t)cp->capacity;
+	pthread_mutex_lock(&e->ctl_lock);
+	if (pool_cache_find(p, name) >= 0) {
+		snprintf(err, errlen, "cache '%s' exists", name);
+		id = -EEXIST;
+		goto out;
+	}
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		/* Relaxed: only control calls, serialised by ctl_lock, write
+		 * the state. */
+		if (at_load_relaxed(&p->caches[c].state) != CACHE_FREE)
+			continue;
+		do_cache_install(&p->caches[c], name, cp, obj_size, per_slab, cap);
+		id = (int)c;
+		break;
+	}
+	if (id == -ENOSPC)
+		snprintf(err, errlen, "all %u cache slots in use", SHEAF_MAX_CACHES);
+out:
+	pthread_mutex_unlock(&e->ctl_lock);
+	return id;
+}
+
+int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache)
+{
+	int64_t n = 0;
+
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		n += lane_net(p, &p->lanes[l], cache);
+	return n;
+}
+
+/* A client holding a sheaf of @cache, or OWNER_NONE when none does.  Caller
+ * holds e->ctl_lock (with the workers stopped). */
+static uint32_t do_cache_holder(const struct shm_pool *p, uint32_t cache)
+{
+	for (uint32_t s = 0; s < p->sheaf_count; s++) {
+		uint32_t o = at_load_relaxed(&p->owners[s]);
+		if (!OWNER_IS_RING(o) && o != OWNER_ENGINE && o != OWNER_NONE &&
+		    pool_sheaf(p, s)->cache == cache)
+			return o;
+	}
+	return OWNER_NONE;
+}
+
+/* Flush every full sheaf in @cache's barns back to slabs.  Caller holds
+ * e->ctl_lock (@in is the control lane's). */
+static void do_cache_flush_barns(struct shm_pool *p, uint32_t cache,
+				 struct ring_intent *in)
+{
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		uint32_t s;
+		while ((s = barn_get_full(p, cache, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+			engine_flush_sheaf(p, cache, n, s, OWNER_ENGINE, in);
+	}
+}
+
+/*
+ * @cache is no longer LIVE: return its sheaves to the depot (objects of any
+ * full one to the slabs), release all its slabs, and zero its counters, the
+ * cache-node's and the lanes'.  Caller holds e->ctl_lock.
+ */
+static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_intent *in)
+{
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		struct shm_cache_node *cn = pool_cnode(p, cache, n);
+		uint32_t s;
+
+		while ((s = barn_get_full(p, cache, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
+			slab_free_objs(p, cache, pool_sheaf(p, s)->objs, sheaf_size(pool_sheaf(p, s)));
+			depot_put(p, s, OWNER_ENGINE, in);
+		}
+		while ((s = ring_get(pool_empty_ring(p, cache, n), p->owners,
+				     OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+			depot_put(p, s, OWNER_ENGINE, in);
+		slab_shrink(p, cache, n, 0);
+		pthread_mutex_lock(&cn->lock);
+		for (int i = 0; i < SHEAF_STAT_NR; i++)
+			at_store_relaxed(&cn->stat[i], 0);
+		pthread_mutex_unlock(&cn->lock);
+	}
+	/* Counters of the lanes for this cache start again from zero. */
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		for (int i = 0; i < SHEAF_STAT_NR; i++)
+			at_store_relaxed(&p->lanes[l].stat[cache][i], 0);
+		at_store_relaxed(&p->lanes[l].live[cache].sheaf, SHEAF_ID_NONE);
+	}
+}
+
+int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t errlen)
+{
+	struct shm_pool *p = e->pool;
+	struct shm_cache *sc = &p->caches[cache];
+	struct ring_intent *in;
+	char msg[128];
+	uint32_t workers = e->nworkers;
+	uint32_t holder;
+	int rc = 0;
+
+	/* No worker may be half-way through a pass over this cache. */
+	if (workers)
+		engine_stop(e);
+	pthread_mutex_lock(&e->ctl_lock);
+	in = &e->ctl_lane->intent;
+	if (at_load_acquire(&sc->state) != CACHE_LIVE) {
+		snprintf(err, errlen, "no cache %u", cache);
+		rc = -ENOENT;
+		goto out;
+	}
+	holder = do_cache_holder(p, cache);
+	if (holder != OWNER_NONE) {
+		snprintf(err, errlen, "cache '%s': client %u still holds its sheaves",
+			 sc->name, holder);
+		rc = -EBUSY;
+		goto out;
+	}
+	do_cache_flush_barns(p, cache, in);
+	if (engine_counted_in_use(p, cache) != 0) {
+		snprintf(err, errlen, "cache '%s': %lld objects in use", sc->name,
+			 (long long)engine_counted_in_use(p, cache));
+		rc = -EBUSY;
+		goto out;
+	}
+	/* No new refill may start once the state is not LIVE (release: pairs
+	 * with the acquire loads of state). */
+	at_store_release(&sc->state, CACHE_FREE);
+	do_cache_release(p, cache, in);
+out:
+	pthread_mutex_unlock(&e->ctl_lock);
+	if (workers && engine_start(e, msg, sizeof(msg)) != 0 && rc == 0) {
+		snprintf(err, errlen, "%s", msg);
+		rc = -EAGAIN;
+	}
+	return rc;
+}
+
+/*
+ * Give the pages of idle sheaves back to the kernel: take every sheaf out of
+ * the depot (so no client can be handed one meanwhile), punch each page of
+ * the sheaf table that only they cover, and put them back without touching
+ * their memory (a sheaf's header is written when it is next handed out).
+ * Caller holds e->ctl_lock (e->ids holds the sheaves taken out).
+ */
+static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
+{
+	struct shm_pool *p = e->pool;
+	struct shm_ring *depot = pool_ring(p, RING_DEPOT);
+	uint8_t *held = calloc(p->sheaf_count, 1);
+	uint64_t start = (uint64_t)((char *)p->sheaves - p->base);
+	uint64_t end = start + (uint64_t)p->sheaf_count * sizeof(struct shm_sheaf);
+	uint32_t n = 0, s;
+
+	if (held == NULL)
+		return;
+	while (n < p->sheaf_count &&
+	       (s = ring_get(depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
+		held[s] = 1;
+		e->ids[n++] = s;
+	}
+	/* Punch maximal runs of pages that only held sheaves cover. */
+	uint64_t run = 0;
+	for (uint64_t pg = (start + 4095) & ~4095ull; pg + 4096 <= end; pg += 4096) {
+		uint32_t first = (uint32_t)((pg - start) / sizeof(struct shm_sheaf));
+		uint32_t last = (uint32_t)((pg + 4095 - start) / sizeof(struct shm_sheaf));
+		int all = 1;
+
+		for (uint32_t k = first; k <= last && k < p->sheaf_count && all; k++)
+			all = held[k];
+		if (all && run == 0)
+			run = pg;
+		if (!all && run != 0) {
+			pool_punch(p, run, pg - run);
+			run = 0;
+		}
+	}
+	if (run != 0)
+		pool_punch(p, run, (end & ~4095ull) - run);
+	for (uint32_t k = 0; k < n; k++)
+		ring_put(depot, p->owners, e->ids[k], OWNER_ENGINE, in);
+	free(held);
+}
+
+/*
+ * Shrink cache-node (@c, @n): flush its full sheaves, move its empty ones
+ * to the depot, release its empty slabs beyond min_partial (@keep_min) or
+ * all of them (slab_shrink).  Returns the slabs released.  Caller holds e->ctl_lock (@in is the control lane's).
+ */
+static uint64_t do_shrink_cache_node(struct shm_pool *p, uint32_t c, uint32_t n,
+				     int keep_min, struct ring_intent *in)
+{
+	_Atomic uint64_t *freed = &pool_cnode(p, c, n)->stat[ST_FREE_SLAB];
+	uint64_t before = at_load_relaxed(freed);
+	uint32_t s;
+
+	/* Slabs emptied by the flush are released on the way (beyond
+	 * min_partial); slab_shrink does the rest. */
+	while ((s = barn_get_full(p, c, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
+	while ((s = ring_get(pool_empty_ring(p, c, n), p->owners, OWNER_ENGINE,
+			     in)) != SHEAF_ID_NONE)
+		ring_put(pool_ring(p, RING_DEPOT), p->owners, s, OWNER_ENGINE, in);
+	slab_shrink(p, c, n, keep_min ? at_load_relaxed(&p->caches[c].min_partial) : 0);
+	return at_load_relaxed(freed) - before;
+}
+
+int engine_shrink(struct engine *e, int cache, int keep_min)
+{
+	struct shm_pool *p = e->pool;
+	struct ring_intent *in;
+	uint64_t released = 0;
+
+	pthread_mutex_lock(&e->ctl_lock);
+	in = &e->ctl_lane->intent;
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		if ((cache >= 0 && (uint32_t)cache != c) ||
+		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
+			continue;
+		for (uint32_t n = 0; n < p->nodes; n++)
+			released += do_shrink_cache_node(p, c, n, keep_min, in);
+	}
+	if (cache < 0)              /* sheaves are the pool's, not a cache's */
+		do_release_idle_sheaves(e, in);
+	pthread_mutex_unlock(&e->ctl_lock);
+	return (int)released;
+}

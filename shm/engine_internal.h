@@ -1,0 +1,38 @@
+/*
+ * engine_internal.h - helpers shared by the engine's own files (engine.c,
+ * engine_worker.c, engine_cache.c, engine_repair.c).  Nothing else may
+ * include it: callers use engine.h.
+ */
+#ifndef SHEAF_SHM_ENGINE_INTERNAL_H
+#define SHEAF_SHM_ENGINE_INTERNAL_H
+
+#include "engine.h"
+
+/* Add @v to the engine counter @st of cache-node (@c, @n).  Relaxed: the
+ * counters are statistics, read by sums that order nothing. */
+static inline void engine_stat_add(struct shm_pool *p, uint32_t c, uint32_t n,
+				   enum sheaf_stat st, uint64_t v)
+{
+	at_fetch_add_relaxed(&pool_cnode(p, c, n)->stat[st], v);
+}
+
+/* Objects a sheaf holds, bounded by SHEAF_CAP_MAX: its size word is
+ * writable by clients, so never trust it to index objs[] unchecked. */
+static inline uint32_t engine_sheaf_objs(struct shm_sheaf *sh)
+{
+	uint32_t size = sheaf_size(sh);
+
+	return size > SHEAF_CAP_MAX ? SHEAF_CAP_MAX : size;
+}
+
+/*
+ * Flush full sheaf @s of cache @c (taken by @me from node @n's barn) back to
+ * the slabs, count it, and put the empty sheaf in the barn's empty ring, or
+ * in the depot when that ring already holds twice barn_limit.  Takes no
+ * engine lock (the slab layer locks the cache-node); a worker, shrink and
+ * cache destroy all call it.
+ */
+void engine_flush_sheaf(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
+			uint32_t me, struct ring_intent *in);
+
+#endif

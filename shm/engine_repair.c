@@ -1,0 +1,114 @@
+/*
+ * engine_repair.c - putting things back after a death (engine.h):
+ * engine_reclaim_client after a client process died, engine_adopt after
+ * the previous engine (sheafd) died and a new one maps its region.
+ *
+ * Both do the same core (take_back_sheaves, free_lanes_of): roll back the
+ * dead owner's ring operations, collect every sheaf it still owned, return
+ * their objects to the slabs (each validated, since the dead owner wrote
+ * them) and the sheaves to the depot, and free its lanes.  They differ in
+ * the dead owner (a client id / OWNER_ENGINE), the owner id the repair acts
+ * as (OWNER_ENGINE / OWNER_NONE, no engine existing yet), its intent record
+ * and id buffer, and whether the flushes are counted.
+ *
+ * Who may call: the hosting process, only once the dead owner's process is
+ * gone.  engine_reclaim_client takes e->ctl_lock; engine_adopt runs before
+ * engine_init, with no engine thread at all.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include "barn.h"
+#include "clients.h"
+#include "engine_internal.h"
+#include "slab.h"
+
+/*
+ * The objects of sheaf @sh (owned by the repair now) go back to the slabs
+ * if its cache is still live; slab_free_objs validates each (one already
+ * back is refused by the bitmap and counted in flush_invalid, never freed
+ * twice).  @count: count the flush in sheaf_flush of the sheaf's node.
+ */
+static void sheaf_to_slabs(struct shm_pool *p, struct shm_sheaf *sh, int count)
+{
+	uint32_t c = sh->cache;
+
+	/* Acquire: pairs with the release stores of the state in
+	 * do_cache_install and engine_cache_destroy (engine_cache.c). */
+	if (sheaf_size(sh) == 0 || c >= SHEAF_MAX_CACHES ||
+	    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
+		return;
+	slab_free_objs(p, c, sh->objs, engine_sheaf_objs(sh));
+	if (count)
+		engine_stat_add(p, c, sh->node < p->nodes ? sh->node : 0,
+				ST_SHEAF_FLUSH, 1);
+}
+
+/*
+ * Roll back the ring operations of dead owner @dead (the intents of its
+ * lanes), collect every sheaf it still owns into @ids (room for every sheaf
+ * of the pool) and return each to the pool as @me, with intent @in: its
+ * objects to the slabs (sheaf_to_slabs, counted when @count), the sheaf to
+ * the depot.  Returns the number of sheaves returned.
+ */
+static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me,
+				  struct ring_intent *in, uint32_t *ids, int count)
+{
+	uint32_t n;
+
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+		if (at_load_acquire(&ln->client) == dead)
+			ring_reclaim(pool_ring_of, p, p->owners, p->sheaf_count,
+				     &ln->intent, 1, dead, me, ids, 0);
+	}
+	n = ring_reclaim(pool_ring_of, p, p->owners, p->sheaf_count, NULL, 0,
+			 dead, me, ids, p->sheaf_count);
+	for (uint32_t k = 0; k < n; k++) {
+		sheaf_to_slabs(p, pool_sheaf(p, ids[k]), count);
+		depot_put(p, ids[k], me, in);
+	}
+	return n;
+}
+
+/* Free every lane of @owner (its counters stay, see lane_free). */
+static void free_lanes_of(struct shm_pool *p, uint32_t owner)
+{
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		if (at_load_acquire(&p->lanes[l].client) == owner)
+			lane_free(&p->lanes[l]);
+}
+
+int engine_reclaim_client(struct engine *e, uint32_t client)
+{
+	struct shm_pool *p = e->pool;
+	uint32_t n;
+
+	pthread_mutex_lock(&e->ctl_lock);
+	/* Count what its threads did on their main sheaves before those go. */
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		if (at_load_acquire(&p->lanes[l].client) == client)
+			lane_live_repair(p, &p->lanes[l]);
+	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1);
+	free_lanes_of(p, client);
+	client_detach(p, client);
+	pthread_mutex_unlock(&e->ctl_lock);
+	return (int)n;
+}
+
+int engine_adopt(struct shm_pool *p)
+{
+	const uint32_t me = OWNER_NONE;          /* the recovery's owner id */
+	struct ring_intent in = { 0 };
+	uint32_t *ids = calloc(p->sheaf_count, sizeof(uint32_t));
+	uint32_t n;
+
+	if (ids == NULL)
+		return -ENOMEM;
+	slab_rebuild(p);
+	/* The sheaves the dead engine was filling or flushing; their flushes
+	 * are not counted (the counters are as slab_rebuild left them). */
+	n = take_back_sheaves(p, OWNER_ENGINE, me, &in, ids, 0);
+	free_lanes_of(p, OWNER_ENGINE);
+	free(ids);
+	return (int)n;
+}

@@ -1,0 +1,219 @@
+/*
+ * engine_worker.c - the node workers (engine.h: engine_start, engine_stop,
+ * engine_node_pass): one thread per node keeps every live cache's barn on
+ * its node between its watermarks, and sleeps on the node's doorbell when a
+ * pass found nothing to do.
+ *
+ * Stocking rule per barn (cache c, node n), one pass:
+ *   full < barn_low, or a client waits on an empty barn: refill sheaves from
+ *     n's slabs up to barn_high; short of objects on n, take from other nodes
+ *     by try-lock only (a busy remote node is skipped, never waited for).
+ *   full > barn_limit: flush the surplus full sheaves back to slabs.
+ *   Nothing at all to refill with: the barn is starved; waiters get ENOMEM.
+ *
+ * Who may call: the hosting process.  A pass takes no engine lock: a worker
+ * uses only its node's lane, and the slab layer locks each cache-node.
+ * engine_start/engine_stop are called with no worker running / from the
+ * control side (engine_cache_destroy stops the workers around its work).
+ */
+#include <errno.h>
+#include <numa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "barn.h"
+#include "engine_internal.h"
+#include "futex.h"
+#include "slab.h"
+
+struct worker_arg {
+	struct engine *e;
+	uint32_t node;
+};
+
+/* Fill one empty sheaf from slabs: local node first, then others by trylock. */
+static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
+			   struct shm_sheaf *sh, uint32_t cap)
+{
+	uint32_t got = slab_alloc_objs(p, c, n, sh->objs, cap, 0);
+
+	for (uint32_t k = 1; k < p->nodes && got < cap; k++) {
+		uint32_t m = (n + k) % p->nodes;
+		uint32_t more = slab_alloc_objs(p, c, m, sh->objs + got, cap - got, 1);
+		if (more) {
+			got += more;
+			engine_stat_add(p, c, n, ST_REFILL_REMOTE, 1);
+		}
+	}
+	return got;
+}
+
+/*
+ * Refill up to @want empty sheaves into barn (@c, @n) and put them in its
+ * full ring; the first one wakes the barn's waiters when @waiters.  Returns
+ * the sheaves refilled; *@starved is set when none could be.
+ */
+static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
+			     uint32_t want, uint32_t cap, uint32_t waiters,
+			     struct ring_intent *in, int *starved)
+{
+	uint32_t work = 0;
+
+	for (uint32_t k = 0; k < want; k++) {
+		int dep;
+		uint32_t s = barn_get_empty(p, c, n, cap, OWNER_ENGINE, in, &dep);
+		struct shm_sheaf *sh;
+		uint32_t got;
+
+		if (s == SHEAF_ID_NONE) {
+			*starved = work == 0;
+			break;
+		}
+		sh = pool_sheaf(p, s);
+		got = refill_one(p, c, n, sh, cap);
+		if (got == 0) {
+			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
+			*starved = work == 0;
+			break;
+		}
+		sheaf_set_size(sh, got);
+		barn_put_full(p, c, n, s, OWNER_ENGINE, in);
+		engine_stat_add(p, c, n, ST_SHEAF_REFILL, 1);
+		/* A client waits on this barn: wake it at the first sheaf,
+		 * before stocking the rest (miss latency). */
+		if (work++ == 0 && waiters)
+			barn_publish(p, c, n, 0);
+	}
+	return work;
+}
+
+/* One pass over barn (@c, @n) by the stocking rule above; returns the
+ * sheaves refilled or flushed. */
+static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
+			   struct ring_intent *in)
+{
+	struct shm_pool *p = e->pool;
+	struct shm_cache *sc = &p->caches[c];
+	struct shm_barn *b = pool_barn(p, c, n);
+	struct shm_ring *full = pool_full_ring(p, c, n);
+	uint32_t cnt = ring_count(full);
+	uint32_t low = at_load_relaxed(&sc->barn_low);
+	uint32_t high = at_load_relaxed(&sc->barn_high);
+	uint32_t limit = at_load_relaxed(&sc->barn_limit);
+	/* A waiter's waiters++ (barn_wait_supply) comes before its doorbell
+	 * bump, which the acquire load of the doorbell in worker_main saw
+	 * before this pass: a waiter that rang is counted here. */
+	uint32_t waiters = at_load_acquire(&b->waiters);
+	uint32_t cap = at_load_relaxed(&sc->sheaf_capacity);
+	uint32_t work = 0;
+	int starved = 0;
+
+	if (cap == 0)
+		cap = engine_default_capacity(sc->obj_size);
+	if (cnt < low || (waiters && cnt == 0))
+		work = stock_refill(p, c, n, high > cnt ? high - cnt : 1, cap,
+				    waiters, in, &starved);
+	while (cnt > limit) {
+		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
+		if (s == SHEAF_ID_NONE)
+			break;
+		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
+		cnt--;
+		work++;
+	}
+	if (waiters || starved || work)
+		barn_publish(p, c, n, starved);
+	return work;
+}
+
+uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *in)
+{
+	struct shm_pool *p = e->pool;
+	uint32_t work = 0;
+
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+		/* Acquire: pairs with the release store of CACHE_LIVE in
+		 * engine_cache_create (the cache's fields are then seen). */
+		if (at_load_acquire(&p->caches[c].state) == CACHE_LIVE)
+			work += stock_barn(e, c, node, in);
+	return work;
+}
+
+/*
+ * A node's worker: passes until one finds nothing to do, then sleeps on the
+ * doorbell.  Doorbell handshake (barn.h): all four accesses of the Dekker
+ * pair are seq_cst (sleeping store and doorbell load here, doorbell bump and
+ * sleeping load in node_ring_doorbell), so either the client sees sleeping
+ * and wakes us, or we see its bump and do not sleep.
+ */
+static void *worker_main(void *arg)
+{
+	struct worker_arg *wa = arg;
+	struct engine *e = wa->e;
+	struct shm_pool *p = e->pool;
+	uint32_t node = wa->node;
+	struct shm_node *nd = &p->node[node];
+	struct ring_intent *in = &e->worker_lane[node]->intent;
+
+	free(wa);
+	if (!p->hdr->simulated && p->nodes > 1)
+		numa_run_on_node((int)node);
+	for (;;) {
+		/* Acquire: pairs with the seq_cst bump in node_ring_doorbell. */
+		uint32_t bell = at_load_acquire(&nd->doorbell);
+
+		/* seq_cst: pairs with the store in engine_stop, which then
+		 * bumps the doorbell (a worker about to sleep sees one). */
+		if (at_load_seqcst(&e->stop))
+			break;
+		if (engine_node_pass(e, node, in) != 0)
+			continue;
+		at_store_seqcst(&nd->sleeping, 1);          /* Dekker pair, above */
+		if (at_load_seqcst(&nd->doorbell) == bell && !at_load_seqcst(&e->stop))
+			futex_wait(&nd->doorbell, bell, -1);
+		at_store_seqcst(&nd->sleeping, 0);
+	}
+	return NULL;
+}
+
+int engine_start(struct engine *e, char *err, size_t errlen)
+{
+	struct shm_pool *p = e->pool;
+
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		struct worker_arg *wa = malloc(sizeof(*wa));
+		int rc;
+
+		if (wa == NULL) {
+			snprintf(err, errlen, "engine: out of memory");
+			return -ENOMEM;
+		}
+		wa->e = e;
+		wa->node = n;
+		rc = pthread_create(&e->worker[n], NULL, worker_main, wa);
+		if (rc != 0) {
+			free(wa);
+			snprintf(err, errlen, "engine: pthread_create: %s", strerror(rc));
+			return -rc;
+		}
+		e->nworkers = n + 1;
+	}
+	return 0;
+}
+
+void engine_stop(struct engine *e)
+{
+	struct shm_pool *p = e->pool;
+
+	/* seq_cst, then a doorbell bump: pairs with the worker's loads of
+	 * stop, before its pass and before it sleeps. */
+	at_store_seqcst(&e->stop, 1);
+	for (uint32_t n = 0; n < e->nworkers; n++) {
+		at_fetch_add_seqcst(&p->node[n].doorbell, 1);
+		futex_wake(&p->node[n].doorbell, 1);
+	}
+	for (uint32_t n = 0; n < e->nworkers; n++)
+		pthread_join(e->worker[n], NULL);
+	e->nworkers = 0;
+	at_store_seqcst(&e->stop, 0);
+}
