@@ -78,9 +78,12 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 
 	at_fetch_add_seqcst(&b->waiters, 1);
 	node_ring_doorbell(p, node);
-	/* Acquire: pairs with the seq_cst (release) bump of supply in
-	 * barn_publish. */
-	while (at_load_acquire(&b->supply) == seq) {
+	/* seq_cst: pairs with the seq_cst bump of supply in barn_publish
+	 * (a release, so the waiter sees starved and the rings as of that
+	 * pass), and with the seq_cst waiters++ above orders against
+	 * barn_publish's waiters load (Dekker): either it sees us counted
+	 * and wakes us, or this load sees its bump. */
+	while (at_load_seqcst(&b->supply) == seq) {
 		int64_t left = end - clock_ns();
 		if (left <= 0) {
 			rc = -ETIMEDOUT;

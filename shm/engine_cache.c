@@ -177,7 +177,7 @@ static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_int
 		uint32_t s;
 
 		while ((s = barn_get_full(p, cache, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
-			slab_free_objs(p, cache, pool_sheaf(p, s)->objs, sheaf_size(pool_sheaf(p, s)));
+			slab_free_objs(p, cache, pool_sheaf(p, s)->objs, engine_sheaf_objs(pool_sheaf(p, s)));
 			depot_put(p, s, OWNER_ENGINE, in);
 		}
 		while ((s = ring_get(pool_empty_ring(p, cache, n), p->owners,
