@@ -32,15 +32,15 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 SHM_SRC    := $(wildcard shm/*.c)
-CLIENT_SRC := $(filter-out client/sheafctl%.c,$(wildcard client/*.c))
+CLIENT_SRC := $(wildcard client/*.c)
 PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
-LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c) \
+LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c) \
               $(BUILD)/proto/sheaf.pb-c.o
 DAEMON_SRC := $(wildcard daemon/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
 SHEAFD     := $(BUILD)/daemon/sheafd
-CTL_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/sheafctl*.c))
-SHEAFCTL   := $(BUILD)/client/sheafctl
+CTL_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/sheafctl/*.c))
+SHEAFCTL   := $(BUILD)/client/sheafctl/sheafctl
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/util_*.c))
 TEST_BIN   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -71,7 +71,10 @@ $(BUILD)/%.o: %.c | $(PROTO_GEN)
 $(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)
 
-# sheafctl, the operator CLI (client/sheafctl*.c; not part of libsheaf).
+# sheafctl, the operator CLI (client/sheafctl/; not part of libsheaf: it uses
+# only proto/ and libsheaf's public API).  Builds from before it moved there
+# left its binary where its objects' folder now goes: remove that file.
+$(shell test -f $(BUILD)/client/sheafctl && rm -f $(BUILD)/client/sheafctl)
 $(SHEAFCTL): $(CTL_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(BUILD)/libsheaf.a $(LIBS)
 
@@ -153,7 +156,7 @@ clean:
 # /usr/local/sbin and /usr/local/etc; they are rewritten to SBINDIR and
 # SYSCONFDIR on the way.  With SAN=, the sanitizer build is installed.
 # ---------------------------------------------------------------------------
-VERSION        := $(shell sed -n 's/^\#define SHEAF_VERSION "\(.*\)"/\1/p' daemon/version.h)
+VERSION        := $(shell sed -n 's/^\#define SHEAF_VERSION "\(.*\)"/\1/p' proto/version.h)
 SOMAJOR        := $(firstword $(subst ., ,$(VERSION)))
 BINDIR         ?= $(PREFIX)/bin
 SBINDIR        ?= $(PREFIX)/sbin

@@ -1,78 +1,34 @@
 /*
- * rpc.c - libsheaf's side of the control protocol: one framed protobuf-c
- * request and its response over the connection to sheafd, and the calls
- * built on it (cache create, stats, shrink, check).
+ * rpc.c - libsheaf's side of the control protocol: one request and its
+ * response over the connection to sheafd (proto/call.h's round trip, with a
+ * reconnect when sheafd restarted), and the calls built on it (cache
+ * create, stats, shrink, check, tune).
  */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "client/internal.h"
+#include "proto/call.h"
 #include "proto/frame.h"
 #include "proto/sheaf.pb-c.h"
 #include "shm/stats.h"
 
-#define RPC_TIMEOUT_MS 30000
+/* The largest reply frame libsheaf accepts. */
+#define RPC_REPLY_CAP (FRAME_DEFAULT_CAP * 16)
 
-static int errno_of(Sheaf__V1__Status st)
-{
-	switch (st) {
-	case SHEAF__V1__STATUS__STATUS_OK: return 0;
-	case SHEAF__V1__STATUS__STATUS_BAD_REQUEST: return EINVAL;
-	case SHEAF__V1__STATUS__STATUS_UNSUPPORTED: return EPROTONOSUPPORT;
-	case SHEAF__V1__STATUS__STATUS_DENIED: return EACCES;
-	case SHEAF__V1__STATUS__STATUS_NOT_FOUND: return ENOENT;
-	case SHEAF__V1__STATUS__STATUS_EXISTS: return EEXIST;
-	case SHEAF__V1__STATUS__STATUS_NO_SPACE: return ENOSPC;
-	case SHEAF__V1__STATUS__STATUS_NOT_ATTACHED: return ENOTCONN;
-	case SHEAF__V1__STATUS__STATUS_BUSY: return EBUSY;
-	default: return EIO;
-	}
-}
-
-/* One request and its response; the caller holds rpc_lock. */
+/* One request and its response (proto/call.h); the caller holds rpc_lock. */
 static int roundtrip(sheaf_pool_t *pool, Sheaf__V1__Request *rq, Sheaf__V1__Response **out,
 		     int *recv_fd, char *err, size_t errlen)
 {
-	size_t n, len;
-	uint8_t *buf, *in = NULL;
-	Sheaf__V1__Response *r;
-	int rc;
+	struct proto_call call = {
+		.sock = pool->sock, .next_id = &pool->next_id, .cap = RPC_REPLY_CAP,
+		.recv_fd = recv_fd, .err = err, .errlen = errlen,
+	};
+	int rc = proto_call(&call, rq, out);
 
-	*out = NULL;
-	rq->id = ++pool->next_id;
-	n = sheaf__v1__request__get_packed_size(rq);
-	buf = malloc(n ? n : 1);
-	if (buf == NULL)
-		return -ENOMEM;
-	sheaf__v1__request__pack(rq, buf);
-	rc = pool->sock >= 0 ? frame_send(pool->sock, buf, n, -1) : -EPIPE;
-	if (rc == 0)
-		rc = frame_recv(pool->sock, &in, &len, FRAME_DEFAULT_CAP * 16,
-				RPC_TIMEOUT_MS, recv_fd);
-	free(buf);
-	if (rc != 0) {
-		if (err != NULL)
-			snprintf(err, errlen, "sheafd connection: %s", strerror(-rc));
-		return rc;
-	}
-	r = sheaf__v1__response__unpack(NULL, len, in);
-	free(in);
-	if (r == NULL) {
-		if (err != NULL)
-			snprintf(err, errlen, "sheafd sent an unparsable response");
-		return -EPROTO;
-	}
-	if (r->status != SHEAF__V1__STATUS__STATUS_OK) {
-		rc = -errno_of(r->status);
-		if (err != NULL)
-			snprintf(err, errlen, "%s", r->error);
-		sheaf__v1__response__free_unpacked(r, NULL);
-		return rc;
-	}
-	*out = r;
-	return 0;
+	/* libsheaf's calls report any malformed reply as EPROTO. */
+	return rc == -EBADMSG ? -EPROTO : rc;
 }
 
 /*

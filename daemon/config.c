@@ -12,7 +12,7 @@
 #include "proto/frame.h"
 #include "proto/paths.h"
 
-#include "version.h"
+#include "proto/version.h"
 
 void config_defaults(struct config *c)
 {

@@ -16,7 +16,7 @@
 #include "shm/engine.h"
 #include "shm/pool.h"
 
-#include "version.h"
+#include "proto/version.h"
 
 struct conn {
 	struct daemon *d;

@@ -303,6 +303,7 @@ static Sheaf__V1__NodeStats *node_stats(struct daemon *d, struct arena *a, uint3
 		    cn->lists[SL_EMPTY].count;
 	ns->partial_slabs = cn->lists[SL_PARTIAL].count;
 	pthread_mutex_unlock(&cn->lock);
+	ns->slab_bytes = ns->slabs * SLAB_SIZE;
 	ns->barn_full = ring_count(pool_full_ring(p, c, n));
 	ns->barn_empty = ring_count(pool_empty_ring(p, c, n));
 	return ns;
@@ -429,6 +430,7 @@ static void do_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, stru
 		return;
 	}
 	sr->slabs_released = (uint32_t)n;
+	sr->bytes_released = (uint64_t)sr->slabs_released * SLAB_SIZE;
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_SHRINK;
 	rp->r.shrink = sr;
 }

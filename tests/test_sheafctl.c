@@ -2,7 +2,7 @@
  * test_sheafctl.c - sheafctl against a real sheafd.  Each test starts its
  * own daemon (dirname(/proc/self/exe)/../daemon/sheafd, 2 simulated nodes,
  * a socket in a temporary directory) and runs the CLI
- * (dirname(/proc/self/exe)/../client/sheafctl) with fork/exec, capturing
+ * (dirname(/proc/self/exe)/../client/sheafctl/sheafctl) with fork/exec, capturing
  * stdout, stderr and the exit status.  Workloads are forked children using
  * libsheaf (sheaf_connect, sheaf_cache_open, alloc/free).
  *
@@ -39,7 +39,7 @@
 #include <unistd.h>
 #include "client/internal.h"
 #include "client/sheaf.h"
-#include "daemon/version.h"
+#include "proto/version.h"
 #include "tests/util_proc.h"
 #include "tests/util_check.h"
 
@@ -457,7 +457,7 @@ static struct {
 static void find_binaries(void)
 {
 	ck_assert(exe_dir(sheafd_bin, sizeof(sheafd_bin), "../daemon/sheafd") == 0);
-	ck_assert(exe_dir(sheafctl_bin, sizeof(sheafctl_bin), "../client/sheafctl") == 0);
+	ck_assert(exe_dir(sheafctl_bin, sizeof(sheafctl_bin), "../client/sheafctl/sheafctl") == 0);
 	ck_assert_msg(access(sheafd_bin, X_OK) == 0, "no %s", sheafd_bin);
 	ck_assert_msg(access(sheafctl_bin, X_OK) == 0, "no %s", sheafctl_bin);
 }

@@ -86,7 +86,7 @@
 #include <unistd.h>
 
 #include "client/sheaf.h"
-#include "daemon/version.h"
+#include "proto/version.h"
 #include "tests/util_proc.h"
 #include "tests/util_check.h"
 

@@ -1,6 +1,6 @@
 /*
- * sheafctl_top.c - `sheafctl top`: a refreshing slabtop-like view of every
- * cache (objects, active, in use, use %, object size, slabs, objects per
+ * top.c - `sheafctl top`: a refreshing slabtop-like view of every cache
+ * (objects, active, in use, use %, object size, slabs, objects per
  * slab, cache size, sheaf capacity, barn sheaves, allocation rate), sorted
  * by a key; on a terminal, q quits and sort letters re-sort.  With -o one
  * report; with --output json one JSON object per refresh, one per line.
@@ -15,7 +15,7 @@
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
-#include "client/sheafctl.h"
+#include "client/sheafctl/sheafctl.h"
 
 struct top_row {
 	const char *name;

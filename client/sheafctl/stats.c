@@ -1,6 +1,6 @@
 /*
- * sheafctl_stats.c - `sheafctl stats`: every counter (the kernel's names,
- * in the daemon's order) and the slab figures of one cache or of all,
+ * stats.c - `sheafctl stats`: every counter (the kernel's names, in the
+ * daemon's order) and the slab figures of one cache or of all,
  * per node with -n, once or every INTERVAL seconds (vmstat-like: later
  * reports count the interval).  Also the stats fetch shared with top and
  * metrics.
@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "client/sheafctl.h"
-#include "shm/layout.h"
+#include "client/sheafctl/sheafctl.h"
 
 /* ---- fetching ------------------------------------------------------------ */
 
@@ -135,11 +134,13 @@ const Sheaf__V1__CacheStats *stats_find(const struct stats_set *s, const char *n
  * per-node value. */
 #define NA UINT64_MAX
 #define MAX_ROWS 64
+/* Node columns a report holds: sheafd runs at most 8 nodes. */
+#define CTL_MAX_NODES 8
 
 struct row {
 	const char *name;
 	uint64_t total;
-	uint64_t node[SHEAF_MAX_NODES];
+	uint64_t node[CTL_MAX_NODES];
 };
 
 struct report {
@@ -154,7 +155,7 @@ static struct row *add_row(struct report *rep, const char *name, uint64_t total)
 
 	r->name = name;
 	r->total = total;
-	for (unsigned n = 0; n < SHEAF_MAX_NODES; n++)
+	for (unsigned n = 0; n < CTL_MAX_NODES; n++)
 		r->node[n] = NA;
 	return r;
 }
@@ -162,7 +163,7 @@ static struct row *add_row(struct report *rep, const char *name, uint64_t total)
 #define NODE_FIELD_ROW(rep, cs, field, mult)                                    \
 	do {                                                                    \
 		struct row *r_ = add_row(rep, #field, 0);                       \
-		for (size_t n_ = 0; n_ < (cs)->n_nodes && n_ < SHEAF_MAX_NODES; n_++) { \
+		for (size_t n_ = 0; n_ < (cs)->n_nodes && n_ < CTL_MAX_NODES; n_++) { \
 			r_->node[n_] = (cs)->nodes[n_]->field * (mult);         \
 			r_->total += r_->node[n_];                              \
 		}                                                               \
@@ -192,8 +193,8 @@ static void build_report(struct report *rep, const Sheaf__V1__CacheStats *cs,
 	NODE_FIELD_ROW(rep, cs, partial_slabs, 1);
 	add_row(rep, "bytes_in_use", cs->bytes_in_use);
 	r = add_row(rep, "bytes_mapped", cs->bytes_mapped);
-	for (size_t n = 0; n < cs->n_nodes && n < SHEAF_MAX_NODES; n++)
-		r->node[n] = cs->nodes[n]->slabs * SLAB_SIZE;
+	for (size_t n = 0; n < cs->n_nodes && n < CTL_MAX_NODES; n++)
+		r->node[n] = cs->nodes[n]->slab_bytes;
 	NODE_FIELD_ROW(rep, cs, barn_full, 1);
 	NODE_FIELD_ROW(rep, cs, barn_empty, 1);
 	rep->first_counter = rep->n_rows;
@@ -202,7 +203,7 @@ static void build_report(struct report *rep, const Sheaf__V1__CacheStats *cs,
 	for (size_t k = 0; k < cs->nodes[0]->n_counters; k++) {
 		const char *name = cs->nodes[0]->counters[k]->name;
 		r = add_row(rep, name, 0);
-		for (size_t n = 0; n < cs->n_nodes && n < SHEAF_MAX_NODES; n++) {
+		for (size_t n = 0; n < cs->n_nodes && n < CTL_MAX_NODES; n++) {
 			const Sheaf__V1__NodeStats *pn =
 				prev != NULL && n < prev->n_nodes ? prev->nodes[n] : NULL;
 			r->node[n] = delta(stats_counter(cs->nodes[n], name), pn, name);

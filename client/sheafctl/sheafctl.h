@@ -1,13 +1,14 @@
 /*
- * sheafctl.h - sheafctl's internal interface, shared by client/sheafctl*.c
- * (the operator CLI; never part of libsheaf).
+ * sheafctl.h - sheafctl's internal interface, shared by the files of
+ * client/sheafctl/ (the operator CLI; never part of libsheaf: it is built on
+ * proto/ and libsheaf's public API only).
  *
  * Conventions: a subcommand returns its exit status (CTL_OK, CTL_REFUSED,
  * CTL_USAGE) and has printed its one-line error ("sheafctl: ...") to stderr
  * before returning a non-zero status.
  */
-#ifndef SHEAF_CLIENT_SHEAFCTL_H
-#define SHEAF_CLIENT_SHEAFCTL_H
+#ifndef SHEAF_CLIENT_SHEAFCTL_SHEAFCTL_H
+#define SHEAF_CLIENT_SHEAFCTL_SHEAFCTL_H
 
 #include <getopt.h>
 #include <stddef.h>
@@ -41,7 +42,7 @@ struct cmd {
 	const char *usage;       /* full --help text */
 };
 
-/* ---- sheafctl.c: options and messages ----------------------------------- */
+/* ---- main.c: options and messages --------------------------------------- */
 
 /* Print "sheafctl: <msg>" to stderr; returns @code. */
 int ctl_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -72,7 +73,7 @@ int ctl_parse_seconds(const char *s, double *out);
 /* Sleep @secs seconds (interrupted early by a signal: returns -1). */
 int ctl_sleep(double secs);
 
-/* ---- sheafctl_conn.c: talking to sheafd --------------------------------- */
+/* ---- conn.c: talking to sheafd ------------------------------------------ */
 
 /*
  * Send @rq (its id is set here) and receive the response, connecting first
@@ -86,7 +87,7 @@ int ctl_call_or_say(struct ctl *c, Sheaf__V1__Request *rq, Sheaf__V1__Response *
 void ctl_free(Sheaf__V1__Response *r);
 void ctl_close(struct ctl *c);
 
-/* ---- sheafctl_out.c: JSON and human formats ----------------------------- */
+/* ---- out.c: JSON and human formats -------------------------------------- */
 
 /* A streaming JSON writer: keys are given with each value inside objects
  * and are NULL inside arrays and at the top. */
@@ -117,7 +118,7 @@ const char *fmt_duration(char *buf, size_t len, uint64_t secs);
 /* "2024-05-01 12:00:00" in local time */
 const char *fmt_time(char *buf, size_t len, uint64_t epoch);
 
-/* ---- sheafctl_stats.c ---------------------------------------------------- */
+/* ---- stats.c ------------------------------------------------------------- */
 
 /* Every cache's stats (or one cache's): one Stats request, or one per cache
  * when the daemon cannot answer for all at once. */
@@ -140,7 +141,7 @@ const Sheaf__V1__CacheStats *stats_find(const struct stats_set *s, const char *n
 
 /* ---- subcommands --------------------------------------------------------- */
 
-int cmd_info(struct ctl *c, int argc, char **argv);       /* sheafctl_cmds.c */
+int cmd_info(struct ctl *c, int argc, char **argv);       /* cmds.c */
 int cmd_caches(struct ctl *c, int argc, char **argv);
 int cmd_create(struct ctl *c, int argc, char **argv);
 int cmd_destroy(struct ctl *c, int argc, char **argv);
@@ -148,11 +149,11 @@ int cmd_shrink(struct ctl *c, int argc, char **argv);
 int cmd_tune(struct ctl *c, int argc, char **argv);
 int cmd_clients(struct ctl *c, int argc, char **argv);
 int cmd_check(struct ctl *c, int argc, char **argv);
-int cmd_stats(struct ctl *c, int argc, char **argv);      /* sheafctl_stats.c */
-int cmd_top(struct ctl *c, int argc, char **argv);        /* sheafctl_top.c */
-int cmd_metrics(struct ctl *c, int argc, char **argv);    /* sheafctl_metrics.c */
+int cmd_stats(struct ctl *c, int argc, char **argv);      /* stats.c */
+int cmd_top(struct ctl *c, int argc, char **argv);        /* top.c */
+int cmd_metrics(struct ctl *c, int argc, char **argv);    /* metrics.c */
 
-/* The subcommand table (sheafctl.c), for ctl_getopt's --help. */
+/* The subcommand table (main.c), for ctl_getopt's --help. */
 const struct cmd *ctl_find_cmd(const char *name);
 
 #endif

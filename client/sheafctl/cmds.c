@@ -1,12 +1,11 @@
 /*
- * sheafctl_cmds.c - sheafctl's one-request subcommands: info, caches,
- * create, destroy, shrink, tune, clients, check.  Each parses its options,
+ * cmds.c - sheafctl's one-request subcommands: info, caches, create,
+ * destroy, shrink, tune, clients, check.  Each parses its options,
  * sends one request and prints the reply as a table or as JSON (field
  * names: sheafctl(1)).
  */
 #include <string.h>
-#include "client/sheafctl.h"
-#include "shm/layout.h"
+#include "client/sheafctl/sheafctl.h"
 
 #define REQ(var, body_enum, field, value)                                   \
 	Sheaf__V1__Request var = SHEAF__V1__REQUEST__INIT;                  \
@@ -282,7 +281,7 @@ int cmd_shrink(struct ctl *c, int argc, char **argv)
 	body.cache = first < argc ? argv[first] : "";
 	if ((rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
 		return rc;
-	bytes = (uint64_t)r->shrink->slabs_released * SLAB_SIZE;
+	bytes = r->shrink->bytes_released;
 	if (c->json) {
 		struct jw w;
 		jw_init(&w, stdout, 1);

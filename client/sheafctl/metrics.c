@@ -1,15 +1,15 @@
 /*
- * sheafctl_metrics.c - `sheafctl metrics`: the daemon and every cache in
- * the Prometheus text exposition format 0.0.4.  Names start with sheaf_,
+ * metrics.c - `sheafctl metrics`: the daemon and every cache in the
+ * Prometheus text exposition format 0.0.4.  Names start with sheaf_,
  * counters end in _total, per-cache samples carry a cache label and
  * per-node ones a node label too; every family has # HELP and # TYPE
  * (also when it has no sample yet).
  */
 #include <string.h>
-#include "client/sheafctl.h"
-#include "shm/layout.h"
+#include "client/sheafctl/sheafctl.h"
+#include "client/sheaf.h"
 
-/* Help texts of the counters (shm/stats.h); unknown names get a generic one. */
+/* Help texts of the counters (sheaf_stat_name); unknown names get a generic one. */
 static const struct { const char *name, *help; } counter_help[] = {
 	{ "alloc_fastpath", "Allocations served from a thread's main or spare sheaf." },
 	{ "alloc_slowpath", "Allocations that had to go to the barn." },
@@ -168,7 +168,7 @@ static void node_families(const struct stats_set *s)
 			for (size_t n = 0; n < cs->n_nodes; n++) {
 				const Sheaf__V1__NodeStats *ns = cs->nodes[n];
 				uint64_t v[] = { ns->objects, ns->active_objects, ns->slabs,
-						 ns->partial_slabs, ns->slabs * SLAB_SIZE,
+						 ns->partial_slabs, ns->slab_bytes,
 						 ns->barn_full, ns->barn_empty };
 				sample(g[k].name, "", cs->cache->name, (long)ns->node, v[k]);
 			}
@@ -213,18 +213,11 @@ static int seen_before(const struct stats_set *s, size_t ci, size_t ni, size_t k
 
 static void counter_families(const struct stats_set *s)
 {
-	static const char *const names[] = {
-		"alloc_fastpath", "alloc_slowpath", "free_fastpath", "free_slowpath",
-		"sheaf_alloc", "sheaf_free", "barn_get", "barn_get_fail", "barn_put",
-		"barn_put_fail", "sheaf_prefill_fast", "sheaf_prefill_slow",
-		"sheaf_prefill_oversize", "sheaf_return_fast", "sheaf_return_slow",
-		"free_remote", "free_invalid", "alloc_fail", "sheaf_refill", "sheaf_flush",
-		"alloc_slab", "free_slab", "flush_invalid", "refill_remote",
-	};
-
-	if (s->n == 0) {             /* no sample: the families still exist */
-		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
-			counter_family(s, names[k]);
+	/* No sample: the families still exist, named by libsheaf's list (the
+	 * daemon's counters, in its order). */
+	if (s->n == 0) {
+		for (unsigned k = 0; sheaf_stat_name(k) != NULL; k++)
+			counter_family(s, sheaf_stat_name(k));
 		return;
 	}
 	for (size_t i = 0; i < s->n; i++)

@@ -1,13 +1,12 @@
 /*
- * sheafctl_out.c - sheafctl's output helpers: a streaming JSON writer
- * (valid JSON whatever bytes a name holds: control characters escaped,
- * invalid UTF-8 replaced by U+FFFD) and human formats for sizes, durations
- * and times.
+ * out.c - sheafctl's output helpers: a streaming JSON writer (valid JSON
+ * whatever bytes a name holds: control characters escaped, invalid UTF-8
+ * replaced by U+FFFD) and human formats for sizes, durations and times.
  */
 #include <math.h>
 #include <string.h>
 #include <time.h>
-#include "client/sheafctl.h"
+#include "client/sheafctl/sheafctl.h"
 
 void jw_init(struct jw *w, FILE *f, int pretty)
 {

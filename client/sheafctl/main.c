@@ -1,8 +1,8 @@
 /*
- * sheafctl.c - the operator CLI of sheafd: global options, the subcommand
- * table and its --help texts, option parsing shared by every subcommand,
- * and small parsers.  The subcommands live in sheafctl_*.c; the manual is
- * docs/sheafctl.1.
+ * main.c - sheafctl, the operator CLI of sheafd: global options, the
+ * subcommand table and its --help texts, option parsing shared by every
+ * subcommand, and small parsers.  The subcommands live in the other files
+ * of client/sheafctl/; the manual is docs/sheafctl.1.
  *
  * Exit status: 0 success, 1 the daemon refused the request (its error text
  * is printed) or could not be reached, 2 bad usage.
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "client/sheafctl.h"
-#include "daemon/version.h"
+#include "client/sheafctl/sheafctl.h"
 #include "proto/paths.h"
+#include "proto/version.h"
 
 #define COMMON_OPTS \
 "  -s, --socket PATH    sheafd's control socket\n" \
