@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "shm/check.h"
 #include "shm/clients.h"
+#include "shm/tune.h"
 #include "client/internal.h"
 
 static void seterr(char *err, size_t errlen, const char *msg)
@@ -179,11 +180,14 @@ unsigned sheaf_cache_capacity(const sheaf_cache_t *c)
 
 int sheaf_cache_set_capacity(sheaf_cache_t *c, unsigned capacity)
 {
-	if (capacity > SHEAF_CAP_MAX)
-		return -EINVAL;
+	struct tune_setting s = { "sheaf_capacity", capacity };
+	int rc = tune_check(&c->pool->shm, (int)c->id, &s, 1, NULL, 0);
+
+	if (rc != 0)
+		return rc;
 	if (c->pool->remote)            /* descriptors are sheafd's: ask it */
 		return rpc_tune(c->pool, c->sc->name, "sheaf_capacity", capacity);
-	at_store_relaxed(&c->sc->sheaf_capacity, capacity);
+	tune_apply(&c->pool->shm, (int)c->id, &s);
 	return 0;
 }
 

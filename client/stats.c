@@ -1,11 +1,10 @@
 /*
- * stats.c - sheaf_cache_stats: counters summed over every lane (live threads
- * keep counting; relaxed loads never stop them) and the engine's per
- * cache-node counters, plus slab and barn occupancy.
+ * stats.c - sheaf_cache_stats and the counter names of the public API.  On a
+ * local pool the numbers come from stats_cache_node (shm/stats.c, the same
+ * sum sheafd answers Stats with); on a sheafd pool they come from sheafd.
  */
 #include <errno.h>
 #include <string.h>
-#include "shm/clients.h"
 #include "shm/stats.h"
 #include "client/internal.h"
 
@@ -28,40 +27,25 @@ int sheaf_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out)
 {
 	struct shm_pool *p = &c->pool->shm;
 	const struct shm_cache *sc = c->sc;
-	int64_t in_use = 0;
+	struct stats_sum sum = { 0 };
+	int64_t in_use;
 
 	if (node >= (int)p->nodes)
 		return -EINVAL;
 	if (c->pool->remote)
 		return rpc_cache_stats(c, node, out);   /* slab lists are sheafd's */
+	for (uint32_t n = 0; n < p->nodes; n++)
+		if (node < 0 || n == (uint32_t)node)
+			stats_cache_node(p, c->id, n, &sum);
 	memset(out, 0, sizeof(*out));
 	out->nstat = SHEAF_STAT_NR;
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
-		struct shm_lane *ln = &p->lanes[l];
-		uint64_t st[SHEAF_STAT_ENGINE_FIRST];
-		if (node >= 0 && at_load_relaxed(&ln->node) != (uint32_t)node)
-			continue;
-		lane_counts(p, ln, c->id, st);
-		for (unsigned i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
-			out->stat[i] += st[i];
-	}
-	for (uint32_t n = 0; n < p->nodes; n++) {
-		struct shm_cache_node *cn = pool_cnode(p, c->id, n);
-		if (node >= 0 && n != (uint32_t)node)
-			continue;
-		for (unsigned i = SHEAF_STAT_ENGINE_FIRST; i < SHEAF_STAT_NR; i++)
-			out->stat[i] += at_load_relaxed(&cn->stat[i]);
-		/* Slab counters are the engine's, changed under its lock. */
-		pthread_mutex_lock(&cn->lock);
-		out->objects += cn->total_objects;
-		out->active_objects += cn->total_objects - cn->free_objects;
-		out->slabs += cn->lists[SL_PARTIAL].count + cn->lists[SL_FULL].count +
-			      cn->lists[SL_EMPTY].count;
-		out->partial_slabs += cn->lists[SL_PARTIAL].count;
-		pthread_mutex_unlock(&cn->lock);
-		out->barn_full += ring_count(pool_full_ring(p, c->id, n));
-		out->barn_empty += ring_count(pool_empty_ring(p, c->id, n));
-	}
+	memcpy(out->stat, sum.stat, sizeof(sum.stat));
+	out->objects = sum.objects;
+	out->active_objects = sum.active_objects;
+	out->slabs = sum.slabs;
+	out->partial_slabs = sum.partial_slabs;
+	out->barn_full = sum.barn_full;
+	out->barn_empty = sum.barn_empty;
 	in_use = (int64_t)(out->stat[ST_ALLOC_FASTPATH] + out->stat[ST_ALLOC_SLOWPATH]) -
 		 (int64_t)(out->stat[ST_FREE_FASTPATH] + out->stat[ST_FREE_SLOWPATH]);
 	out->in_use = in_use > 0 ? (uint64_t)in_use : 0;

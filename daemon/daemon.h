@@ -18,6 +18,17 @@
 
 #include "proto/version.h"
 
+/* What request handling knows of a connection's peer: plain data, so that
+ * rpc_handle can run without a socket (tests, fuzzing). */
+struct conn_info {
+	pid_t pid;                   /* peer credentials (SO_PEERCRED) */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[32];            /* supplementary groups (SO_PEERGROUPS) */
+	int ngroups;
+	int client;                  /* client id once attached, else -1 */
+};
+
 struct conn {
 	struct daemon *d;
 	int fd;
@@ -28,13 +39,7 @@ struct conn {
 	uint8_t *out;                /* bytes to send */
 	size_t out_len, out_off;
 	int out_fd;                  /* descriptor to pass with the next byte */
-	pid_t pid;                   /* peer credentials (SO_PEERCRED) */
-	uid_t uid;
-	gid_t gid;
-	gid_t groups[32];            /* supplementary groups (SO_PEERGROUPS) */
-	int ngroups;
-	int client;                  /* client id once attached, else -1 */
-	int pidfd;                   /* attached: the client's process */
+	struct conn_info peer;
 	int closing;                 /* close once out is flushed */
 	struct conn *next, *prev;
 };
@@ -77,28 +82,49 @@ struct daemon {
 	struct daemon_counters n;
 };
 
-/* server.c */
+/* server.c: the control socket (libevent callbacks; calls rpc_handle). */
 /* Listen on @activated (a socket passed by systemd) or, when < 0, bind the
  * configured path (refusing when another daemon holds it). */
 int server_listen(struct daemon *d, int activated, char *err, size_t errlen);
 void server_close_all(struct daemon *d);
-/* Queue a serialised response on @c (with @pass_fd when >= 0). */
-int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd);
 
-/* clients.c (daemon side): attach and dead-client repair. */
-int peer_allowed(const struct daemon *d, const struct conn *c);
-int daemon_attach(struct daemon *d, struct conn *c, const char *name,
+/* registry.c: who may attach, attached clients, dead-client repair. */
+int peer_allowed(const struct daemon *d, const struct conn_info *peer);
+/* Attach @peer as a new client named @name: its id (also in peer->client),
+ * or -errno with @err. */
+int daemon_attach(struct daemon *d, struct conn_info *peer, const char *name,
 		  char *err, size_t errlen);
 /* Re-attach a client that was attached before a daemon restart. */
-int daemon_resume(struct daemon *d, struct conn *c, uint32_t id, char *err, size_t errlen);
+int daemon_resume(struct daemon *d, struct conn_info *peer, uint32_t id,
+		  char *err, size_t errlen);
 /* After adopting a pool: watch the clients it lists, repair the dead. */
 void daemon_watch_existing(struct daemon *d);
-/* Tell systemd how we are doing (STATUS=, no-op without NOTIFY_SOCKET). */
-void daemon_status(struct daemon *d);
+/* Stop watching every client process (shutdown). */
+void daemon_unwatch_all(struct daemon *d);
+/* @c, attached, closed its connection. */
 void daemon_client_gone(struct daemon *d, struct conn *c);
 uint32_t daemon_live_clients(const struct daemon *d);
 
-/* rpc.c: handle one frame from @c (parse, act, reply). */
-void rpc_handle_frame(struct daemon *d, struct conn *c, const uint8_t *buf, size_t len);
+/* status.c: tell systemd how we are doing (STATUS=: clients, caches, slab
+ * memory; no-op without NOTIFY_SOCKET).  Called by whoever changes those. */
+void daemon_status(struct daemon *d);
+
+/* rpc.c: request handling, with no socket (server.c sends the reply). */
+struct rpc_out {
+	uint8_t *buf;                /* the packed Response (malloc'd) */
+	size_t len;
+	int pass_fd;                 /* descriptor to pass with it, or -1 */
+	int close_after;             /* close the connection once it is sent */
+};
+
+/*
+ * Handle request frame @buf (@len bytes, any content) from @peer: parse,
+ * act, and fill @out with the reply to send.  Attach binds @peer->client.
+ * Returns 0, or -ENOMEM when no reply could be made (@out is then empty and
+ * the caller should close the connection).  Free @out with rpc_out_free.
+ */
+int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
+	       size_t len, struct rpc_out *out);
+void rpc_out_free(struct rpc_out *out);
 
 #endif

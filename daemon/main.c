@@ -22,21 +22,6 @@
 #include "log.h"
 #include "notify.h"
 
-void daemon_status(struct daemon *d)
-{
-	char msg[256];
-	uint32_t caches = 0;
-	uint64_t frames = at_load_relaxed(&d->pool.hdr->frames_used);
-
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
-		caches += at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE;
-	snprintf(msg, sizeof(msg), "STATUS=%u clients, %u caches, %llu MiB of slabs%s",
-		 daemon_live_clients(d), caches,
-		 (unsigned long long)((frames * SLAB_SIZE) >> 20),
-		 d->adopted ? " (adopted pool)" : "");
-	notify_send(msg, -1);
-}
-
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
 	struct daemon *d = arg;
@@ -136,6 +121,7 @@ static int make_pool(struct daemon *d, int pool_fd, char *err, size_t errlen)
 		rc = engine_adopt(&d->pool);
 		if (rc < 0) {
 			snprintf(err, errlen, "adopting the pool: %s", strerror(-rc));
+			pool_unmap(&d->pool);
 			return rc;
 		}
 		d->adopted = 1;
@@ -150,12 +136,47 @@ static int make_pool(struct daemon *d, int pool_fd, char *err, size_t errlen)
 	return pool_create(&d->pool, &pp, err, errlen);
 }
 
+/* Signals and the watchdog timer: the last things set up before serving. */
+static void add_events(struct daemon *d)
+{
+	static const int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+	uint64_t wd = notify_watchdog_usec();
+
+	for (int i = 0; i < 3; i++) {
+		d->ev_signal[i] = evsignal_new(d->base, sigs[i],
+					       sigs[i] == SIGHUP ? on_hup : on_stop, d);
+		event_add(d->ev_signal[i], NULL);
+	}
+	if (wd > 0) {
+		struct timeval tv = { (time_t)(wd / 2 / 1000000), (suseconds_t)(wd / 2 % 1000000) };
+		d->ev_watchdog = event_new(d->base, -1, EV_PERSIST, on_watchdog, d);
+		event_add(d->ev_watchdog, &tv);
+	}
+}
+
+static void del_events(struct daemon *d)
+{
+	if (d->ev_watchdog != NULL)
+		event_free(d->ev_watchdog);
+	d->ev_watchdog = NULL;
+	for (int i = 0; i < 3; i++) {
+		if (d->ev_signal[i] != NULL)
+			event_free(d->ev_signal[i]);
+		d->ev_signal[i] = NULL;
+	}
+}
+
+/*
+ * Set up in order: configuration, event base, control socket, pool,
+ * engine (started after detaching), signals and client watches; serve; and
+ * tear down in the reverse order through the one exit below, which every
+ * failure after the configuration jumps into at the step it reached.
+ */
 int main(int argc, char **argv)
 {
 	static struct daemon d;
 	char err[256];
-	int rc, listen_fd, pool_fd, sigs[3] = { SIGTERM, SIGINT, SIGHUP };
-	uint64_t wd;
+	int rc, ret = 1, listen_fd, pool_fd;
 
 	rc = config_from_args(&d.cfg, argc, argv, err, sizeof(err));
 	if (rc != 0) {
@@ -170,40 +191,25 @@ int main(int argc, char **argv)
 	passed_fds(&listen_fd, &pool_fd);
 	d.base = event_base_new();
 	if (d.base == NULL) {
-		fprintf(stderr, "sheafd: event_base_new failed\n");
-		return 1;
+		snprintf(err, sizeof(err), "event_base_new failed");
+		goto out;
 	}
-	if (server_listen(&d, listen_fd, err, sizeof(err)) != 0) {
-		fprintf(stderr, "sheafd: %s\n", err);
-		return 1;
-	}
-	rc = make_pool(&d, pool_fd, err, sizeof(err));
-	if (rc == 0)
-		rc = engine_init(&d.engine, &d.pool, err, sizeof(err));
+	if (server_listen(&d, listen_fd, err, sizeof(err)) != 0)
+		goto out_base;
+	if (make_pool(&d, pool_fd, err, sizeof(err)) != 0)
+		goto out_server;
+	if (engine_init(&d.engine, &d.pool, err, sizeof(err)) != 0)
+		goto out_pool;
 	/* Detach before any thread starts: fork keeps only the caller. */
-	if (rc == 0 && !d.cfg.foreground && detach() != 0) {
+	if (!d.cfg.foreground && detach() != 0) {
 		snprintf(err, sizeof(err), "cannot detach: %s", strerror(errno));
-		rc = -1;
+		goto out_engine;
 	}
-	if (rc == 0)
-		rc = engine_start(&d.engine, err, sizeof(err));
-	if (rc != 0) {
-		fprintf(stderr, "sheafd: %s\n", err);
-		server_close_all(&d);
-		return 1;
-	}
-	for (int i = 0; i < 3; i++) {
-		d.ev_signal[i] = evsignal_new(d.base, sigs[i], sigs[i] == SIGHUP ? on_hup : on_stop, &d);
-		event_add(d.ev_signal[i], NULL);
-	}
+	if (engine_start(&d.engine, err, sizeof(err)) != 0)
+		goto out_engine;
+	add_events(&d);
 	if (d.adopted)
 		daemon_watch_existing(&d);
-	wd = notify_watchdog_usec();
-	if (wd > 0) {
-		struct timeval tv = { (time_t)(wd / 2 / 1000000), (suseconds_t)(wd / 2 % 1000000) };
-		d.ev_watchdog = event_new(d.base, -1, EV_PERSIST, on_watchdog, &d);
-		event_add(d.ev_watchdog, &tv);
-	}
 	if (!d.adopted)         /* an adopted pool's memfd is in the store already */
 		notify_send("FDSTORE=1\nFDNAME=pool", d.pool.fd);
 	notify_send("READY=1", -1);
@@ -214,22 +220,23 @@ int main(int argc, char **argv)
 		 d.pool.sheaf_count, d.socket_activated ? " (socket activated)" : "",
 		 (int)getpid());
 	event_base_dispatch(d.base);
+	ret = 0;
 
-	server_close_all(&d);
-	while (d.watches != NULL) {
-		struct watch *w = d.watches;
-		d.watches = w->next;
-		event_free(w->ev);
-		close(w->pidfd);
-		free(w);
-	}
-	for (int i = 0; i < 3; i++)
-		event_free(d.ev_signal[i]);
-	if (d.ev_watchdog != NULL)
-		event_free(d.ev_watchdog);
+	daemon_unwatch_all(&d);
+	del_events(&d);
+out_engine:
 	engine_fini(&d.engine);
+out_pool:
 	pool_unmap(&d.pool);
+out_server:
+	server_close_all(&d);
+out_base:
 	event_base_free(d.base);
-	log_info("stopped");
-	return 0;
+out:
+	/* The configuration holds nothing to free. */
+	if (ret != 0)
+		fprintf(stderr, "sheafd: %s\n", err);
+	else
+		log_info("stopped");
+	return ret;
 }

@@ -3,7 +3,8 @@
  * (a datagram to $NOTIFY_SOCKET; no libsystemd dependency: the protocol is
  * a few lines of text and an optional SCM_RIGHTS descriptor), and socket
  * activation ($LISTEN_PID/$LISTEN_FDS/$LISTEN_FDNAMES).
- * Who may call: daemon/main.c.  Without $NOTIFY_SOCKET every call is a no-op.
+ * Who may call: daemon/main.c and daemon/status.c.  Without $NOTIFY_SOCKET
+ * every call is a no-op.
  */
 #ifndef SHEAF_DAEMON_NOTIFY_H
 #define SHEAF_DAEMON_NOTIFY_H

@@ -22,16 +22,16 @@
 
 /* A peer is allowed when its uid is listed, or its primary group or one
  * of its supplementary groups is. */
-int peer_allowed(const struct daemon *d, const struct conn *c)
+int peer_allowed(const struct daemon *d, const struct conn_info *peer)
 {
 	for (uint32_t i = 0; i < d->cfg.n_uid; i++)
-		if (d->cfg.allow_uid[i] == c->uid)
+		if (d->cfg.allow_uid[i] == peer->uid)
 			return 1;
 	for (uint32_t i = 0; i < d->cfg.n_gid; i++) {
-		if (d->cfg.allow_gid[i] == c->gid)
+		if (d->cfg.allow_gid[i] == peer->gid)
 			return 1;
-		for (int k = 0; k < c->ngroups; k++)
-			if (d->cfg.allow_gid[i] == c->groups[k])
+		for (int k = 0; k < peer->ngroups; k++)
+			if (d->cfg.allow_gid[i] == peer->groups[k])
 				return 1;
 	}
 	return 0;
@@ -72,8 +72,8 @@ static void on_process_exit(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* The connection, if still open (a leaked socket), is done too. */
 	for (struct conn *c = d->conns; c != NULL; c = c->next) {
-		if (c->client == w->client) {
-			c->client = -1;
+		if (c->peer.client == w->client) {
+			c->peer.client = -1;
 			c->closing = 1;
 			shutdown(c->fd, SHUT_RDWR);
 		}
@@ -116,31 +116,32 @@ static int watch_add(struct daemon *d, int id, pid_t pid)
 	return 0;
 }
 
-int daemon_attach(struct daemon *d, struct conn *c, const char *name,
+int daemon_attach(struct daemon *d, struct conn_info *peer, const char *name,
 		  char *err, size_t errlen)
 {
 	int id, rc;
 
-	id = client_attach(&d->pool, (uint32_t)c->pid, (uint32_t)c->uid, name);
+	id = client_attach(&d->pool, (uint32_t)peer->pid, (uint32_t)peer->uid, name);
 	if (id < 0) {
 		snprintf(err, errlen, "all %u client slots are in use", SHEAF_MAX_CLIENTS);
 		return id;
 	}
-	rc = watch_add(d, id, c->pid);
+	rc = watch_add(d, id, peer->pid);
 	if (rc != 0) {
 		client_detach(&d->pool, (uint32_t)id);
-		snprintf(err, errlen, "pidfd_open(%d): %s", (int)c->pid, strerror(-rc));
+		snprintf(err, errlen, "pidfd_open(%d): %s", (int)peer->pid, strerror(-rc));
 		return rc;
 	}
-	c->client = id;
+	peer->client = id;
 	d->n.attached++;
-	log_info("client %d attached: pid %d uid %u name '%s'", id, (int)c->pid,
-		 (unsigned)c->uid, name ? name : "");
+	log_info("client %d attached: pid %d uid %u name '%s'", id, (int)peer->pid,
+		 (unsigned)peer->uid, name ? name : "");
 	daemon_status(d);
 	return id;
 }
 
-int daemon_resume(struct daemon *d, struct conn *c, uint32_t id, char *err, size_t errlen)
+int daemon_resume(struct daemon *d, struct conn_info *peer, uint32_t id,
+		  char *err, size_t errlen)
 {
 	const struct shm_client *sc;
 
@@ -150,16 +151,16 @@ int daemon_resume(struct daemon *d, struct conn *c, uint32_t id, char *err, size
 	}
 	sc = &d->pool.clients[id];
 	if (at_load_acquire((_Atomic uint32_t *)&sc->state) != CLIENT_LIVE ||
-	    sc->pid != (uint32_t)c->pid || sc->uid != (uint32_t)c->uid) {
-		snprintf(err, errlen, "client %u is not pid %d's to resume", id, (int)c->pid);
+	    sc->pid != (uint32_t)peer->pid || sc->uid != (uint32_t)peer->uid) {
+		snprintf(err, errlen, "client %u is not pid %d's to resume", id, (int)peer->pid);
 		return -EINVAL;
 	}
-	if (watch_find(d, (int)id) == NULL && watch_add(d, (int)id, c->pid) != 0) {
-		snprintf(err, errlen, "pidfd_open(%d): %s", (int)c->pid, strerror(errno));
+	if (watch_find(d, (int)id) == NULL && watch_add(d, (int)id, peer->pid) != 0) {
+		snprintf(err, errlen, "pidfd_open(%d): %s", (int)peer->pid, strerror(errno));
 		return -ESRCH;
 	}
-	c->client = (int)id;
-	log_info("client %u resumed: pid %d", id, (int)c->pid);
+	peer->client = (int)id;
+	log_info("client %u resumed: pid %d", id, (int)peer->pid);
 	return (int)id;
 }
 
@@ -183,6 +184,12 @@ void daemon_watch_existing(struct daemon *d)
 	}
 }
 
+void daemon_unwatch_all(struct daemon *d)
+{
+	while (d->watches != NULL)
+		watch_free(d->watches);
+}
+
 /* Whether client @id holds any sheaf, or a lane a thread still uses. */
 static int client_holds_anything(const struct daemon *d, uint32_t id)
 {
@@ -201,7 +208,7 @@ static int client_holds_anything(const struct daemon *d, uint32_t id)
 
 void daemon_client_gone(struct daemon *d, struct conn *c)
 {
-	struct watch *w = watch_find(d, c->client);
+	struct watch *w = watch_find(d, c->peer.client);
 
 	/*
 	 * sheaf_disconnect returns the caller's sheaves and lane, unmaps the
@@ -210,14 +217,14 @@ void daemon_client_gone(struct daemon *d, struct conn *c)
 	 * still holds sheaves (other threads, or a crash) is repaired when
 	 * its process ends (on_process_exit).
 	 */
-	if (w != NULL && !client_holds_anything(d, (uint32_t)c->client)) {
-		engine_reclaim_client(&d->engine, (uint32_t)c->client);
-		log_info("client %d detached", c->client);
+	if (w != NULL && !client_holds_anything(d, (uint32_t)c->peer.client)) {
+		engine_reclaim_client(&d->engine, (uint32_t)c->peer.client);
+		log_info("client %d detached", c->peer.client);
 		watch_free(w);
 		daemon_status(d);
 	} else {
 		log_debug("client %d closed its connection; repair when pid %d ends",
-			  c->client, (int)c->pid);
+			  c->peer.client, (int)c->peer.pid);
 	}
-	c->client = -1;
+	c->peer.client = -1;
 }

@@ -1,8 +1,13 @@
 /*
- * rpc.c - sheafd's request handlers: parse a frame, act on the pool, reply.
+ * rpc.c - sheafd's request handling: parse a frame, act on the pool, pack
+ * the reply (rpc_handle; server.c sends it).  No socket here: the peer is
+ * plain data (struct conn_info), so any bytes can be fed in directly.
  * Every reply goes out with the request's id; a request that cannot be
  * parsed, carries unknown fields or names no known body gets
  * STATUS_BAD_REQUEST and is counted; the connection stays usable.
+ *
+ * The handle_* functions each answer one request body into a struct reply
+ * whose every allocation is in its arena (arena.h).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -10,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "arena.h"
 #include "daemon.h"
 #include "log.h"
 #include "proto/sheaf.pb-c.h"
@@ -17,51 +23,7 @@
 #include "shm/check.h"
 #include "shm/clients.h"
 #include "shm/stats.h"
-
-/* Every allocation of one reply, freed together after it is sent. */
-struct arena {
-	void **p;
-	int n, cap;
-};
-
-static void *arena_alloc(struct arena *a, size_t size)
-{
-	void *p;
-
-	if (a->n == a->cap) {
-		int ncap = a->cap ? a->cap * 2 : 256;
-		void **np = realloc(a->p, (size_t)ncap * sizeof(*np));
-		if (np == NULL)
-			return NULL;
-		a->p = np;
-		a->cap = ncap;
-	}
-	p = calloc(1, size);
-	if (p != NULL)
-		a->p[a->n++] = p;
-	return p;
-}
-
-static char *arena_strdup(struct arena *a, const char *s)
-{
-	char *d = arena_alloc(a, strlen(s) + 1);
-	if (d != NULL)
-		strcpy(d, s);
-	return d;
-}
-
-static void arena_free(struct arena *a)
-{
-	for (int i = 0; i < a->n; i++)
-		free(a->p[i]);
-	free(a->p);
-	a->p = NULL;
-	a->n = a->cap = 0;
-}
-
-#define NEW(a, type, init)                                          \
-	({ type *x_ = arena_alloc((a), sizeof(type));               \
-	   if (x_ != NULL) { type t_ = init; *x_ = t_; } x_; })
+#include "shm/tune.h"
 
 struct reply {
 	Sheaf__V1__Response r;
@@ -100,7 +62,7 @@ static Sheaf__V1__Status status_of(int rc)
 
 static Sheaf__V1__Layout *layout_of(struct daemon *d, struct arena *a)
 {
-	Sheaf__V1__Layout *l = NEW(a, Sheaf__V1__Layout, SHEAF__V1__LAYOUT__INIT);
+	Sheaf__V1__Layout *l = ARENA_NEW(a, Sheaf__V1__Layout, SHEAF__V1__LAYOUT__INIT);
 	const struct shm_header *h = d->pool.hdr;
 
 	if (l == NULL)
@@ -117,7 +79,7 @@ static Sheaf__V1__Layout *layout_of(struct daemon *d, struct arena *a)
 static Sheaf__V1__CacheInfo *cache_info(struct daemon *d, struct arena *a, uint32_t id)
 {
 	const struct shm_cache *sc = &d->pool.caches[id];
-	Sheaf__V1__CacheInfo *ci = NEW(a, Sheaf__V1__CacheInfo, SHEAF__V1__CACHE_INFO__INIT);
+	Sheaf__V1__CacheInfo *ci = ARENA_NEW(a, Sheaf__V1__CacheInfo, SHEAF__V1__CACHE_INFO__INIT);
 
 	if (ci == NULL)
 		return NULL;
@@ -137,8 +99,8 @@ static Sheaf__V1__CacheInfo *cache_info(struct daemon *d, struct arena *a, uint3
 
 /* ---- handlers ----------------------------------------------------------- */
 
-static void do_attach(struct daemon *d, struct conn *c, const Sheaf__V1__AttachRequest *rq,
-		      struct reply *rp)
+static void handle_attach(struct daemon *d, struct conn_info *peer,
+			  const Sheaf__V1__AttachRequest *rq, struct reply *rp)
 {
 	Sheaf__V1__AttachResponse *ar;
 	char err[160];
@@ -147,7 +109,7 @@ static void do_attach(struct daemon *d, struct conn *c, const Sheaf__V1__AttachR
 	if (rq->protocol_version != SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
 		d->n.bad_frames++;
 		log_warn("pid %d: attach with protocol version %u refused (this daemon "
-			 "speaks %u): closing", (int)c->pid, rq->protocol_version,
+			 "speaks %u): closing", (int)peer->pid, rq->protocol_version,
 			 SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
 		fail(rp, SHEAF__V1__STATUS__STATUS_UNSUPPORTED,
 		     "protocol version %u not supported (this daemon speaks %u)",
@@ -156,18 +118,18 @@ static void do_attach(struct daemon *d, struct conn *c, const Sheaf__V1__AttachR
 		rp->close_after = 1;
 		return;
 	}
-	if (c->client >= 0) {
+	if (peer->client >= 0) {
 		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "already attached as client %d",
-		     c->client);
+		     peer->client);
 		return;
 	}
-	id = rq->resume ? daemon_resume(d, c, rq->client_id, err, sizeof(err))
-			: daemon_attach(d, c, rq->name, err, sizeof(err));
+	id = rq->resume ? daemon_resume(d, peer, rq->client_id, err, sizeof(err))
+			: daemon_attach(d, peer, rq->name, err, sizeof(err));
 	if (id < 0) {
 		fail(rp, status_of(id), "%s", err);
 		return;
 	}
-	ar = NEW(&rp->a, Sheaf__V1__AttachResponse, SHEAF__V1__ATTACH_RESPONSE__INIT);
+	ar = ARENA_NEW(&rp->a, Sheaf__V1__AttachResponse, SHEAF__V1__ATTACH_RESPONSE__INIT);
 	if (ar == NULL || (ar->layout = layout_of(d, &rp->a)) == NULL) {
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
@@ -178,7 +140,7 @@ static void do_attach(struct daemon *d, struct conn *c, const Sheaf__V1__AttachR
 	rp->pass_fd = d->pool.fd;
 }
 
-static void do_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateRequest *rq,
+static void handle_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateRequest *rq,
 			    struct reply *rp)
 {
 	struct engine_cache_params cp = {
@@ -196,7 +158,7 @@ static void do_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateReques
 	log_info("cache '%s' created: id %d, object size %u", rq->name, id,
 		 d->pool.caches[id].obj_size);
 	daemon_status(d);
-	cr = NEW(&rp->a, Sheaf__V1__CacheCreateResponse, SHEAF__V1__CACHE_CREATE_RESPONSE__INIT);
+	cr = ARENA_NEW(&rp->a, Sheaf__V1__CacheCreateResponse, SHEAF__V1__CACHE_CREATE_RESPONSE__INIT);
 	if (cr == NULL || (cr->cache = cache_info(d, &rp->a, (uint32_t)id)) == NULL) {
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
@@ -205,7 +167,7 @@ static void do_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateReques
 	rp->r.cache_create = cr;
 }
 
-static void do_cache_open(struct daemon *d, const Sheaf__V1__CacheOpenRequest *rq,
+static void handle_cache_open(struct daemon *d, const Sheaf__V1__CacheOpenRequest *rq,
 			  struct reply *rp)
 {
 	Sheaf__V1__CacheOpenResponse *cr;
@@ -215,7 +177,7 @@ static void do_cache_open(struct daemon *d, const Sheaf__V1__CacheOpenRequest *r
 		fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->name);
 		return;
 	}
-	cr = NEW(&rp->a, Sheaf__V1__CacheOpenResponse, SHEAF__V1__CACHE_OPEN_RESPONSE__INIT);
+	cr = ARENA_NEW(&rp->a, Sheaf__V1__CacheOpenResponse, SHEAF__V1__CACHE_OPEN_RESPONSE__INIT);
 	if (cr == NULL || (cr->cache = cache_info(d, &rp->a, (uint32_t)id)) == NULL) {
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
@@ -224,9 +186,9 @@ static void do_cache_open(struct daemon *d, const Sheaf__V1__CacheOpenRequest *r
 	rp->r.cache_open = cr;
 }
 
-static void do_cache_list(struct daemon *d, struct reply *rp)
+static void handle_cache_list(struct daemon *d, struct reply *rp)
 {
-	Sheaf__V1__CacheListResponse *lr = NEW(&rp->a, Sheaf__V1__CacheListResponse,
+	Sheaf__V1__CacheListResponse *lr = ARENA_NEW(&rp->a, Sheaf__V1__CacheListResponse,
 					       SHEAF__V1__CACHE_LIST_RESPONSE__INIT);
 
 	if (lr == NULL || (lr->caches = arena_alloc(&rp->a, SHEAF_MAX_CACHES * sizeof(void *))) == NULL)
@@ -244,7 +206,7 @@ oom:
 	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
-static void do_cache_destroy(struct daemon *d, const Sheaf__V1__CacheDestroyRequest *rq,
+static void handle_cache_destroy(struct daemon *d, const Sheaf__V1__CacheDestroyRequest *rq,
 			     struct reply *rp)
 {
 	char err[160];
@@ -260,59 +222,47 @@ static void do_cache_destroy(struct daemon *d, const Sheaf__V1__CacheDestroyRequ
 		return;
 	}
 	log_info("cache '%s' destroyed", rq->name);
+	daemon_status(d);
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CACHE_DESTROY;
-	rp->r.cache_destroy = NEW(&rp->a, Sheaf__V1__CacheDestroyResponse,
+	rp->r.cache_destroy = ARENA_NEW(&rp->a, Sheaf__V1__CacheDestroyResponse,
 				  SHEAF__V1__CACHE_DESTROY_RESPONSE__INIT);
 	if (rp->r.cache_destroy == NULL)
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
+/* Cache @c's numbers on node @n (stats_cache_node), as a NodeStats. */
 static Sheaf__V1__NodeStats *node_stats(struct daemon *d, struct arena *a, uint32_t c,
 					uint32_t n)
 {
-	struct shm_pool *p = &d->pool;
-	struct shm_cache_node *cn = pool_cnode(p, c, n);
-	uint64_t v[SHEAF_STAT_NR] = { 0 };
-	Sheaf__V1__NodeStats *ns = NEW(a, Sheaf__V1__NodeStats, SHEAF__V1__NODE_STATS__INIT);
+	struct stats_sum sum = { 0 };
+	Sheaf__V1__NodeStats *ns = ARENA_NEW(a, Sheaf__V1__NodeStats, SHEAF__V1__NODE_STATS__INIT);
 
 	if (ns == NULL || (ns->counters = arena_alloc(a, SHEAF_STAT_NR * sizeof(void *))) == NULL)
 		return NULL;
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
-		uint64_t st[SHEAF_STAT_ENGINE_FIRST];
-		if (at_load_relaxed(&p->lanes[l].node) != n)
-			continue;
-		lane_counts(p, &p->lanes[l], c, st);
-		for (int i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
-			v[i] += st[i];
-	}
-	for (int i = SHEAF_STAT_ENGINE_FIRST; i < SHEAF_STAT_NR; i++)
-		v[i] = at_load_relaxed(&cn->stat[i]);
+	stats_cache_node(&d->pool, c, n, &sum);
 	for (int i = 0; i < SHEAF_STAT_NR; i++) {
-		Sheaf__V1__Counter *k = NEW(a, Sheaf__V1__Counter, SHEAF__V1__COUNTER__INIT);
+		Sheaf__V1__Counter *k = ARENA_NEW(a, Sheaf__V1__Counter, SHEAF__V1__COUNTER__INIT);
 		if (k == NULL)
 			return NULL;
 		k->name = (char *)sheaf_stat_names[i];
-		k->value = v[i];
+		k->value = sum.stat[i];
 		ns->counters[ns->n_counters++] = k;
 	}
 	ns->node = n;
-	pthread_mutex_lock(&cn->lock);
-	ns->objects = cn->total_objects;
-	ns->active_objects = cn->total_objects - cn->free_objects;
-	ns->slabs = cn->lists[SL_PARTIAL].count + cn->lists[SL_FULL].count +
-		    cn->lists[SL_EMPTY].count;
-	ns->partial_slabs = cn->lists[SL_PARTIAL].count;
-	pthread_mutex_unlock(&cn->lock);
-	ns->slab_bytes = ns->slabs * SLAB_SIZE;
-	ns->barn_full = ring_count(pool_full_ring(p, c, n));
-	ns->barn_empty = ring_count(pool_empty_ring(p, c, n));
+	ns->objects = sum.objects;
+	ns->active_objects = sum.active_objects;
+	ns->slabs = sum.slabs;
+	ns->partial_slabs = sum.partial_slabs;
+	ns->slab_bytes = sum.slabs * SLAB_SIZE;
+	ns->barn_full = sum.barn_full;
+	ns->barn_empty = sum.barn_empty;
 	return ns;
 }
 
-static void do_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, struct reply *rp)
+static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, struct reply *rp)
 {
 	struct shm_pool *p = &d->pool;
-	Sheaf__V1__StatsResponse *sr = NEW(&rp->a, Sheaf__V1__StatsResponse,
+	Sheaf__V1__StatsResponse *sr = ARENA_NEW(&rp->a, Sheaf__V1__StatsResponse,
 					   SHEAF__V1__STATS_RESPONSE__INIT);
 	int only = -1;
 
@@ -333,7 +283,7 @@ static void do_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, struct
 		if ((only >= 0 && (uint32_t)only != c) ||
 		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 			continue;
-		cs = NEW(&rp->a, Sheaf__V1__CacheStats, SHEAF__V1__CACHE_STATS__INIT);
+		cs = ARENA_NEW(&rp->a, Sheaf__V1__CacheStats, SHEAF__V1__CACHE_STATS__INIT);
 		if (cs == NULL || (cs->cache = cache_info(d, &rp->a, c)) == NULL ||
 		    (cs->nodes = arena_alloc(&rp->a, p->nodes * sizeof(void *))) == NULL)
 			goto oom;
@@ -355,9 +305,9 @@ oom:
 	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
-static void do_daemon_info(struct daemon *d, struct reply *rp)
+static void handle_daemon_info(struct daemon *d, struct reply *rp)
 {
-	Sheaf__V1__DaemonInfoResponse *di = NEW(&rp->a, Sheaf__V1__DaemonInfoResponse,
+	Sheaf__V1__DaemonInfoResponse *di = ARENA_NEW(&rp->a, Sheaf__V1__DaemonInfoResponse,
 						SHEAF__V1__DAEMON_INFO_RESPONSE__INIT);
 
 	if (di == NULL || (di->layout = layout_of(d, &rp->a)) == NULL) {
@@ -377,9 +327,9 @@ static void do_daemon_info(struct daemon *d, struct reply *rp)
 	rp->r.daemon_info = di;
 }
 
-static void do_check(struct daemon *d, struct reply *rp)
+static void handle_check(struct daemon *d, struct reply *rp)
 {
-	Sheaf__V1__CheckResponse *cr = NEW(&rp->a, Sheaf__V1__CheckResponse,
+	Sheaf__V1__CheckResponse *cr = ARENA_NEW(&rp->a, Sheaf__V1__CheckResponse,
 					   SHEAF__V1__CHECK_RESPONSE__INIT);
 	struct check_report rep;
 	char err[256] = "", msg[128];
@@ -410,7 +360,7 @@ static void do_check(struct daemon *d, struct reply *rp)
 	rp->r.check = cr;
 }
 
-static void do_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, struct reply *rp)
+static void handle_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, struct reply *rp)
 {
 	Sheaf__V1__ShrinkResponse *sr;
 	int cache = -1, n;
@@ -424,7 +374,7 @@ static void do_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, stru
 		}
 	}
 	n = engine_shrink(&d->engine, cache, 1);
-	sr = NEW(&rp->a, Sheaf__V1__ShrinkResponse, SHEAF__V1__SHRINK_RESPONSE__INIT);
+	sr = ARENA_NEW(&rp->a, Sheaf__V1__ShrinkResponse, SHEAF__V1__SHRINK_RESPONSE__INIT);
 	if (sr == NULL) {
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
@@ -435,35 +385,14 @@ static void do_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, stru
 	rp->r.shrink = sr;
 }
 
-struct tunable {
-	const char *key;
-	uint64_t lo, hi;
-	size_t off;              /* in struct shm_cache; SIZE_MAX: pool */
-};
-
-static const struct tunable tunables[] = {
-	{ "sheaf_capacity", 0, SHEAF_CAP_MAX, offsetof(struct shm_cache, sheaf_capacity) },
-	{ "barn_limit", 1, 65536, offsetof(struct shm_cache, barn_limit) },
-	{ "barn_low", 0, 65536, offsetof(struct shm_cache, barn_low) },
-	{ "barn_high", 1, 65536, offsetof(struct shm_cache, barn_high) },
-	{ "min_partial", 0, 1024, offsetof(struct shm_cache, min_partial) },
-	{ "mem_cap", SLAB_SIZE, UINT64_MAX, SIZE_MAX },
-};
-
-static const struct tunable *tunable_find(const char *key)
-{
-	for (size_t i = 0; i < sizeof(tunables) / sizeof(tunables[0]); i++)
-		if (strcmp(tunables[i].key, key) == 0)
-			return &tunables[i];
-	return NULL;
-}
-
-static void do_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, struct reply *rp)
+/* Tune: checked whole against shm/tune.c's table, then applied. */
+static void handle_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, struct reply *rp)
 {
 	struct shm_pool *p = &d->pool;
 	Sheaf__V1__TuneResponse *tr;
-	int cache = -1;
-	uint64_t low, high;
+	struct tune_setting *set;
+	char err[256];
+	int cache = -1, rc;
 
 	if (rq->cache != NULL && rq->cache[0] != '\0') {
 		cache = pool_cache_find(p, rq->cache);
@@ -472,65 +401,29 @@ static void do_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, struct r
 			return;
 		}
 	}
-	if (rq->n_settings == 0) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "nothing to tune");
-		return;
-	}
-	/* Check everything first: a request is applied whole or not at all. */
-	low = cache >= 0 ? at_load_relaxed(&p->caches[cache].barn_low) : 0;
-	high = cache >= 0 ? at_load_relaxed(&p->caches[cache].barn_high) : 0;
-	for (size_t i = 0; i < rq->n_settings; i++) {
-		const Sheaf__V1__Setting *st = rq->settings[i];
-		const struct tunable *t = tunable_find(st->key);
-		uint64_t hi;
-
-		if (t == NULL) {
-			fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "unknown setting '%s' (known: "
-			     "sheaf_capacity, barn_limit, barn_low, barn_high, min_partial, mem_cap)",
-			     st->key);
-			return;
-		}
-		if ((t->off == SIZE_MAX) != (cache < 0)) {
-			fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, t->off == SIZE_MAX ?
-			     "'%s' is a pool setting: give no cache" :
-			     "'%s' is a cache setting: name the cache", st->key);
-			return;
-		}
-		hi = t->off == SIZE_MAX ? p->data_len : t->hi;
-		if (st->value < t->lo || st->value > hi) {
-			fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST,
-			     "%s=%llu out of range %llu..%llu", st->key,
-			     (unsigned long long)st->value, (unsigned long long)t->lo,
-			     (unsigned long long)hi);
-			return;
-		}
-		if (strcmp(st->key, "barn_low") == 0)
-			low = st->value;
-		if (strcmp(st->key, "barn_high") == 0)
-			high = st->value;
-	}
-	if (cache >= 0 && low > high) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST,
-		     "barn_low (%llu) must not exceed barn_high (%llu)",
-		     (unsigned long long)low, (unsigned long long)high);
+	set = arena_alloc(&rp->a, (rq->n_settings + 1) * sizeof(*set));
+	if (set == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	for (size_t i = 0; i < rq->n_settings; i++) {
-		const Sheaf__V1__Setting *st = rq->settings[i];
-		const struct tunable *t = tunable_find(st->key);
-
-		if (t->off == SIZE_MAX)
-			at_store_relaxed(&p->hdr->mem_cap, st->value);
-		else
-			at_store_relaxed((_Atomic uint32_t *)((char *)&p->caches[cache] + t->off),
-					 (uint32_t)st->value);
+		set[i].key = rq->settings[i]->key;
+		set[i].value = rq->settings[i]->value;
+	}
+	rc = tune_check(p, cache, set, rq->n_settings, err, sizeof(err));
+	if (rc != 0) {
+		fail(rp, status_of(rc), "%s", err);
+		return;
+	}
+	for (size_t i = 0; i < rq->n_settings; i++) {
+		tune_apply(p, cache, &set[i]);
 		log_info("tune %s%s%s=%llu", cache >= 0 ? p->caches[cache].name : "",
-			 cache >= 0 ? " " : "", st->key, (unsigned long long)st->value);
+			 cache >= 0 ? " " : "", set[i].key, (unsigned long long)set[i].value);
 	}
 	/* Let the workers act on new watermarks at once. */
 	for (uint32_t n = 0; n < p->nodes; n++)
 		node_ring_doorbell(p, n);
-	tr = NEW(&rp->a, Sheaf__V1__TuneResponse, SHEAF__V1__TUNE_RESPONSE__INIT);
+	tr = ARENA_NEW(&rp->a, Sheaf__V1__TuneResponse, SHEAF__V1__TUNE_RESPONSE__INIT);
 	if (tr == NULL || (cache >= 0 && (tr->cache = cache_info(d, &rp->a, (uint32_t)cache)) == NULL)) {
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
@@ -540,10 +433,10 @@ static void do_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, struct r
 	rp->r.tune = tr;
 }
 
-static void do_clients(struct daemon *d, struct reply *rp)
+static void handle_clients(struct daemon *d, struct reply *rp)
 {
 	struct shm_pool *p = &d->pool;
-	Sheaf__V1__ClientsResponse *cr = NEW(&rp->a, Sheaf__V1__ClientsResponse,
+	Sheaf__V1__ClientsResponse *cr = ARENA_NEW(&rp->a, Sheaf__V1__ClientsResponse,
 					     SHEAF__V1__CLIENTS_RESPONSE__INIT);
 
 	if (cr == NULL || (cr->clients = arena_alloc(&rp->a, SHEAF_MAX_CLIENTS * sizeof(void *))) == NULL)
@@ -554,7 +447,7 @@ static void do_clients(struct daemon *d, struct reply *rp)
 
 		if (at_load_acquire((_Atomic uint32_t *)&sc->state) != CLIENT_LIVE)
 			continue;
-		ci = NEW(&rp->a, Sheaf__V1__ClientInfo, SHEAF__V1__CLIENT_INFO__INIT);
+		ci = ARENA_NEW(&rp->a, Sheaf__V1__ClientInfo, SHEAF__V1__CLIENT_INFO__INIT);
 		if (ci == NULL || (ci->name = arena_strdup(&rp->a, sc->name)) == NULL)
 			goto oom;
 		ci->id = c;
@@ -587,7 +480,7 @@ static int unknown_fields(const ProtobufCMessage *m)
 	return m != NULL && m->n_unknown_fields > 0 ? (int)m->unknown_fields[0].tag : 0;
 }
 
-static void dispatch(struct daemon *d, struct conn *c, const Sheaf__V1__Request *rq,
+static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__Request *rq,
 		     struct reply *rp)
 {
 	const ProtobufCMessage *body = NULL;
@@ -609,71 +502,78 @@ static void dispatch(struct daemon *d, struct conn *c, const Sheaf__V1__Request 
 	}
 	if ((tag = unknown_fields(&rq->base)) != 0 || (tag = unknown_fields(body)) != 0) {
 		d->n.bad_frames++;
-		log_warn("client pid %d: request %llu has unknown field %d", (int)c->pid,
+		log_warn("client pid %d: request %llu has unknown field %d", (int)peer->pid,
 			 (unsigned long long)rq->id, tag);
 		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST,
 		     "unknown field %d (newer client?)", tag);
 		return;
 	}
 	switch (rq->body_case) {
-	case SHEAF__V1__REQUEST__BODY_ATTACH: do_attach(d, c, rq->attach, rp); break;
-	case SHEAF__V1__REQUEST__BODY_CACHE_CREATE: do_cache_create(d, rq->cache_create, rp); break;
-	case SHEAF__V1__REQUEST__BODY_CACHE_OPEN: do_cache_open(d, rq->cache_open, rp); break;
-	case SHEAF__V1__REQUEST__BODY_CACHE_LIST: do_cache_list(d, rp); break;
-	case SHEAF__V1__REQUEST__BODY_CACHE_DESTROY: do_cache_destroy(d, rq->cache_destroy, rp); break;
-	case SHEAF__V1__REQUEST__BODY_STATS: do_stats(d, rq->stats, rp); break;
-	case SHEAF__V1__REQUEST__BODY_DAEMON_INFO: do_daemon_info(d, rp); break;
-	case SHEAF__V1__REQUEST__BODY_CHECK: do_check(d, rp); break;
-	case SHEAF__V1__REQUEST__BODY_SHRINK: do_shrink(d, rq->shrink, rp); break;
-	case SHEAF__V1__REQUEST__BODY_TUNE: do_tune(d, rq->tune, rp); break;
-	case SHEAF__V1__REQUEST__BODY_CLIENTS: do_clients(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_ATTACH: handle_attach(d, peer, rq->attach, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_CREATE: handle_cache_create(d, rq->cache_create, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_OPEN: handle_cache_open(d, rq->cache_open, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_LIST: handle_cache_list(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CACHE_DESTROY: handle_cache_destroy(d, rq->cache_destroy, rp); break;
+	case SHEAF__V1__REQUEST__BODY_STATS: handle_stats(d, rq->stats, rp); break;
+	case SHEAF__V1__REQUEST__BODY_DAEMON_INFO: handle_daemon_info(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CHECK: handle_check(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_SHRINK: handle_shrink(d, rq->shrink, rp); break;
+	case SHEAF__V1__REQUEST__BODY_TUNE: handle_tune(d, rq->tune, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CLIENTS: handle_clients(d, rp); break;
 	default:
 		d->n.bad_frames++;
-		log_warn("client pid %d: request %llu has no known body", (int)c->pid,
+		log_warn("client pid %d: request %llu has no known body", (int)peer->pid,
 			 (unsigned long long)rq->id);
 		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "request has no known body");
 		break;
 	}
 }
 
-void rpc_handle_frame(struct daemon *d, struct conn *c, const uint8_t *buf, size_t len)
+int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
+	       size_t len, struct rpc_out *out)
 {
 	Sheaf__V1__Request *rq = sheaf__v1__request__unpack(NULL, len, buf);
 	struct reply *rp = calloc(1, sizeof(*rp));
-	uint8_t *out;
-	size_t n;
+	int rc = 0;
 
+	memset(out, 0, sizeof(*out));
+	out->pass_fd = -1;
 	if (rp == NULL) {
 		if (rq != NULL)
 			sheaf__v1__request__free_unpacked(rq, NULL);
-		c->closing = 1;
-		return;
+		return -ENOMEM;
 	}
 	sheaf__v1__response__init(&rp->r);
 	rp->pass_fd = -1;
 	d->n.requests++;
 	if (rq == NULL) {
 		d->n.bad_frames++;
-		log_warn("client pid %d: unparsable request (%zu bytes)", (int)c->pid, len);
+		log_warn("client pid %d: unparsable request (%zu bytes)", (int)peer->pid, len);
 		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "unparsable request");
 	} else {
 		rp->r.id = rq->id;
-		dispatch(d, c, rq, rp);
+		dispatch(d, peer, rq, rp);
 	}
-	n = sheaf__v1__response__get_packed_size(&rp->r);
-	out = malloc(n ? n : 1);
-	if (out != NULL) {
-		sheaf__v1__response__pack(&rp->r, out);
-		if (conn_send(c, out, n, rp->pass_fd) != 0)
-			c->closing = 1;
-		free(out);
+	out->len = sheaf__v1__response__get_packed_size(&rp->r);
+	out->buf = malloc(out->len ? out->len : 1);
+	if (out->buf != NULL) {
+		sheaf__v1__response__pack(&rp->r, out->buf);
+		out->pass_fd = rp->pass_fd;
+		out->close_after = rp->close_after;
 	} else {
-		c->closing = 1;
+		out->len = 0;
+		rc = -ENOMEM;
 	}
-	if (rp->close_after)
-		c->closing = 1;
 	if (rq != NULL)
 		sheaf__v1__request__free_unpacked(rq, NULL);
 	arena_free(&rp->a);
 	free(rp);
+	return rc;
+}
+
+void rpc_out_free(struct rpc_out *out)
+{
+	free(out->buf);
+	out->buf = NULL;
+	out->len = 0;
 }

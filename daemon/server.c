@@ -1,8 +1,10 @@
 /*
  * server.c - sheafd's control socket: listening (refusing to start when a
  * live daemon holds the socket), accepting with peer credentials, reading
- * frames, queueing replies (with a descriptor for Attach).  Thin: parsing
- * and acting live in rpc.c.
+ * frames, handing each to rpc_handle (rpc.c) and sending the reply it
+ * packs (with a descriptor for Attach).  Thin: parsing and acting live in
+ * rpc.c, which never calls back here.  Connection state (struct conn) is
+ * this file's; registry.c only marks a connection to close.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -108,8 +110,8 @@ static void conn_free(struct conn *c)
 /* Close a connection; an attached client's repair follows (clients.c). */
 static void conn_close(struct conn *c, const char *why)
 {
-	log_debug("connection of pid %d closed: %s", (int)c->pid, why);
-	if (c->client >= 0)
+	log_debug("connection of pid %d closed: %s", (int)c->peer.pid, why);
+	if (c->peer.client >= 0)
 		daemon_client_gone(c->d, c);
 	conn_free(c);
 }
@@ -140,11 +142,10 @@ static struct conn *conn_new(struct daemon *d, int fd, const struct ucred *cred)
 		return NULL;
 	c->d = d;
 	c->fd = fd;
-	c->pid = cred->pid;
-	c->uid = cred->uid;
-	c->gid = cred->gid;
-	c->client = -1;
-	c->pidfd = -1;
+	c->peer.pid = cred->pid;
+	c->peer.uid = cred->uid;
+	c->peer.gid = cred->gid;
+	c->peer.client = -1;
 	c->out_fd = -1;
 	c->ev_read = event_new(d->base, fd, EV_READ | EV_PERSIST, on_read, c);
 	c->ev_write = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
@@ -174,10 +175,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		return;
 	}
 	d->n.connections++;
-	len = sizeof(c->groups);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &len) == 0)
-		c->ngroups = (int)(len / sizeof(gid_t));
-	if (!peer_allowed(d, c)) {
+	len = sizeof(c->peer.groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->peer.groups, &len) == 0)
+		c->peer.ngroups = (int)(len / sizeof(gid_t));
+	if (!peer_allowed(d, &c->peer)) {
 		d->n.denied++;
 		log_warn("refused pid %d uid %u gid %u: not in the allow lists",
 			 (int)cred.pid, cred.uid, cred.gid);
@@ -187,13 +188,14 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	log_debug("connection from pid %d uid %u", (int)cred.pid, cred.uid);
 }
 
-int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd)
+/* Queue a serialised response on @c (with @pass_fd when >= 0). */
+static int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd)
 {
 	size_t need = c->out_len + FRAME_HDR + len;
 	uint8_t *p;
 
 	if (need > c->d->cfg.max_frame * 4u + 64) {
-		log_warn("pid %d does not read its replies: closing", (int)c->pid);
+		log_warn("pid %d does not read its replies: closing", (int)c->peer.pid);
 		return -1;
 	}
 	p = realloc(c->out, need);
@@ -238,7 +240,19 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 		conn_close(c, "closed by the daemon");
 }
 
-/* Hand every whole frame in the input buffer to rpc.c. */
+/* Answer one request frame: rpc.c makes the reply, we queue it.  A reply
+ * that cannot be made or queued, or one that says so, closes @c. */
+static void handle_frame(struct conn *c, const uint8_t *buf, size_t len)
+{
+	struct rpc_out out;
+
+	if (rpc_handle(c->d, &c->peer, buf, len, &out) != 0 ||
+	    conn_send(c, out.buf, out.len, out.pass_fd) != 0 || out.close_after)
+		c->closing = 1;
+	rpc_out_free(&out);
+}
+
+/* Hand every whole frame in the input buffer to handle_frame. */
 static int consume_frames(struct conn *c)
 {
 	struct daemon *d = c->d;
@@ -249,13 +263,13 @@ static int consume_frames(struct conn *c)
 
 		if (n > d->cfg.max_frame) {
 			d->n.oversize_frames++;
-			log_warn("pid %d sent a %u-byte frame (cap %u): closing", (int)c->pid,
+			log_warn("pid %d sent a %u-byte frame (cap %u): closing", (int)c->peer.pid,
 				 n, d->cfg.max_frame);
 			return -1;
 		}
 		if (c->in_len - off < FRAME_HDR + (size_t)n)
 			break;
-		rpc_handle_frame(d, c, c->in + off + FRAME_HDR, n);
+		handle_frame(c, c->in + off + FRAME_HDR, n);
 		off += FRAME_HDR + n;
 	}
 	memmove(c->in, c->in + off, c->in_len - off);
@@ -271,7 +285,7 @@ static void deny(struct conn *c)
 	char msg[128];
 
 	snprintf(msg, sizeof(msg), "uid %u is not allowed by sheafd's allow lists",
-		 (unsigned)c->uid);
+		 (unsigned)c->peer.uid);
 	r.status = SHEAF__V1__STATUS__STATUS_DENIED;
 	r.error = msg;
 	event_del(c->ev_read);

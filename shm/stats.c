@@ -1,4 +1,11 @@
-/* stats.c - names of the counters of stats.h (the kernel's where it has one). */
+/*
+ * stats.c - names of the counters of stats.h (the kernel's where it has one),
+ * and stats_cache_node, the one place that sums a cache's counters and slab
+ * and barn occupancy on a node.  Callers: daemon/rpc.c (Stats request),
+ * client/stats.c (sheaf_cache_stats on a local pool).
+ */
+#include "clients.h"
+#include "pool.h"
 #include "stats.h"
 
 const char *const sheaf_stat_names[SHEAF_STAT_NR] = {
@@ -27,3 +34,34 @@ const char *const sheaf_stat_names[SHEAF_STAT_NR] = {
 	[ST_FLUSH_INVALID] = "flush_invalid",
 	[ST_REFILL_REMOTE] = "refill_remote",
 };
+
+void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,
+		      struct stats_sum *sum)
+{
+	struct shm_cache_node *cn = pool_cnode(p, cache, node);
+
+	/* Client-side counters: every lane whose thread runs on @node, live
+	 * or not (a dead thread's lane keeps its counts). */
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		const struct shm_lane *ln = &p->lanes[l];
+		uint64_t st[SHEAF_STAT_ENGINE_FIRST];
+
+		if (at_load_relaxed(&ln->node) != node)
+			continue;
+		lane_counts(p, ln, cache, st);
+		for (int i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
+			sum->stat[i] += st[i];
+	}
+	for (int i = SHEAF_STAT_ENGINE_FIRST; i < SHEAF_STAT_NR; i++)
+		sum->stat[i] += at_load_relaxed(&cn->stat[i]);
+	/* Slab counts are the engine's, changed under its lock. */
+	pthread_mutex_lock(&cn->lock);
+	sum->objects += cn->total_objects;
+	sum->active_objects += cn->total_objects - cn->free_objects;
+	sum->slabs += cn->lists[SL_PARTIAL].count + cn->lists[SL_FULL].count +
+		      cn->lists[SL_EMPTY].count;
+	sum->partial_slabs += cn->lists[SL_PARTIAL].count;
+	pthread_mutex_unlock(&cn->lock);
+	sum->barn_full += ring_count(pool_full_ring(p, cache, node));
+	sum->barn_empty += ring_count(pool_empty_ring(p, cache, node));
+}

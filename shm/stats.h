@@ -1,6 +1,8 @@
 /*
  * stats.h - the statistics counters, with the kernel's names (mm/slub.c
- * enum stat_item), shared by the client library, the engine and readers.
+ * enum stat_item), shared by the client library, the engine and readers,
+ * and the one reader that sums them for a cache (stats_cache_node), used by
+ * sheafd's Stats request and by sheaf_cache_stats on local pools.
  *
  * Thread-side counters live in a thread's lane (struct shm_lane) and are
  * written only by that thread (at_counter_add); engine-side counters live in
@@ -9,6 +11,8 @@
  */
 #ifndef SHEAF_SHM_STATS_H
 #define SHEAF_SHM_STATS_H
+
+#include <stdint.h>
 
 enum sheaf_stat {
 	/* written by client threads */
@@ -44,5 +48,28 @@ enum sheaf_stat {
 #define SHEAF_STAT_ENGINE_FIRST ST_SHEAF_REFILL
 
 extern const char *const sheaf_stat_names[SHEAF_STAT_NR];
+
+struct shm_pool;
+
+/* What a reader knows of one cache on one node (or summed over nodes). */
+struct stats_sum {
+	uint64_t stat[SHEAF_STAT_NR];   /* enum sheaf_stat */
+	uint64_t objects;               /* objects in the node's slabs */
+	uint64_t active_objects;        /* of those, out of slabs (sheaves, in use) */
+	uint64_t slabs;                 /* partial + full + empty */
+	uint64_t partial_slabs;
+	uint64_t barn_full;             /* full sheaves in the barn */
+	uint64_t barn_empty;            /* empty sheaves in the barn */
+};
+
+/*
+ * Add cache @cache's numbers on node @node to @sum (zero it first; calling
+ * once per node sums over nodes): the client-side counters of every lane on
+ * @node, the engine's counters of the cache-node, its slab counts (taken
+ * under the cache-node lock: only a process that runs the engine, sheafd or
+ * a local pool, may call this) and its barn occupancy.
+ */
+void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,
+		      struct stats_sum *sum);
 
 #endif

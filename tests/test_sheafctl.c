@@ -1744,6 +1744,38 @@ START_TEST(test_dead_socket)
 }
 END_TEST
 
+/* Barn watermarks out of the engine's order (barn_low <= barn_high <=
+ * barn_limit) are refused whole: the engine would refill sheaves only to
+ * flush them, forever. */
+START_TEST(test_tune_barn_order)
+{
+	struct run r;
+	struct jv *v, *ci;
+
+	create_cache("tb", "64");
+	CTL(&r, "tune", "tb", "barn_low=10", "barn_high=20", "barn_limit=1");
+	expect(&r, 1, "tune barn_high > barn_limit");
+	ck_assert_msg(strstr(r.err, "barn_high (20) must not exceed barn_limit (1)") != NULL,
+		      "%s", r.err);
+	run_free(&r);
+	CTL(&r, "tune", "tb", "barn_limit=8");          /* under the default barn_high */
+	expect(&r, 1, "tune barn_limit under barn_high");
+	ck_assert_msg(strstr(r.err, "must not exceed barn_limit (8)") != NULL, "%s", r.err);
+	run_free(&r);
+	v = CTLJ("caches");
+	ci = jnamed(jarr(v, "caches"), "tb");
+	ck_assert_uint_eq(ju64(ci, "barn_low"), 4);
+	ck_assert_uint_eq(ju64(ci, "barn_high"), 16);
+	jv_free(v);
+	CTL(&r, "tune", "tb", "barn_low=8", "barn_high=8", "barn_limit=8");
+	expect(&r, 0, "tune barn_low = barn_high = barn_limit");
+	run_free(&r);
+	CTL(&r, "check");
+	expect(&r, 0, "check after the tune");
+	run_free(&r);
+}
+END_TEST
+
 /* ======================================================================= */
 
 static void add(Suite *s, const char *name, const TTest *t, int timeout)
@@ -1774,6 +1806,7 @@ static Suite *sheafctl_suite(void)
 	add(s, "many_caches", test_many_caches, 240);
 	add(s, "usage", test_usage, 240);
 	add(s, "dead_socket", test_dead_socket, 240);
+	add(s, "tune_barn_order", test_tune_barn_order, 240);
 	return s;
 }
 
