@@ -74,6 +74,7 @@ struct daemon {
 	struct event *ev_listen;
 	struct event *ev_signal[3];
 	struct event *ev_watchdog;
+	struct event *ev_status;     /* STATUS= refresh (under systemd) */
 	int adopted;                 /* the pool came from systemd's fd store */
 	int socket_activated;        /* the listening socket came from systemd */
 	time_t started;

@@ -52,6 +52,16 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 	daemon_status(d);
 }
 
+/* Slab memory moves without any event: refresh STATUS= now and then. */
+#define STATUS_REFRESH_S 5
+
+static void on_status(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	daemon_status(arg);
+}
+
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -152,10 +162,18 @@ static void add_events(struct daemon *d)
 		d->ev_watchdog = event_new(d->base, -1, EV_PERSIST, on_watchdog, d);
 		event_add(d->ev_watchdog, &tv);
 	}
+	if (getenv("NOTIFY_SOCKET") != NULL) {
+		struct timeval tv = { STATUS_REFRESH_S, 0 };
+		d->ev_status = event_new(d->base, -1, EV_PERSIST, on_status, d);
+		event_add(d->ev_status, &tv);
+	}
 }
 
 static void del_events(struct daemon *d)
 {
+	if (d->ev_status != NULL)
+		event_free(d->ev_status);
+	d->ev_status = NULL;
 	if (d->ev_watchdog != NULL)
 		event_free(d->ev_watchdog);
 	d->ev_watchdog = NULL;
