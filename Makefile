@@ -9,6 +9,13 @@ CC      ?= gcc
 SAN     ?=
 V       ?= 0
 DEBUG   ?=
+# SAN=debug, SAN=address-debug, SAN=thread-debug name the same builds as
+# DEBUG=1 [SAN=...]: a build directory's name gives back its make flags
+# (tests/test_systemd runs `make install SAN=<its build dir's suffix>`).
+ifneq ($(filter debug %-debug,$(SAN)),)
+override DEBUG := 1
+override SAN   := $(patsubst %-debug,%,$(filter-out debug,$(SAN)))
+endif
 PREFIX  ?= /usr/local
 
 DEB_PKGS   = libevent-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev \
