@@ -57,9 +57,9 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 {
 	const uint32_t mine = OWNER_RING(r->id);
 
-	/* The caller's own arguments (the ring and owners[] are client-
-	 * writable: never asserted, see debug.h). */
-	SHEAF_ASSERT(sheaf < r->nsheaves && !OWNER_IS_RING(me));
+	/* The caller's own arguments only: the ring and owners[] are client-
+	 * writable, so never asserted on (debug.h). */
+	SHEAF_ASSERT(sheaf != SHEAF_ID_NONE && !OWNER_IS_RING(me));
 	/* The intent's stores are ordered before [R1] by its release: a
 	 * repair that sees owners[sheaf] == RING(r) finds the intent too. */
 	at_store_relaxed(&in->ring, r->id);
