@@ -1,19 +1,35 @@
 # sheaf - top-level build.  `make` builds everything; `make test` runs every
 # test; `make bench` runs the benchmarks; `make deps` installs packages.
 # Sanitizers: `make test SAN=address` (ASan+UBSan) or `make test SAN=thread`.
+# Debug: `make test DEBUG=1` builds with -DSHEAF_DEBUG=1 (SHEAF_ASSERT and the
+# lock-order checks of shm/debug.h) into build-debug/ (with SAN= too:
+# build-address-debug/ ...).
 
 CC      ?= gcc
 SAN     ?=
 V       ?= 0
+DEBUG   ?=
+# SAN=debug, SAN=address-debug, SAN=thread-debug name the same builds as
+# DEBUG=1 [SAN=...]: a build directory's name gives back its make flags
+# (tests/test_systemd runs `make install SAN=<its build dir's suffix>`).
+ifneq ($(filter debug %-debug,$(SAN)),)
+override DEBUG := 1
+override SAN   := $(patsubst %-debug,%,$(filter-out debug,$(SAN)))
+endif
 PREFIX  ?= /usr/local
 
 DEB_PKGS   = libevent-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev systemd man-db \
              check pkg-config
 BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
 
-BUILD   := build$(if $(SAN),-$(SAN))
+BUILD   := build$(if $(SAN),-$(SAN))$(if $(filter 1,$(DEBUG)),-debug)
 CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread \
            -D_GNU_SOURCE -fvisibility=hidden -I. -I$(BUILD) $(EXTRA_CFLAGS)
+ifeq ($(DEBUG),1)
+CFLAGS  += -DSHEAF_DEBUG=1
+else ifneq ($(DEBUG),)
+$(error DEBUG must be 1 or empty)
+endif
 LDFLAGS := -pthread $(EXTRA_LDFLAGS)
 LIBS    := -lprotobuf-c -lnuma
 
@@ -36,6 +52,13 @@ CLIENT_SRC := $(wildcard client/*.c)
 PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
 LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c) \
               $(BUILD)/proto/sheaf.pb-c.o
+# Test hooks (-DSHEAF_TEST_HOOKS: the ring's stop points) exist only in
+# libsheaf-test.a, which the test programs link: the sources below are built
+# a second time under $(BUILD)/test-hooks/ and replace their release objects.
+HOOK_SRC   := shm/ring.c
+HOOK_OBJ   := $(patsubst %.c,$(BUILD)/test-hooks/%.o,$(HOOK_SRC))
+TEST_LIB   := $(BUILD)/libsheaf-test.a
+HOOK_SYMS  := ring_stop_hook
 DAEMON_SRC := $(wildcard daemon/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
 SHEAFD     := $(BUILD)/daemon/sheafd
@@ -68,6 +91,13 @@ $(BUILD)/%.o: %.c | $(PROTO_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/test-hooks/%.o: %.c | $(PROTO_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DSHEAF_TEST_HOOKS=1 -MMD -MP -c $< -o $@
+
+# Test programs see the hooks' declarations (shm/ring.h).
+$(BUILD)/tests/test_%.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
+
 $(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)
 
@@ -85,8 +115,18 @@ $(BUILD)/libsheaf.a: $(LIB_OBJ)
 $(BUILD)/libsheaf.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(BUILD)/libsheaf.a | $(SHEAFD) $(SHEAFCTL)
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(BUILD)/libsheaf.a $(CHECK_LIBS) $(LIBS)
+$(TEST_LIB): $(filter-out $(patsubst %.c,$(BUILD)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(HOOK_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
+
+# The release artefacts must carry no test hook (nm lists local symbols too).
+.PHONY: check-no-hooks
+check-no-hooks: lib $(SHEAFD) $(SHEAFCTL)
+	@if nm $(BUILD)/libsheaf.so $(BUILD)/libsheaf.a $(SHEAFD) $(SHEAFCTL) 2>/dev/null | \
+		grep -w -e '$(HOOK_SYMS)'; then echo "test hooks in release artefacts"; exit 1; fi
 
 tests: $(TEST_BIN)
 
@@ -109,7 +149,7 @@ run: deps-or-check
 
 # Each test program prints Check's summary line; any failure fails the target.
 test: deps-or-check
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all check-no-hooks
 	@set -e; for t in $(TEST_BIN); do \
 		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
 	done; echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
@@ -141,7 +181,7 @@ deps:
 	else echo "run as root: apt-get install -y$$missing"; exit 1; fi
 
 clean:
-	rm -rf build build-address build-thread
+	rm -rf build build-address build-thread build-debug build-address-debug build-thread-debug
 
 .SECONDARY: $(TEST_UTIL)
 

@@ -7,6 +7,11 @@
  * Per thread: struct tstate (all the thread's tcaches and per-pool lanes)
  * and tls_fast[], the fast path's array of tcaches by handle slot (left NULL
  * for debug caches so that they always take the checked slow path).
+ *
+ * Lock order (docs/design.md, "Lock order"): pool->lock, then thread.c's
+ * registry_lock; pool->rpc_lock is a leaf (held across a round trip with
+ * sheafd, nothing taken under it).  None of these nests with the engine's
+ * locks (shm/engine.h); none is held across a wait for supply.
  */
 #ifndef SHEAF_CLIENT_INTERNAL_H
 #define SHEAF_CLIENT_INTERNAL_H
@@ -27,7 +32,7 @@ struct sheaf_pool {
 	struct engine engine;        /* local pools only */
 	int remote;                  /* attached to sheafd over sock */
 	int sock;
-	pthread_mutex_t rpc_lock;    /* one request in flight per connection */
+	pthread_mutex_t rpc_lock;    /* one request in flight per connection; a leaf */
 	uint64_t next_id;
 	int forked;                  /* this process is a fork() child */
 	int client_attached;         /* Attach done: reconnects resume it */
@@ -38,7 +43,7 @@ struct sheaf_pool {
 	uint32_t gen;                /* registry generation of this pool */
 	uint32_t client;             /* our client id in the region */
 	int64_t wait_ns;
-	pthread_mutex_t lock;        /* handles[] */
+	pthread_mutex_t lock;        /* handles[]; before registry_lock */
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];
 };
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "debug.h"
 
 enum { M_NONE = 0, M_FREE = 1, M_SHEAF = 2 };
 
@@ -68,6 +69,9 @@ static int check_sheaves(struct shm_pool *p, struct check_report *rep,
 			rep->sheaves_held++;
 	}
 	free(seen);
+	/* The walk's own accounting: every sheaf counted once, in a ring or
+	 * held (a failed rule stops the walk early: nothing to assert). */
+	SHEAF_ASSERT(rc != 0 || rep->sheaves_in_rings + rep->sheaves_held == p->sheaf_count);
 	return rc;
 }
 
@@ -208,6 +212,9 @@ static int check_cache(struct shm_pool *p, uint32_t c, struct check_report *rep,
 			}
 		}
 	}
+	/* Every object the walk saw was marked exactly once: free, in a sheaf
+	 * or (unmarked) in use. */
+	SHEAF_ASSERT(rc != 0 || nfree + insheaf + inuse == objects);
 	for (uint32_t f = 0; f < p->frames_total; f++)
 		free(mark[f]);
 	free(mark);
@@ -224,6 +231,7 @@ int pool_check(struct shm_pool *p, int cache, int64_t expect_in_use,
 	struct check_report local;
 	int rc;
 
+	SHEAF_ASSERT(cache < (int)SHEAF_MAX_CACHES);
 	if (rep == NULL)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "clients.h"
+#include "debug.h"
 
 int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name)
 {
@@ -28,6 +29,9 @@ int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *na
 
 void client_detach(struct shm_pool *p, uint32_t client)
 {
+	/* Client slots are engine-owned: their state may be asserted. */
+	SHEAF_ASSERT(client < SHEAF_MAX_CLIENTS &&
+		     at_load_relaxed(&p->clients[client].state) != CLIENT_FREE);
 	at_store_release(&p->clients[client].state, CLIENT_FREE);
 }
 
@@ -49,6 +53,7 @@ void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 {
 	const struct shm_live *lv = &l->live[cache];
 
+	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES);
 	/*
 	 * A sequence lock without fences (TSan has none): the thread's stores
 	 * of the fields below are releases, these loads acquires, so a load
@@ -121,8 +126,10 @@ void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 		       uint32_t sheaf)
 {
 	struct shm_live *lv = &l->live[cache];
-	uint32_t seq = live_begin(lv);
+	uint32_t seq;
 
+	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES && sheaf < p->sheaf_count);
+	seq = live_begin(lv);
 	at_store_release(&lv->word, at_load_relaxed(&p->sheaves[sheaf].word));
 	at_store_release(&lv->sheaf, sheaf);
 	live_end(lv, seq);
@@ -134,6 +141,7 @@ void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
 	uint32_t id = at_load_relaxed(&lv->sheaf), seq;
 	uint64_t a, f;
 
+	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES);
 	if (id >= p->sheaf_count)
 		return;
 	seq = live_begin(lv);
@@ -180,6 +188,7 @@ static void lane_bind(struct shm_pool *p, struct shm_lane *l, uint32_t node,
  */
 struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node)
 {
+	SHEAF_ASSERT(node < p->nodes && client != LANE_FREE);
 	for (int pass = 0; pass < 5; pass++) {
 		for (uint32_t i = 0; i < SHEAF_MAX_LANES; i++) {
 			struct shm_lane *l = &p->lanes[i];

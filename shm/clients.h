@@ -4,6 +4,11 @@
  *
  * Who may call: client_attach/client_detach the engine (or a local pool);
  * lane_acquire/lane_release the thread that will hold the lane.
+ *
+ * No locks here (docs/design.md, "Lock order"): a slot is claimed by CAS on
+ * its state, a lane by CAS on its client and busy words; lane_counts readers
+ * retry on the lane's sequence count, never wait.  Callable with any lock
+ * held.
  */
 #ifndef SHEAF_SHM_CLIENTS_H
 #define SHEAF_SHM_CLIENTS_H

@@ -12,6 +12,12 @@
  * The one header of the engine; its code is split by concern: engine.c
  * (init/fini), engine_worker.c (workers, stocking pass), engine_cache.c
  * (caches, shrink), engine_repair.c (dead client, adoption).
+ *
+ * Lock order (docs/design.md, "Lock order"): ctl_lock, then cache-node locks
+ * one at a time (slab.h), then a node-allocator lock.  Workers never take
+ * ctl_lock; engine_stop (which joins them) is called with no lock held.  A
+ * remote node's slabs are only try-locked by a refill.  No lock is held
+ * across the worker's futex wait on its doorbell.
  */
 #ifndef SHEAF_SHM_ENGINE_H
 #define SHEAF_SHM_ENGINE_H
@@ -22,7 +28,8 @@
 
 struct engine {
 	struct shm_pool *pool;
-	pthread_mutex_t ctl_lock;          /* serialises control calls */
+	pthread_mutex_t ctl_lock;          /* serialises control calls; the
+					    * outermost engine lock */
 	struct shm_lane *ctl_lane;         /* intent record of control calls */
 	struct shm_lane *worker_lane[SHEAF_MAX_NODES];
 	pthread_t worker[SHEAF_MAX_NODES];

@@ -18,10 +18,13 @@
  *   shm_header         engine at creation; then mem_cap, frames_used (engine).
  *   shm_cache          engine; capacity/limits also by the engine (tuning).
  *   shm_cache_node     engine, under ->lock (a process-private mutex: only
- *                      the engine process takes it).
+ *                      the engine process takes it).  Lock order
+ *                      (docs/design.md): engine ctl_lock, cache-node lock,
+ *                      node-allocator lock; a second cache-node lock only
+ *                      by try-lock.
  *   shm_slab, bitmaps  engine, under the owning cache-node's lock.
- *   frame_owner[]      engine, under the node allocator lock; clients read
- *                      it (relaxed) to validate frees.
+ *   frame_owner[]      engine, under the node allocator lock (a leaf);
+ *                      clients read it (relaxed) to validate frees.
  *   owners[]           ring protocol (ring.h): CAS by anyone moving a sheaf
  *                      between rings and owners.
  *   shm_sheaf          its current owner only (owners[id] says who); handed

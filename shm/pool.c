@@ -84,6 +84,18 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	o = align_up(o, PAGE);
 	h->off_data = o;         o += frames << SLAB_SHIFT;
 	h->region_size = o;
+	/* Segments in order, the client-writable part page-aligned (clients
+	 * map [0, off_rw) read-only), the owner map off its page's start. */
+	SHEAF_ASSERT(h->off_caches < h->off_cache_nodes && h->off_cache_nodes < h->off_node_alloc &&
+		     h->off_node_alloc < h->off_slabs && h->off_slabs < h->off_clients &&
+		     h->off_clients < h->off_bitmaps && h->off_bitmaps < h->off_frame_owner &&
+		     h->off_frame_owner < h->off_rw && h->off_owners < h->off_sheaves &&
+		     h->off_sheaves < h->off_rings && h->off_rings < h->off_barns &&
+		     h->off_barns < h->off_nodes && h->off_nodes < h->off_lanes &&
+		     h->off_lanes < h->off_inuse && h->off_inuse < h->off_data);
+	SHEAF_ASSERT(h->off_rw % PAGE == 0 && h->off_owners == h->off_rw &&
+		     h->off_data % PAGE == 0 && h->off_sheaves % SHEAF_CACHELINE == 0 &&
+		     h->off_frame_owner % PAGE == PAGE / 2 + SHEAF_CACHELINE / 2);
 }
 
 /* Point every field of @p at its segment of the mapping at p->base. */
@@ -154,6 +166,7 @@ static void pool_init_segments(struct shm_pool *p)
 		at_store_relaxed(&p->owners[s], OWNER_ENGINE);
 		ring_put(pool_ring(p, RING_DEPOT), p->owners, s, OWNER_ENGINE, &in);
 	}
+	SHEAF_ASSERT(ring_count(pool_ring(p, RING_DEPOT)) == p->sheaf_count);
 }
 
 static uint32_t discover_nodes(void)

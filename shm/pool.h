@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "debug.h"
 #include "layout.h"
 
 struct shm_pool {
@@ -72,16 +73,21 @@ void pool_unmap(struct shm_pool *p);
 /* Give a range of the region back to the kernel (fallocate PUNCH_HOLE). */
 int pool_punch(struct shm_pool *p, uint64_t off, uint64_t len);
 
+/* The accessors below assert their indices in a SHEAF_DEBUG build: callers
+ * validate whatever a client could have written before indexing with it. */
 static inline struct shm_ring *pool_ring(const struct shm_pool *p, uint32_t id)
 {
+	SHEAF_ASSERT(id < ring_total(p->nodes));
 	return (struct shm_ring *)(p->rings + (uint64_t)id * p->ring_stride);
 }
 static inline struct shm_sheaf *pool_sheaf(const struct shm_pool *p, uint32_t id)
 {
+	SHEAF_ASSERT(id < p->sheaf_count);
 	return &p->sheaves[id];
 }
 static inline uint32_t pool_cn(const struct shm_pool *p, uint32_t cache, uint32_t node)
 {
+	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES && node < p->nodes);
 	return cache * p->nodes + node;
 }
 static inline struct shm_cache_node *pool_cnode(const struct shm_pool *p,
@@ -119,10 +125,12 @@ static inline uint32_t pool_node_of_frame(const struct shm_pool *p, uint32_t fra
 }
 static inline uint64_t *pool_bitmap(const struct shm_pool *p, uint32_t frame)
 {
+	SHEAF_ASSERT(frame < p->frames_total);
 	return &p->bitmaps[(uint64_t)frame * SLAB_BITMAP_WORDS];
 }
 static inline _Atomic uint64_t *pool_inuse(const struct shm_pool *p, uint32_t frame)
 {
+	SHEAF_ASSERT(frame < p->frames_total);
 	return &p->inuse[(uint64_t)frame * SLAB_BITMAP_WORDS];
 }
 /* ring_of callback for ring_reclaim (ctx is the struct shm_pool). */

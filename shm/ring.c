@@ -1,10 +1,14 @@
 /*
  * ring.c - the lock-free MPMC sheaf ring; protocol and rules in ring.h and
- * docs/design.md.  Every acquire/release below names the edge it pairs with.
+ * docs/design.md.  Every acquire/release below names the edge it pairs with;
+ * the labels [R1] [R3] [R4] (releases) and [A1] [A2] [A3] (acquires) are
+ * those of docs/design.md, section 3 ("Memory orders of the ring").
  */
 #include <errno.h>
+#include "debug.h"
 #include "ring.h"
 
+#ifdef SHEAF_TEST_HOOKS
 void (*ring_stop_hook)(int step);
 
 #define STOP(step)                                                 \
@@ -12,6 +16,9 @@ void (*ring_stop_hook)(int step);
 		if (unlikely(ring_stop_hook != NULL))              \
 			ring_stop_hook(step);                      \
 	} while (0)
+#else
+#define STOP(step) do { } while (0)   /* release builds: no stop points */
+#endif
 
 static inline uint64_t slot_make(uint32_t seq, uint32_t id)
 {
@@ -34,6 +41,8 @@ static inline void intent_clear(struct ring_intent *in)
 
 void ring_init(struct shm_ring *r, uint32_t id, uint32_t slots, uint32_t nsheaves)
 {
+	SHEAF_ASSERT(slots >= 2 && (slots & (slots - 1)) == 0 && nsheaves > 0 &&
+		     !OWNER_IS_RING(id));
 	at_store_relaxed(&r->tail, 0);
 	at_store_relaxed(&r->head, 0);
 	r->size = slots;
@@ -48,26 +57,35 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 {
 	const uint32_t mine = OWNER_RING(r->id);
 
+	/* The caller's own arguments only: the ring and owners[] are client-
+	 * writable, so never asserted on (debug.h). */
+	SHEAF_ASSERT(sheaf != SHEAF_ID_NONE && !OWNER_IS_RING(me));
+	/* The intent's stores are ordered before [R1] by its release: a
+	 * repair that sees owners[sheaf] == RING(r) finds the intent too. */
 	at_store_relaxed(&in->ring, r->id);
 	at_store_relaxed(&in->sheaf, sheaf);
 	at_store_relaxed(&in->op, RING_OP_PUT);
 	STOP(RS_PUT_INTENT);
-	/* Release: publishes the sheaf's contents; pairs with the acquire CAS
-	 * of owners[] in ring_get (and in ring_repair_put). */
+	/* [R1] release: publishes the sheaf's contents (written by its owner
+	 * @me); pairs with [A3], the consumer's owner CAS in ring_get, and
+	 * with the repair's acquire of owners[] (ring_repair_intent). */
 	at_store_release(&owners[sheaf], mine);
 	STOP(RS_PUT_OWNER);
 	for (;;) {
-		uint32_t p = at_load_relaxed(&r->tail);
+		uint32_t p = at_load_relaxed(&r->tail);   /* a hint: relaxed */
 		uint32_t i = p & r->mask;
 		uint32_t base = p - i;
-		/* Acquire: pairs with the release CAS of the slot by the consumer
-		 * that freed it, or by the producer that filled it. */
+		/* [A2] acquire: pairs with [R4], the slot CAS of the consumer
+		 * that freed it, or [R3], that of a producer that filled it
+		 * (then d > 0 and we help tail). */
 		uint64_t v = at_load_acquire(&r->slots[i]);
 		int32_t d = (int32_t)(slot_seq(v) - base);
 
 		if (d == 0) {
-			/* Release: pairs with the acquire load of the slot in
-			 * ring_get; the linearisation point of put. */
+			/* [R3] release: pairs with [A1], the consumer's acquire
+			 * load of the slot in ring_get (and with [A2] of a
+			 * producer that finds it filled); the linearisation
+			 * point of put. */
 			if (at_cas_release(&r->slots[i], &v, slot_make(base + 1, sheaf))) {
 				STOP(RS_PUT_SLOT);
 				uint32_t exp = p;
@@ -83,7 +101,8 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 		} else {
 			/* The slot still holds the item of p - size: full.
 			 * Take the sheaf back before dropping the intent, so a
-			 * death in between leaves a record for the repair. */
+			 * death in between leaves a record for the repair.
+			 * Relaxed: the sheaf's contents are @me's own writes. */
 			uint32_t exp = mine;
 			int back = at_cas_relaxed(&owners[sheaf], &exp, me);
 			intent_clear(in);
@@ -100,15 +119,17 @@ uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
 {
 	const uint32_t mine = OWNER_RING(r->id);
 
+	SHEAF_ASSERT(!OWNER_IS_RING(me));
 	at_store_relaxed(&in->ring, r->id);
 	at_store_relaxed(&in->sheaf, SHEAF_ID_NONE);
 	at_store_relaxed(&in->op, RING_OP_GET);
 	STOP(RS_GET_INTENT);
 	for (;;) {
-		uint32_t p = at_load_relaxed(&r->head);
+		uint32_t p = at_load_relaxed(&r->head);   /* a hint: relaxed */
 		uint32_t i = p & r->mask;
 		uint32_t base = p - i;
-		/* Acquire: pairs with the producer's release CAS of the slot. */
+		/* [A1] acquire: pairs with [R3], the producer's slot CAS (or
+		 * with [R4] of a consumer that already took it, d > 0). */
 		uint64_t v = at_load_acquire(&r->slots[i]);
 		int32_t d = (int32_t)(slot_seq(v) - (base + 1));
 
@@ -121,8 +142,11 @@ uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
 			 * sheaf marked "in r" but in no slot. */
 			at_store_relaxed(&in->sheaf, s);
 			STOP(RS_GET_SLOT);
-			/* The slot CAS removes the item of position p exactly
-			 * once (the sequence ties it to the lap: no ABA). */
+			/* [R4] acq_rel: the slot CAS removes the item of
+			 * position p exactly once (the sequence ties it to the
+			 * lap: no ABA).  Its release pairs with [A2] of the
+			 * producer of p + size; its acquire side (on failure
+			 * too) with [R3]/[R4] of whoever changed the slot. */
 			if (!at_cas_acqrel(&r->slots[i], &v,
 					   slot_make(base + r->size, SHEAF_ID_NONE)))
 				continue;
@@ -130,10 +154,11 @@ uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
 			uint32_t eh = p;
 			at_cas_relaxed(&r->head, &eh, p + 1);
 			STOP(RS_GET_HEAD);
-			/* Acq_rel: acquires the producer's release store of
-			 * owners[s] (the sheaf's contents).  It fails only if
-			 * a repair took the sheaf, or the slot was stale (its
-			 * sheaf no longer "in r"): then look further. */
+			/* [A3] acq_rel: acquires [R1], the producer's release
+			 * store of owners[s] (so the sheaf's contents).  It
+			 * fails only if a repair took the sheaf, or the slot
+			 * was stale (its sheaf no longer "in r"), or its id is
+			 * garbage: then look further. */
 			if (s < r->nsheaves && at_cas_acqrel(&owners[s], &exp, me)) {
 				STOP(RS_GET_CLAIM);
 				intent_clear(in);
@@ -170,7 +195,10 @@ uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
 
 	if ((op == RING_OP_PUT || op == RING_OP_GET) && s < r->nsheaves) {
 		uint32_t exp = OWNER_RING(r->id);
-		/* Marked "in r" but in no slot of r: a put whose slot CAS
+		/* The acquire load and the acq_rel CAS of owners[s] pair with
+		 * [R1] of the dead put (or of a live re-put), and arbitrate
+		 * against a live [A3] or -ENOBUFS give-back on the same entry.
+		 * Marked "in r" but in no slot of r: a put whose slot CAS
 		 * never happened, or a get between its slot CAS and its owner
 		 * CAS.  A live peer can be in the same window with this sheaf
 		 * (a stale intent); the owner CAS arbitrates: whoever loses
@@ -189,13 +217,18 @@ uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
 	uint32_t cleared = 0;
 
 	for (uint32_t i = 0; i < r->size; i++) {
+		/* Acquire: pairs with [R3] of the producer that filled it. */
 		uint64_t v = at_load_acquire(&r->slots[i]);
 		if (!slot_is_full(r, v))
 			continue;
 		uint32_t s = slot_id(v);
+		/* Acquire: pairs with [R1], or with the [A3] / repair CAS that
+		 * took the sheaf out of r. */
 		if (s < r->nsheaves && at_load_acquire(&owners[s]) == mine)
 			continue;
-		/* Full, but its sheaf is claimed (or garbage): consumed. */
+		/* Full, but its sheaf is claimed (or garbage): consumed.
+		 * Relaxed: only the slot's sequence matters to its next
+		 * producer, whose [A2] reads it. */
 		if (at_cas_relaxed(&r->slots[i], &v,
 				   slot_make(slot_seq(v) - 1 + r->size, SHEAF_ID_NONE)))
 			cleared++;
@@ -251,6 +284,10 @@ uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
 	}
 	for (uint32_t s = 0; s < nsheaves && n < max_out; s++) {
 		uint32_t exp = dead;
+		/* Acq_rel: acquires the dead owner's last owner CAS ([A3] or
+		 * the repair's give-back); the dead process's later writes
+		 * to the sheaf are ordered by its death (the caller saw its
+		 * pidfd turn readable), not by this CAS. */
 		if (at_load_relaxed(&owners[s]) == dead &&
 		    at_cas_acqrel(&owners[s], &exp, reclaimer))
 			out[n++] = s;

@@ -19,14 +19,17 @@
  *   A zero-filled ring is therefore a valid empty ring (no page is touched
  *   until used).
  *
- *   put(S) by owner C:  intent := {PUT, r, S};  owners[S] := RING(r) (release,
- *     pairs with the consumer's acquire of owners[S]);  CAS slot (base, *) ->
- *     (base+1, S) (release, pairs with the consumer's acquire load of the
- *     slot);  help tail;  intent := NONE.
- *   get() by C:  load slot at head (acquire); if it holds S: intent.sheaf
- *     := S; CAS the slot to "consumed" (acq_rel; exact 64-bit value, so it
- *     removes the item of that lap exactly once); help head; CAS owners[S]
- *     RING(r) -> C (acq_rel: acquires the producer's writes to the sheaf).
+ *   put(S) by owner C:  intent := {PUT, r, S};  owners[S] := RING(r) [R1]
+ *     (release, pairs with the consumer's acquire of owners[S], [A3]);
+ *     load the slot at tail [A2] (acquire);  CAS slot (base, *) -> (base+1,
+ *     S) [R3] (release, pairs with the consumer's acquire load of the slot,
+ *     [A1]);  help tail;  intent := NONE.
+ *   get() by C:  load slot at head [A1] (acquire); if it holds S:
+ *     intent.sheaf := S; CAS the slot to "consumed" [R4] (acq_rel; exact
+ *     64-bit value, so it removes the item of that lap exactly once); help
+ *     head; CAS owners[S] RING(r) -> C [A3] (acq_rel: acquires the
+ *     producer's writes to the sheaf).  The labels are docs/design.md's;
+ *     ring.c puts each on the access it names.
  *     A sheaf belongs to exactly one owner; a slot whose sheaf is no longer
  *     RING(r) (taken by a repair) is consumed and skipped.
  *
@@ -111,7 +114,8 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
 		  struct ring_intent *in);
 
-/* Approximate number of items (exact when quiescent). */
+/* Approximate number of items (exact when quiescent).  The acquires pair
+ * with nothing (tail and head move by relaxed CAS): the count is a hint. */
 static inline uint32_t ring_count(const struct shm_ring *r)
 {
 	uint32_t t = at_load_acquire((_Atomic uint32_t *)&r->tail);
@@ -158,9 +162,13 @@ uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
 /* Whether a slot of @r holds @sheaf in the "full" state (for repair/checker). */
 int ring_holds(struct shm_ring *r, uint32_t sheaf);
 
+#ifdef SHEAF_TEST_HOOKS
 /*
- * Test-only stop points: when non-NULL, called with the step number at every
- * step of put/get, so a crash test can stop a child exactly there.
+ * Test-only stop points, compiled only with -DSHEAF_TEST_HOOKS (the copy of
+ * ring.o in libsheaf-test.a that the test programs link; libsheaf.a/.so,
+ * sheafd and sheafctl have none): when non-NULL, called with the step
+ * number at every step of put/get, so a crash test can stop a child
+ * exactly there.
  */
 extern void (*ring_stop_hook)(int step);
 enum ring_step {
@@ -168,5 +176,6 @@ enum ring_step {
 	RS_GET_INTENT, RS_GET_SLOT, RS_GET_CLEAR, RS_GET_HEAD, RS_GET_CLAIM,
 	RS_GET_DONE, RS_NR
 };
+#endif
 
 #endif

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include "debug.h"
 #include "slab.h"
 
 int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
@@ -42,6 +43,7 @@ static void list_del(struct shm_pool *p, struct shm_cache_node *cn, uint32_t s)
 	struct shm_slab *sl = &p->slabs[s];
 	struct slab_list_head *h = &cn->lists[sl->list];
 
+	SHEAF_ASSERT(sl->list != SL_NONE && sl->list <= SL_EMPTY && h->count > 0);
 	if (sl->prev != SLAB_NONE)
 		p->slabs[sl->prev].next = sl->next;
 	else
@@ -59,6 +61,7 @@ static void list_add(struct shm_pool *p, struct shm_cache_node *cn, uint32_t s,
 	struct shm_slab *sl = &p->slabs[s];
 	struct slab_list_head *h = &cn->lists[l];
 
+	SHEAF_ASSERT(sl->list == SL_NONE && l != SL_NONE && l <= SL_EMPTY);
 	sl->list = (uint8_t)l;
 	sl->prev = SLAB_NONE;
 	sl->next = h->first;
@@ -89,7 +92,7 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 		if (used >= cap_frames)
 			return SLAB_NONE;
 	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + 1));
-	pthread_mutex_lock(&na->lock);
+	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
 	if (na->free_first != SLAB_NONE) {
 		f = na->free_first;
 		na->free_first = p->slabs[f].next;
@@ -97,6 +100,9 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 	} else if (na->next_fresh < p->frames_per_node) {
 		f = node * p->frames_per_node + na->next_fresh++;
 	}
+	SHEAF_ASSERT(f == SLAB_NONE || (f < p->frames_total &&
+		     pool_node_of_frame(p, f) == node &&
+		     at_load_relaxed(&p->frame_owner[f]) == FRAME_FREE));
 	if (f == SLAB_NONE) {
 		at_fetch_sub_relaxed(&p->hdr->frames_used, 1);   /* no frame left */
 	} else {
@@ -106,7 +112,7 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 		 * they got through the rings, which order after this. */
 		at_store_release(&p->frame_owner[f], (uint16_t)cache);
 	}
-	pthread_mutex_unlock(&na->lock);
+	lock_release(&na->lock);
 	return f;
 }
 
@@ -114,15 +120,17 @@ static void frame_release(struct shm_pool *p, uint32_t f)
 {
 	struct shm_node_alloc *na = &p->nalloc[pool_node_of_frame(p, f)];
 
+	SHEAF_ASSERT(f < p->frames_total && p->slabs[f].list == SL_NONE);
 	pool_punch(p, pool_frame_off(p, f), SLAB_SIZE);
-	pthread_mutex_lock(&na->lock);
+	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
+	SHEAF_ASSERT(at_load_relaxed(&p->hdr->frames_used) > 0);
 	at_store_release(&p->frame_owner[f], FRAME_FREE);
 	p->slabs[f].cache = FRAME_FREE;
 	p->slabs[f].next = na->free_first;
 	na->free_first = f;
 	na->free_count++;
 	at_fetch_sub_relaxed(&p->hdr->frames_used, 1);
-	pthread_mutex_unlock(&na->lock);
+	lock_release(&na->lock);
 }
 
 /* Set up a fresh slab in frame @f: every object free. */
@@ -149,6 +157,9 @@ static uint32_t do_take_from_slab(struct shm_pool *p, const struct shm_cache *c,
 	uint64_t base = pool_frame_off(p, s);
 	uint32_t words = (c->objs_per_slab + 63) / 64, got = 0, w;
 
+	SHEAF_ASSERT_HELD(&pool_cnode(p, c->id, sl->node)->lock);
+	SHEAF_ASSERT(sl->cache == c->id && sl->list == SL_NONE &&
+		     sl->nfree <= c->objs_per_slab);
 	for (w = sl->hint; w < words && got < n; w++) {
 		uint64_t bits = bm[w];
 		while (bits != 0 && got < n) {
@@ -161,6 +172,7 @@ static uint32_t do_take_from_slab(struct shm_pool *p, const struct shm_cache *c,
 			break;
 	}
 	sl->hint = w < words ? w : 0;
+	SHEAF_ASSERT(got <= n && got <= sl->nfree);
 	sl->nfree -= got;
 	return got;
 }
@@ -174,6 +186,7 @@ static uint32_t reclaim_empty(struct shm_pool *p, uint32_t cache, uint32_t node)
 {
 	uint32_t released = 0;
 
+	SHEAF_ASSERT_HELD(&pool_cnode(p, cache, node)->lock);
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
 		struct shm_cache_node *cn;
 		uint32_t keep;
@@ -181,12 +194,13 @@ static uint32_t reclaim_empty(struct shm_pool *p, uint32_t cache, uint32_t node)
 		if (c == cache || at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 			continue;
 		cn = pool_cnode(p, c, node);
-		if (pthread_mutex_trylock(&cn->lock) != 0)
+		if (lock_tryacquire(&cn->lock, LOCK_RANK_CACHE_NODE) != 0)
 			continue;
 		keep = at_load_relaxed(&p->caches[c].min_partial);
 		while (cn->lists[SL_EMPTY].first != SLAB_NONE &&
 		       cn->lists[SL_PARTIAL].count + cn->lists[SL_EMPTY].count > keep) {
 			uint32_t s = cn->lists[SL_EMPTY].first;
+			SHEAF_ASSERT(p->slabs[s].nfree == p->caches[c].objs_per_slab);
 			list_del(p, cn, s);
 			cn->total_objects -= p->caches[c].objs_per_slab;
 			cn->free_objects -= p->caches[c].objs_per_slab;
@@ -194,7 +208,8 @@ static uint32_t reclaim_empty(struct shm_pool *p, uint32_t cache, uint32_t node)
 			frame_release(p, s);
 			released++;
 		}
-		pthread_mutex_unlock(&cn->lock);
+		SHEAF_ASSERT(cn->free_objects <= cn->total_objects);
+		lock_release(&cn->lock);
 	}
 	return released;
 }
@@ -206,6 +221,7 @@ static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
 	struct shm_cache_node *cn = pool_cnode(p, cache, node);
 	uint32_t got = 0;
 
+	SHEAF_ASSERT_HELD(&cn->lock);
 	while (got < n) {
 		uint32_t s = cn->lists[SL_PARTIAL].first;
 		if (s == SLAB_NONE)
@@ -224,10 +240,12 @@ static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
 			list_del(p, cn, s);
 		}
 		uint32_t k = do_take_from_slab(p, c, s, out + got, n - got);
+		SHEAF_ASSERT(k > 0 && k <= cn->free_objects);
 		got += k;
 		cn->free_objects -= k;
 		list_add(p, cn, s, list_for(c, &p->slabs[s]));
 	}
+	SHEAF_ASSERT(got <= n && cn->free_objects <= cn->total_objects);
 	return got;
 }
 
@@ -238,13 +256,13 @@ uint32_t slab_alloc_objs(struct shm_pool *p, uint32_t cache, uint32_t node,
 	uint32_t got;
 
 	if (trylock) {
-		if (pthread_mutex_trylock(&cn->lock) != 0)
+		if (lock_tryacquire(&cn->lock, LOCK_RANK_CACHE_NODE) != 0)
 			return 0;
 	} else {
-		pthread_mutex_lock(&cn->lock);
+		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
 	}
 	got = do_slab_alloc_objs(p, cache, node, out, n);
-	pthread_mutex_unlock(&cn->lock);
+	lock_release(&cn->lock);
 	return got;
 }
 
@@ -275,6 +293,8 @@ static int do_slab_free_one(struct shm_pool *p, struct shm_cache_node *cn,
 	uint64_t *w = &pool_bitmap(p, f)[idx / 64];
 	uint64_t bit = 1ull << (idx % 64);
 
+	SHEAF_ASSERT_HELD(&cn->lock);
+	SHEAF_ASSERT(sl->cache == c->id && idx < c->objs_per_slab);
 	if (*w & bit)
 		return -EALREADY;
 	*w |= bit;
@@ -282,6 +302,8 @@ static int do_slab_free_one(struct shm_pool *p, struct shm_cache_node *cn,
 		sl->hint = idx / 64;
 	sl->nfree++;
 	cn->free_objects++;
+	SHEAF_ASSERT(sl->nfree <= c->objs_per_slab && sl->list != SL_NONE &&
+		     cn->free_objects <= cn->total_objects);
 	/* Move lists only on the transitions (full->partial, ->empty). */
 	if (sl->nfree == 1 || sl->nfree == c->objs_per_slab) {
 		list_del(p, cn, f);
@@ -308,9 +330,9 @@ uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
 		node = pool_node_of_frame(p, pool_frame_of(p, off));
 		if (node != locked) {
 			if (cn != NULL)
-				pthread_mutex_unlock(&cn->lock);
+				lock_release(&cn->lock);
 			cn = pool_cnode(p, cache, node);
-			pthread_mutex_lock(&cn->lock);
+			lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
 			locked = node;
 		}
 		if (do_slab_free_one(p, cn, c, off) != 0)
@@ -318,12 +340,12 @@ uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
 	}
 	if (cn == NULL && bad) {
 		cn = pool_cnode(p, cache, 0);
-		pthread_mutex_lock(&cn->lock);
+		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
 	}
 	if (cn != NULL) {
 		if (bad)
 			at_counter_add(&cn->stat[ST_FLUSH_INVALID], bad);
-		pthread_mutex_unlock(&cn->lock);
+		lock_release(&cn->lock);
 	}
 	return bad;
 }
@@ -338,18 +360,20 @@ uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
 	for (;;) {
 		uint32_t s;
 
-		pthread_mutex_lock(&cn->lock);
+		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
 		s = cn->lists[SL_EMPTY].first;
 		if (s == SLAB_NONE ||
 		    cn->lists[SL_PARTIAL].count + cn->lists[SL_EMPTY].count <= keep) {
-			pthread_mutex_unlock(&cn->lock);
+			lock_release(&cn->lock);
 			break;
 		}
+		SHEAF_ASSERT(p->slabs[s].nfree == c->objs_per_slab);
 		list_del(p, cn, s);
 		cn->total_objects -= c->objs_per_slab;
 		cn->free_objects -= c->objs_per_slab;
 		at_counter_add(&cn->stat[ST_FREE_SLAB], 1);
-		pthread_mutex_unlock(&cn->lock);
+		SHEAF_ASSERT(cn->free_objects <= cn->total_objects);
+		lock_release(&cn->lock);
 		frame_release(p, s);
 		released++;
 	}
@@ -365,6 +389,7 @@ void slab_rebuild(struct shm_pool *p)
 	for (uint32_t n = 0; n < p->nodes; n++) {
 		struct shm_node_alloc *na = &p->nalloc[n];
 
+		SHEAF_ASSERT_NOT_HELD(&na->lock);
 		pthread_mutex_init(&na->lock, &ma);
 		na->free_first = SLAB_NONE;
 		na->free_count = 0;
@@ -387,6 +412,7 @@ void slab_rebuild(struct shm_pool *p)
 		for (uint32_t n = 0; n < p->nodes; n++) {
 			struct shm_cache_node *cn = pool_cnode(p, c, n);
 
+			SHEAF_ASSERT_NOT_HELD(&cn->lock);
 			pthread_mutex_init(&cn->lock, &ma);
 			for (int l = 0; l < 4; l++) {
 				cn->lists[l].first = SLAB_NONE;

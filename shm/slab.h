@@ -5,8 +5,15 @@
  * corrupt it).
  *
  * Who may call: the engine only (sheafd, or the in-process engine of a local
- * pool).  Lock order: cache-node lock, then node-allocator lock.  Functions
- * named do_* assume the cache-node lock is held; the others take it.
+ * pool).  Functions named do_* (slab.c) assume the cache-node lock is held,
+ * and assert it in a SHEAF_DEBUG build; the others take it.
+ *
+ * Lock order (docs/design.md, "Lock order"; ranks in debug.h): the engine's
+ * ctl_lock, then one cache-node lock, then the node-allocator lock (a leaf).
+ * While holding a cache-node lock, other cache-node locks are only
+ * try-locked (reclaim_empty: other caches' empty slabs); a remote node's
+ * refill try-locks that node's cache-node lock (slab_alloc_objs @trylock)
+ * and skips it when busy.  No lock is held across a futex wait.
  */
 #ifndef SHEAF_SHM_SLAB_H
 #define SHEAF_SHM_SLAB_H
