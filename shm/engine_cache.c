@@ -109,7 +109,7 @@ int engine_cache_create(struct engine *e, const char *name,
 	if (rc != 0)
 		return rc;
 	cap = cp->capacity < 0 ? engine_default_capacity(obj_size) : (uint32_t)cp->capacity;
-	pthread_mutex_lock(&e->ctl_lock);
+	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	if (pool_cache_find(p, name) >= 0) {
 		snprintf(err, errlen, "cache '%s' exists", name);
 		id = -EEXIST;
@@ -127,7 +127,7 @@ int engine_cache_create(struct engine *e, const char *name,
 	if (id == -ENOSPC)
 		snprintf(err, errlen, "all %u cache slots in use", SHEAF_MAX_CACHES);
 out:
-	pthread_mutex_unlock(&e->ctl_lock);
+	lock_release(&e->ctl_lock);
 	return id;
 }
 
@@ -184,10 +184,10 @@ static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_int
 				     OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 			depot_put(p, s, OWNER_ENGINE, in);
 		slab_shrink(p, cache, n, 0);
-		pthread_mutex_lock(&cn->lock);
+		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
 		for (int i = 0; i < SHEAF_STAT_NR; i++)
 			at_store_relaxed(&cn->stat[i], 0);
-		pthread_mutex_unlock(&cn->lock);
+		lock_release(&cn->lock);
 	}
 	/* Counters of the lanes for this cache start again from zero. */
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
@@ -210,7 +210,7 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 	/* No worker may be half-way through a pass over this cache. */
 	if (workers)
 		engine_stop(e);
-	pthread_mutex_lock(&e->ctl_lock);
+	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	in = &e->ctl_lane->intent;
 	if (at_load_acquire(&sc->state) != CACHE_LIVE) {
 		snprintf(err, errlen, "no cache %u", cache);
@@ -236,7 +236,7 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 	at_store_release(&sc->state, CACHE_FREE);
 	do_cache_release(p, cache, in);
 out:
-	pthread_mutex_unlock(&e->ctl_lock);
+	lock_release(&e->ctl_lock);
 	if (workers && engine_start(e, msg, sizeof(msg)) != 0 && rc == 0) {
 		snprintf(err, errlen, "%s", msg);
 		rc = -EAGAIN;
@@ -259,6 +259,8 @@ static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 	uint64_t start = (uint64_t)((char *)p->sheaves - p->base);
 	uint64_t end = start + (uint64_t)p->sheaf_count * sizeof(struct shm_sheaf);
 	uint32_t n = 0, s;
+
+	SHEAF_ASSERT_HELD(&e->ctl_lock);
 
 	if (held == NULL)
 		return;
@@ -319,7 +321,7 @@ int engine_shrink(struct engine *e, int cache, int keep_min)
 	struct ring_intent *in;
 	uint64_t released = 0;
 
-	pthread_mutex_lock(&e->ctl_lock);
+	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	in = &e->ctl_lane->intent;
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
 		if ((cache >= 0 && (uint32_t)cache != c) ||
@@ -330,6 +332,6 @@ int engine_shrink(struct engine *e, int cache, int keep_min)
 	}
 	if (cache < 0)              /* sheaves are the pool's, not a cache's */
 		do_release_idle_sheaves(e, in);
-	pthread_mutex_unlock(&e->ctl_lock);
+	lock_release(&e->ctl_lock);
 	return (int)released;
 }

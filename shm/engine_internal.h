@@ -6,6 +6,7 @@
 #ifndef SHEAF_SHM_ENGINE_INTERNAL_H
 #define SHEAF_SHM_ENGINE_INTERNAL_H
 
+#include "debug.h"
 #include "engine.h"
 
 /* Add @v to the engine counter @st of cache-node (@c, @n).  Relaxed: the

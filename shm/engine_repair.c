@@ -83,7 +83,7 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	struct shm_pool *p = e->pool;
 	uint32_t n;
 
-	pthread_mutex_lock(&e->ctl_lock);
+	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	/* Count what its threads did on their main sheaves before those go. */
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
 		if (at_load_acquire(&p->lanes[l].client) == client)
@@ -91,7 +91,7 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1);
 	free_lanes_of(p, client);
 	client_detach(p, client);
-	pthread_mutex_unlock(&e->ctl_lock);
+	lock_release(&e->ctl_lock);
 	return (int)n;
 }
 

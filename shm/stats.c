@@ -5,6 +5,7 @@
  * client/stats.c (sheaf_cache_stats on a local pool).
  */
 #include "clients.h"
+#include "debug.h"
 #include "pool.h"
 #include "stats.h"
 
@@ -55,13 +56,13 @@ void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,
 	for (int i = SHEAF_STAT_ENGINE_FIRST; i < SHEAF_STAT_NR; i++)
 		sum->stat[i] += at_load_relaxed(&cn->stat[i]);
 	/* Slab counts are the engine's, changed under its lock. */
-	pthread_mutex_lock(&cn->lock);
+	lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
 	sum->objects += cn->total_objects;
 	sum->active_objects += cn->total_objects - cn->free_objects;
 	sum->slabs += cn->lists[SL_PARTIAL].count + cn->lists[SL_FULL].count +
 		      cn->lists[SL_EMPTY].count;
 	sum->partial_slabs += cn->lists[SL_PARTIAL].count;
-	pthread_mutex_unlock(&cn->lock);
+	lock_release(&cn->lock);
 	sum->barn_full += ring_count(pool_full_ring(p, cache, node));
 	sum->barn_empty += ring_count(pool_empty_ring(p, cache, node));
 }
