@@ -4,9 +4,10 @@
  *
  * Per process: struct sheaf_pool (a mapped region and, for a local pool, its
  * engine) and struct sheaf_cache handles, each with a process-wide slot.
- * Per thread: struct tstate (all the thread's tcaches and per-pool lanes)
- * and tls_fast[], the fast path's array of tcaches by handle slot (left NULL
- * for debug caches so that they always take the checked slow path).
+ * Per thread: struct tstate (all the thread's tcaches and per-pool lanes,
+ * and the array of fast paths by handle slot that sheaf__tls_fast points
+ * at; a debug cache's entry stays unused so that it always takes the
+ * checked slow path).
  */
 #ifndef SHEAF_CLIENT_INTERNAL_H
 #define SHEAF_CLIENT_INTERNAL_H
@@ -42,10 +43,14 @@ struct sheaf_pool {
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];
 };
 
-/* A handle: one of the process's SHEAF_HANDLES_MAX slots of sheaf__caches
- * (thread.c), 64 bytes each like the fast paths in sheaf__tls_fast. */
+/* A handle: one of the process's SHEAF_HANDLES_MAX slots of handles[]
+ * (thread.c).  It starts with the fields sheaf.h's inline paths read. */
 struct sheaf_cache {
-	uint32_t slot;               /* index in sheaf__caches, sheaf__tls_fast */
+	union {
+		struct sheaf__handle pub;
+		uint32_t slot;       /* = pub.slot: index in handles[], in
+					each thread's fast paths and tcaches */
+	};
 	uint32_t id;                 /* cache id in the region */
 	sheaf_pool_t *pool;          /* NULL: a free slot */
 	struct shm_cache *sc;
@@ -59,9 +64,9 @@ struct tpool {
 };
 
 /* Per thread, per cache handle.  @f is the fast path's state, laid out for
- * sheaf.h's inline sheaf_alloc/sheaf_free: the thread's entry of
- * sheaf__tls_fast, or for a debug cache @own (the inline paths then find
- * an unused entry and always call the slow path).  f->main is the struct
+ * sheaf.h's inline sheaf_alloc/sheaf_free: the thread's entry in
+ * tstate.fast, or for a debug cache @own (the inline paths then find an
+ * unused entry and always call the slow path).  f->main is the struct
  * shm_sheaf of the main sheaf (never NULL: &sheaf_dummy when none),
  * f->owner the frame_owner[] entries of the home node's frames. */
 struct tcache {
@@ -82,10 +87,12 @@ struct tcache {
 	uint32_t gen;
 };
 
+/* Per thread; sheaf__tls_fast points at @fast while the thread has one. */
 struct tstate {
+	struct sheaf__fast fast[SHEAF_HANDLES_MAX];  /* by handle slot */
 	struct tcache *tc[SHEAF_HANDLES_MAX];
 	struct tpool tp[SHEAF_POOLS_MAX];
-};
+} __attribute__((aligned(64)));
 
 extern struct shm_sheaf sheaf_dummy;
 

@@ -16,16 +16,21 @@ struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
 /* An unused fast path: an empty main sheaf, and no frame passes its test. */
 #define FAST_UNUSED { .main = (struct sheaf__sheaf *)(void *)&sheaf_dummy }
 
-__thread struct sheaf__fast sheaf__tls_fast[SHEAF__HANDLES]
-	__attribute__((tls_model("initial-exec"))) = {
+/* What sheaf__tls_fast points at while a thread has no tstate: never
+ * written (both inline paths miss on an unused entry). */
+static const struct sheaf__fast fast_unused[SHEAF__HANDLES] = {
 	[0 ... SHEAF__HANDLES - 1] = FAST_UNUSED
 };
+
+/* The inline paths' only way into the library besides the handle (see
+ * sheaf.h): tls_state->fast, or fast_unused. */
+__thread struct sheaf__fast *sheaf__tls_fast __attribute__((tls_model("initial-exec"))) =
+	(struct sheaf__fast *)fast_unused;
 __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
 
-/* The cache handles; sheaf.h finds a handle's fast path by its offset from
- * sheaf__caches (the same array by another name). */
+/* The cache handles: callers get pointers into this array (sheaf.h reads
+ * their first fields, struct sheaf__handle). */
 static struct sheaf_cache handles[SHEAF_HANDLES_MAX];
-extern const char sheaf__caches[sizeof(handles)] __attribute__((alias("handles")));
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -42,7 +47,7 @@ static void thread_destructor(void *arg);
  */
 static void fast_reset(uint32_t slot)
 {
-	sheaf__tls_fast[slot] = (struct sheaf__fast)FAST_UNUSED;
+	tls_state->fast[slot] = (struct sheaf__fast)FAST_UNUSED;
 }
 
 static void atfork_child(void)
@@ -50,12 +55,13 @@ static void atfork_child(void)
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++)
 		if (pools[i] != NULL)
 			pools[i]->forked = 1;
-	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
-		fast_reset(i);
 	if (tls_state != NULL) {
-		for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
+		for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
 			free(tls_state->tc[i]);
-		memset(tls_state, 0, sizeof(*tls_state));
+			tls_state->tc[i] = NULL;
+			fast_reset(i);
+		}
+		memset(tls_state->tp, 0, sizeof(tls_state->tp));
 	}
 	pthread_mutex_init(&registry_lock, NULL);
 }
@@ -116,15 +122,24 @@ sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 	return c;
 }
 
+/* The calling thread's tstate, made on first use (its fast paths all
+ * unused); NULL when out of memory. */
 static struct tstate *tstate_get(void)
 {
-	if (tls_state == NULL) {
-		pthread_once(&key_once, make_key);
-		tls_state = calloc(1, sizeof(*tls_state));
-		if (tls_state != NULL)
-			pthread_setspecific(exit_key, tls_state);
-	}
-	return tls_state;
+	struct tstate *ts = tls_state;
+
+	if (ts != NULL)
+		return ts;
+	pthread_once(&key_once, make_key);
+	ts = aligned_alloc(_Alignof(struct tstate), sizeof(*ts));
+	if (ts == NULL)
+		return NULL;
+	memset(ts, 0, sizeof(*ts));
+	memcpy(ts->fast, fast_unused, sizeof(ts->fast));
+	tls_state = ts;
+	sheaf__tls_fast = ts->fast;
+	pthread_setspecific(exit_key, ts);
+	return ts;
 }
 
 static uint32_t current_node(const sheaf_pool_t *pool)
@@ -225,7 +240,7 @@ struct tcache *tcache_get_slow(sheaf_cache_t *c)
 	t->cache = c;
 	t->tp = tp;
 	/* Debug caches keep the inline paths out: every call is checked. */
-	t->f = c->sc->flags & SHEAF_CACHE_F_DEBUG ? &t->own : &sheaf__tls_fast[c->slot];
+	t->f = c->sc->flags & SHEAF_CACHE_F_DEBUG ? &t->own : &ts->fast[c->slot];
 	tcache_fast_init(t, c, tp->node);
 	t->gen = pool->gen;
 	ts->tc[c->slot] = t;
@@ -310,6 +325,7 @@ static void thread_destructor(void *arg)
 {
 	(void)arg;
 	thread_detach(NULL);
+	sheaf__tls_fast = (struct sheaf__fast *)fast_unused;
 	free(tls_state);
 	tls_state = NULL;
 }
