@@ -25,9 +25,8 @@ _Static_assert(offsetof(struct shm_sheaf, word) == offsetof(struct sheaf__sheaf,
 	       offsetof(struct shm_sheaf, capacity) == offsetof(struct sheaf__sheaf, capacity) &&
 	       offsetof(struct shm_sheaf, objs) == offsetof(struct sheaf__sheaf, objs),
 	       "struct sheaf__sheaf does not match struct shm_sheaf");
-_Static_assert(sizeof(struct sheaf__fast) == 64, "a fast path is one cache line");
-_Static_assert(offsetof(struct sheaf_cache, pub) == 0,
-	       "a handle starts with struct sheaf__handle (SHEAF__FAST)");
+_Static_assert(sizeof(struct sheaf__fast) == 64 && sizeof(struct sheaf_cache) == 64,
+	       "handles and fast paths lie 64 bytes apart (SHEAF__FAST)");
 _Static_assert(SHEAF_WORD_SIZE == SHEAF__WORD_SIZE && SHEAF_WORD_OP == SHEAF__WORD_OP,
 	       "sheaf word");
 _Static_assert(SLAB_SHIFT == SHEAF__FRAME_SHIFT, "slab frame size");

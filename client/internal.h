@@ -5,9 +5,9 @@
  * Per process: struct sheaf_pool (a mapped region and, for a local pool, its
  * engine) and struct sheaf_cache handles, each with a process-wide slot.
  * Per thread: struct tstate (all the thread's tcaches and per-pool lanes,
- * and the array of fast paths by handle slot that sheaf__tls_fast points
- * at; a debug cache's entry stays unused so that it always takes the
- * checked slow path).
+ * and the array of fast paths by handle slot that sheaf__tls_bias leads
+ * the inline paths to; a debug cache's entry stays unused so that it
+ * always takes the checked slow path).
  */
 #ifndef SHEAF_CLIENT_INTERNAL_H
 #define SHEAF_CLIENT_INTERNAL_H
@@ -44,13 +44,10 @@ struct sheaf_pool {
 };
 
 /* A handle: one of the process's SHEAF_HANDLES_MAX slots of handles[]
- * (thread.c).  It starts with the fields sheaf.h's inline paths read. */
+ * (thread.c), 64 bytes each like the fast paths in tstate.fast[] (see
+ * SHEAF__FAST in sheaf.h). */
 struct sheaf_cache {
-	union {
-		struct sheaf__handle pub;
-		uint32_t slot;       /* = pub.slot: index in handles[], in
-					each thread's fast paths and tcaches */
-	};
+	uint32_t slot;               /* index in handles[], tstate.fast[], tc[] */
 	uint32_t id;                 /* cache id in the region */
 	sheaf_pool_t *pool;          /* NULL: a free slot */
 	struct shm_cache *sc;
@@ -87,7 +84,8 @@ struct tcache {
 	uint32_t gen;
 };
 
-/* Per thread; sheaf__tls_fast points at @fast while the thread has one. */
+/* Per thread; sheaf__tls_bias leads the inline paths to @fast while the
+ * thread has a tstate. */
 struct tstate {
 	struct sheaf__fast fast[SHEAF_HANDLES_MAX];  /* by handle slot */
 	struct tcache *tc[SHEAF_HANDLES_MAX];
@@ -133,6 +131,10 @@ static inline void tcache_publish(struct tcache *t)
 struct tcache *tcache_get_slow(sheaf_cache_t *c);   /* NULL + errno */
 
 extern __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's fast paths by handle slot, once it has a tstate
+ * (tests read them). */
+#define sheaf__tls_fast (tls_state->fast)
 
 /* The calling thread's tcache of @c, made on first use; NULL with errno
  * (ENOMEM, ECHILD in a fork() child, EMFILE: no lane). */

@@ -318,33 +318,29 @@ struct sheaf__fast {            /* a thread's fast path for one cache */
 	uint32_t reserved2_;
 	void *last;             /* the object the inline alloc returned last,
 				   since the last slow path (NULL: none) */
-};                              /* 64 bytes: one cache line */
+};                              /* 64 bytes, as a cache handle */
 
 #define SHEAF__HANDLES      128
 #define SHEAF__FRAME_SHIFT  18  /* slab frames of 256 KiB */
 #define SHEAF__WORD_SIZE    0xffffu
 #define SHEAF__WORD_OP      0x10000u   /* one operation in sheaf__sheaf.word */
 
-/* The first fields of every cache handle (a sheaf_cache_t points into
- * libsheaf's own memory). */
-struct sheaf__handle {
-	uint32_t slot;          /* its fast path's index in sheaf__tls_fast */
-};
-
 /*
- * The inline paths reach library state through exactly two things: the
- * handle the caller passes (its slot) and sheaf__tls_fast, a per-thread
- * pointer to the thread's array of fast paths, one per slot (64 bytes
- * each).  No exported data object is used: an executable may get its own
- * copy of one (a copy relocation) that the library never sees.  The thread
- * pointer is 8 bytes of initial-exec TLS, small enough for dlopen().  Until
- * the thread's first slow path it points at a shared read-only array of
- * unused fast paths (an empty main sheaf and node_len 0: both paths miss).
+ * How the inline paths find the thread's fast path of a cache: a handle
+ * points into libsheaf's own array of handles, 64 bytes apart, and each
+ * thread's fast paths lie 64 bytes apart in the same order, so the entry is
+ * the handle's address plus a per-thread constant, sheaf__tls_bias, which
+ * the library sets (an addition, with one thread-local load).  The inline
+ * paths use no exported data object: an executable may get its own copy of
+ * one (a copy relocation) that the library never sees.  sheaf__tls_bias is
+ * 8 bytes of initial-exec TLS, which dlopen() can place.  Until the
+ * thread's first slow path it leads to unused fast paths (an empty main
+ * sheaf and node_len 0: both paths miss).
  */
-SHEAF_API extern __thread struct sheaf__fast *sheaf__tls_fast
+SHEAF_API extern __thread uintptr_t sheaf__tls_bias
 	__attribute__((tls_model("initial-exec")));
 #define SHEAF__FAST(cache)                                                     \
-	(&sheaf__tls_fast[((const struct sheaf__handle *)(const void *)(cache))->slot])
+	((struct sheaf__fast *)((uintptr_t)(const void *)(cache) + sheaf__tls_bias))
 SHEAF_API void *sheaf__alloc_slow(sheaf_cache_t *cache);
 SHEAF_API int sheaf__free_slow(sheaf_cache_t *cache, void *obj);
 

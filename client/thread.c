@@ -16,21 +16,21 @@ struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
 /* An unused fast path: an empty main sheaf, and no frame passes its test. */
 #define FAST_UNUSED { .main = (struct sheaf__sheaf *)(void *)&sheaf_dummy }
 
-/* What sheaf__tls_fast points at while a thread has no tstate: never
- * written (both inline paths miss on an unused entry). */
-static const struct sheaf__fast fast_unused[SHEAF__HANDLES] = {
-	[0 ... SHEAF__HANDLES - 1] = FAST_UNUSED
-};
+/*
+ * The cache handles, and the fast paths of a thread without a tstate:
+ * sheaf.h finds a thread's entry at the handle's address plus
+ * sheaf__tls_bias, here offsetof(struct registry, unused) (those entries
+ * are never written: both inline paths miss on them).
+ */
+static struct registry {
+	struct sheaf_cache handles[SHEAF_HANDLES_MAX];
+	struct sheaf__fast unused[SHEAF_HANDLES_MAX];
+} reg = { .unused = { [0 ... SHEAF_HANDLES_MAX - 1] = FAST_UNUSED } };
 
-/* The inline paths' only way into the library besides the handle (see
- * sheaf.h): tls_state->fast, or fast_unused. */
-__thread struct sheaf__fast *sheaf__tls_fast __attribute__((tls_model("initial-exec"))) =
-	(struct sheaf__fast *)fast_unused;
+#define BIAS_UNUSED offsetof(struct registry, unused)
+
+__thread uintptr_t sheaf__tls_bias __attribute__((tls_model("initial-exec"))) = BIAS_UNUSED;
 __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
-
-/* The cache handles: callers get pointers into this array (sheaf.h reads
- * their first fields, struct sheaf__handle). */
-static struct sheaf_cache handles[SHEAF_HANDLES_MAX];
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -96,8 +96,8 @@ void registry_remove_pool(sheaf_pool_t *pool)
 	pthread_mutex_lock(&registry_lock);
 	pools[pool->slot] = NULL;
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
-		if (handles[i].pool == pool)
-			memset(&handles[i], 0, sizeof(handles[i]));
+		if (reg.handles[i].pool == pool)
+			memset(&reg.handles[i], 0, sizeof(reg.handles[i]));
 	pthread_mutex_unlock(&registry_lock);
 }
 
@@ -107,8 +107,8 @@ sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 
 	pthread_mutex_lock(&registry_lock);
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
-		if (handles[i].pool == NULL) {
-			c = &handles[i];
+		if (reg.handles[i].pool == NULL) {
+			c = &reg.handles[i];
 			c->slot = i;
 			c->id = id;
 			c->pool = pool;
@@ -135,9 +135,9 @@ static struct tstate *tstate_get(void)
 	if (ts == NULL)
 		return NULL;
 	memset(ts, 0, sizeof(*ts));
-	memcpy(ts->fast, fast_unused, sizeof(ts->fast));
+	memcpy(ts->fast, reg.unused, sizeof(ts->fast));
 	tls_state = ts;
-	sheaf__tls_fast = ts->fast;
+	sheaf__tls_bias = (uintptr_t)ts->fast - (uintptr_t)reg.handles;
 	pthread_setspecific(exit_key, ts);
 	return ts;
 }
@@ -325,7 +325,7 @@ static void thread_destructor(void *arg)
 {
 	(void)arg;
 	thread_detach(NULL);
-	sheaf__tls_fast = (struct sheaf__fast *)fast_unused;
+	sheaf__tls_bias = BIAS_UNUSED;
 	free(tls_state);
 	tls_state = NULL;
 }

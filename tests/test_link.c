@@ -30,8 +30,12 @@
  *                  against sheaf.h (as a language extension module is),
  *                  whose inline fast paths reach libsheaf's thread-local
  *                  state from a library loaded after start-up.
+ *   exported_data  libsheaf.so exports no data object, only a little TLS
+ *                  (the rule the inline paths rely on), and its TLS fits
+ *                  what glibc keeps for dlopen().
  * The inline paths must really be in the -O2 programs: each dynamic one
- * must reference sheaf__alloc_slow (only the inline sheaf_alloc calls it).
+ * must reference the slow paths they call (sheaf__alloc_slow,
+ * sheaf__free_slow), which no other code of the program calls.
  *
  * A test whose tool is missing (cc, c++, pkg-config) prints SKIP and passes.
  * Each test is its own TCase: CK_RUN_CASE=<name> runs one.  The programs
@@ -750,6 +754,51 @@ static void dlopen_run(const char *mode)
 START_TEST(dlopen_lib)    { if (tools_missing(PIE)) SKIP("no pkg-config or cc"); dlopen_run("lib"); } END_TEST
 START_TEST(dlopen_plugin) { if (tools_missing(PIE)) SKIP("no pkg-config or cc"); dlopen_run("plugin"); } END_TEST
 
+/*
+ * The rule behind the inline paths (docs/design.md, "Inline fast paths"):
+ * libsheaf.so exports no data object (an executable could take a copy of
+ * it, which the library would never see) and its thread-local storage
+ * stays small enough for dlopen() (glibc keeps 512 bytes of static TLS for
+ * libraries loaded later).
+ */
+START_TEST(exported_data)
+{
+	char dir[PATH_MAX], cmd[2 * PATH_MAX], log[PATH_MAX], out[64];
+	char *text;
+	int st;
+
+	test_dir(dir, sizeof(dir), "exported-data");
+	fmt(log, sizeof(log), "%s/readelf.log", dir);
+	fmt(cmd, sizeof(cmd), "readelf --dyn-syms -W '%s/usr/lib/libsheaf.so.0' | "
+	    "awk '$7 != \"UND\" && ($4 == \"OBJECT\" || $4 == \"TLS\") && "
+	    "$8 !~ /^__odr_asan/ { print \"symbol\", $4, $3, $8 }' && "
+	    "readelf -lW '%s/usr/lib/libsheaf.so.0' | awk '$1 == \"TLS\" { print \"PT_TLS\", $6 }'",
+	    dest, dest);
+	st = sh_in(dir, cmd, NULL, log);
+	REQUIRE(exited_ok(st), "readelf failed (%s)", status_str(st, out, sizeof(out)));
+	text = read_file(log);
+	REQUIRE(text != NULL, "no %s", log);
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l != NULL;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char kind[16], name[256];
+		unsigned long size;
+
+		if (sscanf(l, "symbol %15s %lu %255s", kind, &size, name) == 3) {
+			REQUIRE(strcmp(kind, "TLS") == 0,
+				"libsheaf.so exports the data object %s (%lu bytes)", name, size);
+			REQUIRE(size <= 64, "libsheaf.so exports %lu bytes of TLS as %s", size, name);
+		} else if (sscanf(l, "PT_TLS %lx", &size) == 1) {
+			REQUIRE(size <= 256, "libsheaf.so has %lu bytes of TLS: dlopen() may "
+				"not find room for it", size);
+			printf("  libsheaf.so: no exported data object, %lu bytes of TLS\n", size);
+		} else {
+			REQUIRE(0, "readelf said: %s", l);
+		}
+	}
+	free(text);
+}
+END_TEST
+
 /* ---- main ------------------------------------------------------------------- */
 
 /* snprintf outside a test: exit rather than truncate. */
@@ -833,6 +882,7 @@ int main(void)
 	}
 	if (install() != 0)
 		return 1;
+	ADD_ALONE(s, exported_data, 300);
 	ADD_ALONE(s, example_pie, 300);
 	ADD_ALONE(s, example_nopie, 300);
 	ADD_ALONE(s, example_cxx, 300);
