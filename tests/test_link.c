@@ -396,7 +396,9 @@ static const char plugin_c[] =
  * dl.c MODE ROUNDS: not linked with libsheaf.  MODE "lib": dlopen
  * libsheaf.so.0 and call its exported functions (dlsym); "plugin": dlopen
  * ./libplugin.so (which needs libsheaf.so.0) and run its plugin_run, whose
- * fast paths are inline.  Two threads and the main thread work at once.
+ * fast paths are inline.  Two threads and the main thread work at once;
+ * the two threads end after the main thread's dlclose(), so libsheaf's
+ * thread-exit hook runs then (libsheaf.so is linked -z nodelete).
  */
 static const char dl_c[] =
 "/* dl.c - test_link: libsheaf through dlopen(), no GLIBC_TUNABLES. */\n"
@@ -421,6 +423,8 @@ static const char dl_c[] =
 "static int (*p_plugin_run)(sheaf_cache_t *, unsigned, int);\n"
 "static sheaf_cache_t *cache;\n"
 "static int rounds;\n"
+"static pthread_barrier_t done;          /* all three have done their work */\n"
+"static pthread_barrier_t unloaded;      /* the threads exit after dlclose() */\n"
 "\n"
 "static int work_lib(unsigned seed)\n"
 "{\n"
@@ -457,7 +461,11 @@ static const char dl_c[] =
 "\n"
 "static void *worker(void *arg)\n"
 "{\n"
-"	return work((unsigned)(uintptr_t)arg) == 0 ? NULL : arg;\n"
+"	int rc = work((unsigned)(uintptr_t)arg);\n"
+"\n"
+"	pthread_barrier_wait(&done);\n"
+"	pthread_barrier_wait(&unloaded);\n"
+"	return rc == 0 ? NULL : arg;     /* libsheaf's thread-exit hook runs */\n"
 "}\n"
 "\n"
 "#define LOAD(h, var, name)                                              \\\n"
@@ -509,22 +517,28 @@ static const char dl_c[] =
 "		fprintf(stderr, \"dl: sheaf_cache_create: %s\\n\", strerror(errno));\n"
 "		return 1;\n"
 "	}\n"
+"	pthread_barrier_init(&done, NULL, 3);\n"
+"	pthread_barrier_init(&unloaded, NULL, 3);\n"
 "	for (uintptr_t i = 0; i < 2; i++)\n"
 "		if (pthread_create(&th[i], NULL, worker, (void *)(i + 1)) != 0)\n"
 "			return 1;\n"
 "	bad = work(3) != 0;\n"
+"	pthread_barrier_wait(&done);\n"
+"	/* The workers are done (sheaf_thread_exit) but still alive. */\n"
+"	if (!bad && (p_shrink(cache) < 0 || p_check(pool, err, sizeof(err)) != 0)) {\n"
+"		fprintf(stderr, \"dl: check: %s\\n\", err);\n"
+"		bad = 1;\n"
+"	}\n"
+"	p_disconnect(pool);\n"
+"	/* libsheaf must stay mapped: the workers' exit runs its hook. */\n"
+"	dlclose(h);\n"
+"	pthread_barrier_wait(&unloaded);\n"
 "	for (int i = 0; i < 2; i++) {\n"
 "		pthread_join(th[i], &ret);\n"
 "		bad |= ret != NULL;\n"
 "	}\n"
 "	if (bad)\n"
 "		return 1;\n"
-"	if (p_shrink(cache) < 0 || p_check(pool, err, sizeof(err)) != 0) {\n"
-"		fprintf(stderr, \"dl: check: %s\\n\", err);\n"
-"		return 1;\n"
-"	}\n"
-"	p_disconnect(pool);\n"
-"	/* No dlclose: the library's thread-exit hook stays registered. */\n"
 "	printf(\"dl: %s ok\\n\", file);\n"
 "	return 0;\n"
 "}\n";
