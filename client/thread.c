@@ -1,6 +1,8 @@
 /*
  * thread.c - per-thread state of libsheaf: the process's registry of pools
- * and cache handles, each thread's tcaches and lanes, and thread exit.
+ * and cache handles, each thread's tcaches, lanes and fast paths (with
+ * sheaf__tls_bias, which leads sheaf.h's inline paths to them), and thread
+ * exit.
  */
 #include <errno.h>
 #include <numa.h>
@@ -33,6 +35,7 @@ __thread uintptr_t sheaf__tls_bias __attribute__((tls_model("initial-exec"))) = 
 __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t numa_lock = PTHREAD_MUTEX_INITIALIZER;   /* current_node */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static sheaf_pool_t *pools[SHEAF_POOLS_MAX];
@@ -151,7 +154,12 @@ static uint32_t current_node(const sheaf_pool_t *pool)
 		return 0;
 	if (pool->shm.hdr->simulated)
 		return (uint32_t)cpu % pool->shm.nodes;
+	/* libnuma fills its per-node CPU masks on first use without a lock
+	 * (TSan sees threads reading a mask another is writing): one thread
+	 * at a time (only when a thread first uses a pool). */
+	pthread_mutex_lock(&numa_lock);
 	n = numa_available() < 0 ? 0 : numa_node_of_cpu(cpu);
+	pthread_mutex_unlock(&numa_lock);
 	return n < 0 || (uint32_t)n >= pool->shm.nodes ? 0 : (uint32_t)n;
 }
 
