@@ -112,8 +112,10 @@ $(BUILD)/libsheaf.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# -z nodelete: dlclose() leaves libsheaf mapped (threads that used it run
+# its thread-exit hook when they end).
 $(BUILD)/libsheaf.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) -shared -Wl,-soname,libsheaf.so.0 -Wl,-z,nodelete $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(TEST_LIB): $(filter-out $(patsubst %.c,$(BUILD)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(HOOK_OBJ)
 	@rm -f $@

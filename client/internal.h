@@ -4,9 +4,10 @@
  *
  * Per process: struct sheaf_pool (a mapped region and, for a local pool, its
  * engine) and struct sheaf_cache handles, each with a process-wide slot.
- * Per thread: struct tstate (all the thread's tcaches and per-pool lanes)
- * and tls_fast[], the fast path's array of tcaches by handle slot (left NULL
- * for debug caches so that they always take the checked slow path).
+ * Per thread: struct tstate (all the thread's tcaches and per-pool lanes,
+ * and the array of fast paths by handle slot that sheaf__tls_bias leads
+ * the inline paths to; a debug cache's entry stays unused so that it
+ * always takes the checked slow path).
  *
  * Lock order (docs/design.md, "Lock order"): pool->lock, then thread.c's
  * registry_lock; pool->rpc_lock is a leaf (held across a round trip with
@@ -47,10 +48,11 @@ struct sheaf_pool {
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];
 };
 
-/* A handle: one of the process's SHEAF_HANDLES_MAX slots of sheaf__caches
- * (thread.c), 64 bytes each like the fast paths in sheaf__tls_fast. */
+/* A handle: one of the process's SHEAF_HANDLES_MAX slots of handles[]
+ * (thread.c), 64 bytes each like the fast paths in tstate.fast[] (see
+ * SHEAF__FAST in sheaf.h). */
 struct sheaf_cache {
-	uint32_t slot;               /* index in sheaf__caches, sheaf__tls_fast */
+	uint32_t slot;               /* index in handles[], tstate.fast[], tc[] */
 	uint32_t id;                 /* cache id in the region */
 	sheaf_pool_t *pool;          /* NULL: a free slot */
 	struct shm_cache *sc;
@@ -64,9 +66,9 @@ struct tpool {
 };
 
 /* Per thread, per cache handle.  @f is the fast path's state, laid out for
- * sheaf.h's inline sheaf_alloc/sheaf_free: the thread's entry of
- * sheaf__tls_fast, or for a debug cache @own (the inline paths then find
- * an unused entry and always call the slow path).  f->main is the struct
+ * sheaf.h's inline sheaf_alloc/sheaf_free: the thread's entry in
+ * tstate.fast, or for a debug cache @own (the inline paths then find an
+ * unused entry and always call the slow path).  f->main is the struct
  * shm_sheaf of the main sheaf (never NULL: &sheaf_dummy when none),
  * f->owner the frame_owner[] entries of the home node's frames. */
 struct tcache {
@@ -87,10 +89,13 @@ struct tcache {
 	uint32_t gen;
 };
 
+/* Per thread; sheaf__tls_bias leads the inline paths to @fast while the
+ * thread has a tstate. */
 struct tstate {
+	struct sheaf__fast fast[SHEAF_HANDLES_MAX];  /* by handle slot */
 	struct tcache *tc[SHEAF_HANDLES_MAX];
 	struct tpool tp[SHEAF_POOLS_MAX];
-};
+} __attribute__((aligned(64)));
 
 extern struct shm_sheaf sheaf_dummy;
 
@@ -131,6 +136,10 @@ static inline void tcache_publish(struct tcache *t)
 struct tcache *tcache_get_slow(sheaf_cache_t *c);   /* NULL + errno */
 
 extern __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's fast paths by handle slot, once it has a tstate
+ * (tests read them). */
+#define sheaf__tls_fast (tls_state->fast)
 
 /* The calling thread's tcache of @c, made on first use; NULL with errno
  * (ENOMEM, ECHILD in a fork() child, EMFILE: no lane). */

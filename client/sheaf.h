@@ -326,17 +326,21 @@ struct sheaf__fast {            /* a thread's fast path for one cache */
 #define SHEAF__WORD_OP      0x10000u   /* one operation in sheaf__sheaf.word */
 
 /*
- * The process's cache handles lie 64 bytes apart from sheaf__caches on, and
- * each thread has their fast paths 64 bytes apart in sheaf__tls_fast: a
- * handle's offset in the one is its fast path's in the other (an unused
- * fast path has an empty main sheaf and node_len 0, so both tests fail).
+ * How the inline paths find the thread's fast path of a cache: a handle
+ * points into libsheaf's own array of handles, 64 bytes apart, and each
+ * thread's fast paths lie 64 bytes apart in the same order, so the entry is
+ * the handle's address plus a per-thread constant, sheaf__tls_bias, which
+ * the library sets (an addition, with one thread-local load).  The inline
+ * paths use no exported data object: an executable may get its own copy of
+ * one (a copy relocation) that the library never sees.  sheaf__tls_bias is
+ * 8 bytes of initial-exec TLS, which dlopen() can place.  Until the
+ * thread's first slow path it leads to unused fast paths (an empty main
+ * sheaf and node_len 0: both paths miss).
  */
-SHEAF_API extern const char sheaf__caches[];
-SHEAF_API extern __thread struct sheaf__fast sheaf__tls_fast[SHEAF__HANDLES]
+SHEAF_API extern __thread uintptr_t sheaf__tls_bias
 	__attribute__((tls_model("initial-exec")));
 #define SHEAF__FAST(cache)                                                     \
-	((struct sheaf__fast *)((uintptr_t)(const void *)(cache) +             \
-		((uintptr_t)sheaf__tls_fast - (uintptr_t)sheaf__caches)))
+	((struct sheaf__fast *)((uintptr_t)(const void *)(cache) + sheaf__tls_bias))
 SHEAF_API void *sheaf__alloc_slow(sheaf_cache_t *cache);
 SHEAF_API int sheaf__free_slow(sheaf_cache_t *cache, void *obj);
 

@@ -1,6 +1,8 @@
 /*
  * thread.c - per-thread state of libsheaf: the process's registry of pools
- * and cache handles, each thread's tcaches and lanes, and thread exit.
+ * and cache handles, each thread's tcaches, lanes and fast paths (with
+ * sheaf__tls_bias, which leads sheaf.h's inline paths to them), and thread
+ * exit.
  */
 #include <errno.h>
 #include <numa.h>
@@ -16,18 +18,24 @@ struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
 /* An unused fast path: an empty main sheaf, and no frame passes its test. */
 #define FAST_UNUSED { .main = (struct sheaf__sheaf *)(void *)&sheaf_dummy }
 
-__thread struct sheaf__fast sheaf__tls_fast[SHEAF__HANDLES]
-	__attribute__((tls_model("initial-exec"))) = {
-	[0 ... SHEAF__HANDLES - 1] = FAST_UNUSED
-};
+/*
+ * The cache handles, and the fast paths of a thread without a tstate:
+ * sheaf.h finds a thread's entry at the handle's address plus
+ * sheaf__tls_bias, here offsetof(struct registry, unused) (those entries
+ * are never written: both inline paths miss on them).
+ */
+static struct registry {
+	struct sheaf_cache handles[SHEAF_HANDLES_MAX];
+	struct sheaf__fast unused[SHEAF_HANDLES_MAX];
+} reg = { .unused = { [0 ... SHEAF_HANDLES_MAX - 1] = FAST_UNUSED } };
+
+#define BIAS_UNUSED offsetof(struct registry, unused)
+
+__thread uintptr_t sheaf__tls_bias __attribute__((tls_model("initial-exec"))) = BIAS_UNUSED;
 __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
 
-/* The cache handles; sheaf.h finds a handle's fast path by its offset from
- * sheaf__caches (the same array by another name). */
-static struct sheaf_cache handles[SHEAF_HANDLES_MAX];
-extern const char sheaf__caches[sizeof(handles)] __attribute__((alias("handles")));
-
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t numa_lock = PTHREAD_MUTEX_INITIALIZER;   /* current_node */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static sheaf_pool_t *pools[SHEAF_POOLS_MAX];
@@ -42,7 +50,7 @@ static void thread_destructor(void *arg);
  */
 static void fast_reset(uint32_t slot)
 {
-	sheaf__tls_fast[slot] = (struct sheaf__fast)FAST_UNUSED;
+	tls_state->fast[slot] = (struct sheaf__fast)FAST_UNUSED;
 }
 
 static void atfork_child(void)
@@ -50,12 +58,13 @@ static void atfork_child(void)
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++)
 		if (pools[i] != NULL)
 			pools[i]->forked = 1;
-	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
-		fast_reset(i);
 	if (tls_state != NULL) {
-		for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
+		for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
 			free(tls_state->tc[i]);
-		memset(tls_state, 0, sizeof(*tls_state));
+			tls_state->tc[i] = NULL;
+			fast_reset(i);
+		}
+		memset(tls_state->tp, 0, sizeof(tls_state->tp));
 	}
 	pthread_mutex_init(&registry_lock, NULL);
 }
@@ -90,8 +99,8 @@ void registry_remove_pool(sheaf_pool_t *pool)
 	pthread_mutex_lock(&registry_lock);
 	pools[pool->slot] = NULL;
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
-		if (handles[i].pool == pool)
-			memset(&handles[i], 0, sizeof(handles[i]));
+		if (reg.handles[i].pool == pool)
+			memset(&reg.handles[i], 0, sizeof(reg.handles[i]));
 	pthread_mutex_unlock(&registry_lock);
 }
 
@@ -101,8 +110,8 @@ sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 
 	pthread_mutex_lock(&registry_lock);
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
-		if (handles[i].pool == NULL) {
-			c = &handles[i];
+		if (reg.handles[i].pool == NULL) {
+			c = &reg.handles[i];
 			c->slot = i;
 			c->id = id;
 			c->pool = pool;
@@ -116,15 +125,24 @@ sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 	return c;
 }
 
+/* The calling thread's tstate, made on first use (its fast paths all
+ * unused); NULL when out of memory. */
 static struct tstate *tstate_get(void)
 {
-	if (tls_state == NULL) {
-		pthread_once(&key_once, make_key);
-		tls_state = calloc(1, sizeof(*tls_state));
-		if (tls_state != NULL)
-			pthread_setspecific(exit_key, tls_state);
-	}
-	return tls_state;
+	struct tstate *ts = tls_state;
+
+	if (ts != NULL)
+		return ts;
+	pthread_once(&key_once, make_key);
+	ts = aligned_alloc(_Alignof(struct tstate), sizeof(*ts));
+	if (ts == NULL)
+		return NULL;
+	memset(ts, 0, sizeof(*ts));
+	memcpy(ts->fast, reg.unused, sizeof(ts->fast));
+	tls_state = ts;
+	sheaf__tls_bias = (uintptr_t)ts->fast - (uintptr_t)reg.handles;
+	pthread_setspecific(exit_key, ts);
+	return ts;
 }
 
 static uint32_t current_node(const sheaf_pool_t *pool)
@@ -136,7 +154,12 @@ static uint32_t current_node(const sheaf_pool_t *pool)
 		return 0;
 	if (pool->shm.hdr->simulated)
 		return (uint32_t)cpu % pool->shm.nodes;
+	/* libnuma fills its per-node CPU masks on first use without a lock
+	 * (TSan sees threads reading a mask another is writing): one thread
+	 * at a time (only when a thread first uses a pool). */
+	pthread_mutex_lock(&numa_lock);
 	n = numa_available() < 0 ? 0 : numa_node_of_cpu(cpu);
+	pthread_mutex_unlock(&numa_lock);
 	return n < 0 || (uint32_t)n >= pool->shm.nodes ? 0 : (uint32_t)n;
 }
 
@@ -225,7 +248,7 @@ struct tcache *tcache_get_slow(sheaf_cache_t *c)
 	t->cache = c;
 	t->tp = tp;
 	/* Debug caches keep the inline paths out: every call is checked. */
-	t->f = c->sc->flags & SHEAF_CACHE_F_DEBUG ? &t->own : &sheaf__tls_fast[c->slot];
+	t->f = c->sc->flags & SHEAF_CACHE_F_DEBUG ? &t->own : &ts->fast[c->slot];
 	tcache_fast_init(t, c, tp->node);
 	t->gen = pool->gen;
 	ts->tc[c->slot] = t;
@@ -310,6 +333,7 @@ static void thread_destructor(void *arg)
 {
 	(void)arg;
 	thread_detach(NULL);
+	sheaf__tls_bias = BIAS_UNUSED;
 	free(tls_state);
 	tls_state = NULL;
 }
