@@ -115,7 +115,7 @@ $(BUILD)/libsheaf.a: $(LIB_OBJ)
 # -z nodelete: dlclose() leaves libsheaf mapped (threads that used it run
 # its thread-exit hook when they end).
 $(BUILD)/libsheaf.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libsheaf.so.0 -Wl,-z,nodelete $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) -shared -Wl,-soname,libsheaf.so.$(SOMAJOR) -Wl,-z,nodelete $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(TEST_LIB): $(filter-out $(patsubst %.c,$(BUILD)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(HOOK_OBJ)
 	@rm -f $@
@@ -191,7 +191,7 @@ clean:
 
 # ---------------------------------------------------------------------------
 # install / uninstall (issue #5).  `make install [PREFIX=/usr/local]
-# [DESTDIR=/staging]`: sheafd, sheafctl, libsheaf (.so.VERSION with the .so.0
+# [DESTDIR=/staging]`: sheafd, sheafctl, libsheaf (.so.VERSION with the .so.MAJOR
 # and .so links, and .a), sheaf.h, sheaf.pc, the man pages, the systemd units
 # with sysusers.d/tmpfiles.d snippets, an example config.  Every directory
 # below may be overridden on the command line.  The units and man pages name

@@ -24,7 +24,7 @@
  *                        (under SAN=, which cannot link -static: libsheaf.a
  *                        by name, -l:libsheaf.a, the rest shared);
  *   dlopen_lib     a program not linked with libsheaf dlopen()s
- *                  libsheaf.so.0, finds sheaf_connect etc. with dlsym and
+ *                  libsheaf.so.1, finds sheaf_connect etc. with dlsym and
  *                  allocates and frees from two threads;
  *   dlopen_plugin  the same program dlopen()s a shared object built -O2
  *                  against sheaf.h (as a language extension module is),
@@ -394,8 +394,8 @@ static const char plugin_c[] =
 
 /*
  * dl.c MODE ROUNDS: not linked with libsheaf.  MODE "lib": dlopen
- * libsheaf.so.0 and call its exported functions (dlsym); "plugin": dlopen
- * ./libplugin.so (which needs libsheaf.so.0) and run its plugin_run, whose
+ * libsheaf.so.1 and call its exported functions (dlsym); "plugin": dlopen
+ * ./libplugin.so (which needs libsheaf.so.1) and run its plugin_run, whose
  * fast paths are inline.  Two threads and the main thread work at once;
  * the two threads end after the main thread's dlclose(), so libsheaf's
  * thread-exit hook runs then (libsheaf.so is linked -z nodelete).
@@ -480,7 +480,7 @@ static const char dl_c[] =
 "int main(int argc, char **argv)\n"
 "{\n"
 "	int plugin = argc > 1 && strcmp(argv[1], \"plugin\") == 0;\n"
-"	const char *file = plugin ? \"./libplugin.so\" : \"libsheaf.so.0\";\n"
+"	const char *file = plugin ? \"./libplugin.so\" : \"libsheaf.so.1\";\n"
 "	char err[256];\n"
 "	pthread_t th[2];\n"
 "	sheaf_pool_t *pool;\n"
@@ -488,8 +488,8 @@ static const char dl_c[] =
 "	int bad;\n"
 "\n"
 "	rounds = argc > 2 ? atoi(argv[2]) : 1000;\n"
-"	if (dlopen(\"libsheaf.so.0\", RTLD_NOW | RTLD_NOLOAD) != NULL) {\n"
-"		fprintf(stderr, \"dl: libsheaf.so.0 was loaded at start-up\\n\");\n"
+"	if (dlopen(\"libsheaf.so.1\", RTLD_NOW | RTLD_NOLOAD) != NULL) {\n"
+"		fprintf(stderr, \"dl: libsheaf.so.1 was loaded at start-up\\n\");\n"
 "		return 1;\n"
 "	}\n"
 "	h = dlopen(file, RTLD_NOW | RTLD_LOCAL);\n"
@@ -783,10 +783,10 @@ START_TEST(exported_data)
 
 	test_dir(dir, sizeof(dir), "exported-data");
 	fmt(log, sizeof(log), "%s/readelf.log", dir);
-	fmt(cmd, sizeof(cmd), "readelf --dyn-syms -W '%s/usr/lib/libsheaf.so.0' | "
+	fmt(cmd, sizeof(cmd), "readelf --dyn-syms -W '%s/usr/lib/libsheaf.so.1' | "
 	    "awk '$7 != \"UND\" && ($4 == \"OBJECT\" || $4 == \"TLS\") && "
 	    "$8 !~ /^__odr_asan/ { print \"symbol\", $4, $3, $8 }' && "
-	    "readelf -lW '%s/usr/lib/libsheaf.so.0' | awk '$1 == \"TLS\" { print \"PT_TLS\", $6 }'",
+	    "readelf -lW '%s/usr/lib/libsheaf.so.1' | awk '$1 == \"TLS\" { print \"PT_TLS\", $6 }'",
 	    dest, dest);
 	st = sh_in(dir, cmd, NULL, log);
 	REQUIRE(exited_ok(st), "readelf failed (%s)", status_str(st, out, sizeof(out)));
