@@ -3,7 +3,7 @@
  * client/ only (never installed).
  *
  * Per process: struct sheaf_pool (a mapped region and, for a local pool, its
- * engine) and struct sheaf_cache handles, each with a process-wide slot.
+ * engine, for a pool of sheafd its connection) and struct sheaf_cache handles, each with a process-wide slot.
  * Per thread: struct tstate (all the thread's tcaches and per-pool lanes)
  * and tls_fast[], the fast path's array of tcaches by handle slot (left NULL
  * for debug caches so that they always take the checked slow path).
@@ -12,6 +12,7 @@
 #define SHEAF_CLIENT_INTERNAL_H
 
 #include <pthread.h>
+#include "client/rpc.h"
 #include "client/sheaf.h"
 #include "shm/clients.h"
 #include "shm/engine.h"
@@ -22,18 +23,18 @@
 #define STASH_MAX          16u
 #define STASH_BYTES        (256u << 10)
 
+/*
+ * A pool of either kind.  @ops is the kind (pool_ops.h): local.c's, whose
+ * @engine runs in this process, or remote.c's, which talks to sheafd over
+ * @conn.  Each kind's fields are read by its own file only; the rest by
+ * any file of client/.
+ */
 struct sheaf_pool {
 	struct shm_pool shm;
-	struct engine engine;        /* local pools only */
-	int remote;                  /* attached to sheafd over sock */
-	int sock;
-	pthread_mutex_t rpc_lock;    /* one request in flight per connection */
-	uint64_t next_id;
+	const struct pool_ops *ops;
+	struct engine engine;        /* local pools only (local.c) */
+	struct rpc_conn conn;        /* pools of sheafd only (rpc.c, remote.c) */
 	int forked;                  /* this process is a fork() child */
-	int client_attached;         /* Attach done: reconnects resume it */
-	uint32_t reconnects;
-	int stale;                   /* sheafd came back with another pool */
-	char path[108];              /* sheafd's socket */
 	uint32_t slot;               /* index in the process's pool registry */
 	uint32_t gen;                /* registry generation of this pool */
 	uint32_t client;             /* our client id in the region */
@@ -149,26 +150,5 @@ static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_shea
 {
 	return (uint32_t)(s - t->cache->pool->shm.sheaves);
 }
-
-/* rpc.c: one request/response round trip with sheafd (remote pools).
- * Returns 0 with *@out to free with sheaf__v1__response__free_unpacked, or
- * -errno with @err filled (a daemon error maps to its errno). */
-struct Sheaf__V1__Request;
-struct Sheaf__V1__Response;
-int rpc_call(sheaf_pool_t *pool, struct Sheaf__V1__Request *rq,
-	     struct Sheaf__V1__Response **out, int *recv_fd, char *err, size_t errlen);
-int rpc_cache_create(sheaf_pool_t *pool, const char *name, uint32_t size,
-		     uint32_t align, int capacity, uint32_t flags);
-int rpc_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out);
-int rpc_shrink(sheaf_pool_t *pool, const char *cache);
-int rpc_check(sheaf_pool_t *pool, char *err, size_t errlen);
-int rpc_tune(sheaf_pool_t *pool, const char *cache, const char *key, uint64_t value);
-
-/* local.c */
-sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id);
-/* connect.c */
-void pool_disconnect(sheaf_pool_t *pool);
-int pool_connect_socket(const char *path, char *err, size_t errlen);
-
 
 #endif
