@@ -3,7 +3,7 @@
  * client/ only (never installed).
  *
  * Per process: struct sheaf_pool (a mapped region and, for a local pool, its
- * engine, for a pool of sheafd its connection) and struct sheaf_cache handles, each with a process-wide slot.
+ * engine) and struct sheaf_cache handles, each with a process-wide slot.
  * Per thread: struct tstate (all the thread's tcaches and per-pool lanes)
  * and tls_fast[], the fast path's array of tcaches by handle slot (left NULL
  * for debug caches so that they always take the checked slow path).
@@ -26,14 +26,14 @@
 /*
  * A pool of either kind.  @ops is the kind (pool_ops.h): local.c's, whose
  * @engine runs in this process, or remote.c's, which talks to sheafd over
- * @conn.  Each kind's fields are read by its own file only; the rest by
- * any file of client/.
+ * @conn.  Only that kind's files use its fields; the rest are for any
+ * file of client/.
  */
 struct sheaf_pool {
 	struct shm_pool shm;
 	const struct pool_ops *ops;
 	struct engine engine;        /* local pools only (local.c) */
-	struct rpc_conn conn;        /* pools of sheafd only (rpc.c, remote.c) */
+	struct rpc_conn conn;        /* pools of sheafd only (connect.c, remote.c) */
 	int forked;                  /* this process is a fork() child */
 	uint32_t slot;               /* index in the process's pool registry */
 	uint32_t gen;                /* registry generation of this pool */
