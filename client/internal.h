@@ -10,14 +10,15 @@
  * always takes the checked slow path).
  *
  * Lock order (docs/design.md, "Lock order"): pool->lock, then thread.c's
- * registry_lock; pool->rpc_lock is a leaf (held across a round trip with
- * sheafd, nothing taken under it).  None of these nests with the engine's
+ * registry_lock; pool->conn.lock (rpc.h) is a leaf (held across a round
+ * trip with sheafd, nothing taken under it).  None of these nests with the engine's
  * locks (shm/engine.h); none is held across a wait for supply.
  */
 #ifndef SHEAF_CLIENT_INTERNAL_H
 #define SHEAF_CLIENT_INTERNAL_H
 
 #include <pthread.h>
+#include "client/rpc.h"
 #include "client/sheaf.h"
 #include "shm/clients.h"
 #include "shm/engine.h"
@@ -28,18 +29,18 @@
 #define STASH_MAX          16u
 #define STASH_BYTES        (256u << 10)
 
+/*
+ * A pool of either kind.  @ops is the kind (pool_ops.h): local.c's, whose
+ * @engine runs in this process, or remote.c's, which talks to sheafd over
+ * @conn.  Only that kind's files use its fields; the rest are for any
+ * file of client/.
+ */
 struct sheaf_pool {
 	struct shm_pool shm;
-	struct engine engine;        /* local pools only */
-	int remote;                  /* attached to sheafd over sock */
-	int sock;
-	pthread_mutex_t rpc_lock;    /* one request in flight per connection; a leaf */
-	uint64_t next_id;
+	const struct pool_ops *ops;
+	struct engine engine;        /* local pools only (local.c) */
+	struct rpc_conn conn;        /* pools of sheafd only (connect.c, remote.c) */
 	int forked;                  /* this process is a fork() child */
-	int client_attached;         /* Attach done: reconnects resume it */
-	uint32_t reconnects;
-	int stale;                   /* sheafd came back with another pool */
-	char path[108];              /* sheafd's socket */
 	uint32_t slot;               /* index in the process's pool registry */
 	uint32_t gen;                /* registry generation of this pool */
 	uint32_t client;             /* our client id in the region */
@@ -163,26 +164,5 @@ static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_shea
 {
 	return (uint32_t)(s - t->cache->pool->shm.sheaves);
 }
-
-/* rpc.c: one request/response round trip with sheafd (remote pools).
- * Returns 0 with *@out to free with sheaf__v1__response__free_unpacked, or
- * -errno with @err filled (a daemon error maps to its errno). */
-struct Sheaf__V1__Request;
-struct Sheaf__V1__Response;
-int rpc_call(sheaf_pool_t *pool, struct Sheaf__V1__Request *rq,
-	     struct Sheaf__V1__Response **out, int *recv_fd, char *err, size_t errlen);
-int rpc_cache_create(sheaf_pool_t *pool, const char *name, uint32_t size,
-		     uint32_t align, int capacity, uint32_t flags);
-int rpc_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out);
-int rpc_shrink(sheaf_pool_t *pool, const char *cache);
-int rpc_check(sheaf_pool_t *pool, char *err, size_t errlen);
-int rpc_tune(sheaf_pool_t *pool, const char *cache, const char *key, uint64_t value);
-
-/* local.c */
-sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id);
-/* connect.c */
-void pool_disconnect(sheaf_pool_t *pool);
-int pool_connect_socket(const char *path, char *err, size_t errlen);
-
 
 #endif

@@ -1,7 +1,9 @@
 /*
  * local.c - local pools: a pool region created by this process, with the
- * engine running as threads of this process (the same engine sheafd hosts),
- * and the cache calls that go with a pool handle.
+ * engine running as threads of this process (the same engine sheafd
+ * hosts), and their operations (pool_ops.h, local_pool_ops), which call
+ * that engine directly.  The public calls on a pool are pool.c's, cache.c's
+ * and stats.c's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include "shm/clients.h"
 #include "shm/tune.h"
 #include "client/internal.h"
+#include "client/pool_ops.h"
 
 static void seterr(char *err, size_t errlen, const char *msg)
 {
@@ -36,6 +39,7 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 		errno = ENOMEM;
 		return NULL;
 	}
+	pool->ops = &local_pool_ops;
 	pthread_mutex_init(&pool->lock, NULL);
 	pool->wait_ns = (int64_t)(cfg->wait_ms ? cfg->wait_ms : 5000) * 1000000;
 	pp.size = cfg->size;
@@ -80,140 +84,43 @@ err_free:
 	return NULL;
 }
 
-void sheaf_pool_destroy(sheaf_pool_t *pool)
+static int local_cache_create(sheaf_pool_t *pool, const char *name,
+			      const struct engine_cache_params *cp)
 {
-	if (pool == NULL)
-		return;
-	if (pool->remote) {
-		pool_disconnect(pool);
-		return;
-	}
-	if (!pool->forked)
-		thread_flush_pool(pool);
-	engine_fini(&pool->engine);
-	registry_remove_pool(pool);          /* and its handles */
-	pool_unmap(&pool->shm);
-	pthread_mutex_destroy(&pool->lock);
-	free(pool);
-}
-
-unsigned sheaf_pool_nodes(const sheaf_pool_t *pool)
-{
-	return pool->shm.nodes;
-}
-
-/* The process's handle of cache @id (made on first use). */
-sheaf_cache_t *pool_handle_of(sheaf_pool_t *pool, uint32_t id)
-{
-	sheaf_cache_t *c;
-
-	pthread_mutex_lock(&pool->lock);
-	c = pool->handles[id];
-	if (c == NULL) {
-		c = registry_new_handle(pool, id);
-		pool->handles[id] = c;
-	}
-	pthread_mutex_unlock(&pool->lock);
-	return c;
-}
-
-sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
-				  size_t size, const struct sheaf_cache_config *cfg)
-{
-	struct engine_cache_params cp = { 0 };
 	char msg[160];
-	int id;
 
-	if (pool->forked) {
-		errno = ECHILD;
-		return NULL;
-	}
-	if (size == 0 || size > SHEAF_MAX_OBJ_SIZE ||
-	    (cfg != NULL && (cfg->align > SHEAF_MAX_ALIGN ||
-			     cfg->flags & ~SHEAF_CACHE_DEBUG))) {
-		errno = EINVAL;
-		return NULL;
-	}
-	cp.size = (uint32_t)size;
-	cp.capacity = SHEAF_CAPACITY_DEFAULT;
-	if (cfg != NULL) {
-		cp.align = (uint32_t)cfg->align;
-		cp.capacity = cfg->capacity;
-		cp.flags = cfg->flags & SHEAF_CACHE_DEBUG ? SHEAF_CACHE_F_DEBUG : 0;
-	}
-	if (pool->remote)
-		id = rpc_cache_create(pool, name, cp.size, cp.align, cp.capacity, cp.flags);
-	else
-		id = engine_cache_create(&pool->engine, name, &cp, msg, sizeof(msg));
-	if (id < 0) {
-		errno = -id;
-		return NULL;
-	}
-	return pool_handle_of(pool, (uint32_t)id);
+	return engine_cache_create(&pool->engine, name, cp, msg, sizeof(msg));
 }
 
-sheaf_cache_t *sheaf_cache_open(sheaf_pool_t *pool, const char *name)
+static int local_cache_tune(sheaf_cache_t *c, const struct tune_setting *s)
 {
-	int id;
-
-	if (pool->forked) {
-		errno = ECHILD;
-		return NULL;
-	}
-	id = pool_cache_find(&pool->shm, name);
-	if (id < 0) {
-		errno = ENOENT;
-		return NULL;
-	}
-	return pool_handle_of(pool, (uint32_t)id);
-}
-
-size_t sheaf_cache_object_size(const sheaf_cache_t *c)
-{
-	return c->sc->obj_size;
-}
-
-unsigned sheaf_cache_capacity(const sheaf_cache_t *c)
-{
-	return at_load_relaxed(&c->sc->sheaf_capacity);
-}
-
-int sheaf_cache_set_capacity(sheaf_cache_t *c, unsigned capacity)
-{
-	struct tune_setting s = { "sheaf_capacity", capacity };
-	int rc = tune_check(&c->pool->shm, (int)c->id, &s, 1, NULL, 0);
-
-	if (rc != 0)
-		return rc;
-	if (c->pool->remote)            /* descriptors are sheafd's: ask it */
-		return rpc_tune(c->pool, c->sc->name, "sheaf_capacity", capacity);
-	tune_apply(&c->pool->shm, (int)c->id, &s);
+	tune_apply(&c->pool->shm, (int)c->id, s);
 	return 0;
 }
 
-int sheaf_cache_shrink(sheaf_cache_t *c)
+static int local_cache_shrink(sheaf_cache_t *c)
 {
-	struct tcache *t = tcache_get(c);
-
-	if (t == NULL && c->pool->forked)
-		return -ECHILD;
-	if (t != NULL)
-		tcache_flush(t);
-	if (c->pool->remote)
-		return rpc_shrink(c->pool, c->sc->name);
 	return engine_shrink(&c->pool->engine, (int)c->id, 1);
 }
 
-int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen)
+/* stats_cache_node per node, as sheafd's Stats does (daemon/rpc.c). */
+static int local_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stats *out)
+{
+	const struct shm_pool *p = &c->pool->shm;
+
+	for (uint32_t n = 0; n < p->nodes; n++)
+		if (node < 0 || n == (uint32_t)node)
+			stats_cache_node(p, c->id, n, &out->sum);
+	out->slab_bytes = out->sum.slabs * SLAB_SIZE;
+	return 0;
+}
+
+static int local_check(sheaf_pool_t *pool, char *err, size_t errlen)
 {
 	struct shm_pool *p = &pool->shm;
 	char msg[256];
 	int rc = 0;
 
-	if (pool->forked)
-		return -ECHILD;
-	if (pool->remote)
-		return rpc_check(pool, err, errlen);
 	engine_stop(&pool->engine);       /* the checker needs a quiet pool */
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES && rc == 0; c++) {
 		int64_t in_use;
@@ -232,3 +139,29 @@ int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen)
 	}
 	return rc;
 }
+
+/*
+ * Stop the engine and release its lanes.  A fork() child has a copy of the
+ * engine but not its worker threads, and the lanes in the region are the
+ * parent's engine's: engine_fini there would join threads that do not
+ * exist and free lanes the parent's workers still use.  The child frees
+ * only its copy of the engine's private memory.
+ */
+static void local_close(sheaf_pool_t *pool)
+{
+	if (pool->forked) {
+		free(pool->engine.ids);
+		pool->engine.ids = NULL;
+		return;
+	}
+	engine_fini(&pool->engine);
+}
+
+const struct pool_ops local_pool_ops = {
+	.cache_create = local_cache_create,
+	.cache_tune = local_cache_tune,
+	.cache_shrink = local_cache_shrink,
+	.cache_stats = local_cache_stats,
+	.check = local_check,
+	.close = local_close,
+};

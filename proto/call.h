@@ -5,7 +5,7 @@
  * (hidden), never called by sheafd, which only answers.
  *
  * Blocking; not thread-safe per socket (a caller serialises its calls on a
- * connection, as libsheaf does with rpc_lock).  Never prints.
+ * connection, as libsheaf does with struct rpc_conn's lock).  Never prints.
  */
 #ifndef SHEAF_PROTO_CALL_H
 #define SHEAF_PROTO_CALL_H

@@ -74,6 +74,13 @@ void engine_fini(struct engine *e);
 #define SHEAF_DEFAULT_BYTES 16384u
 uint32_t engine_default_capacity(uint32_t obj_size);
 
+/* The checks engine_cache_create applies to its arguments (name, size,
+ * align, capacity, flags), alone: 0, or -EINVAL with @err.  Pure: any
+ * process may call it (libsheaf does, before a request to either kind of
+ * pool). */
+int engine_cache_check(const char *name, const struct engine_cache_params *cp,
+		       char *err, size_t errlen);
+
 /* Create cache @name; its id, or -EEXIST / -EINVAL / -ENOSPC. */
 int engine_cache_create(struct engine *e, const char *name,
 			const struct engine_cache_params *cp,

@@ -69,6 +69,14 @@ static int cache_params_check(const char *name, const struct engine_cache_params
 	return 0;
 }
 
+int engine_cache_check(const char *name, const struct engine_cache_params *cp,
+		       char *err, size_t errlen)
+{
+	uint32_t obj_size, per_slab;
+
+	return cache_params_check(name, cp, &obj_size, &per_slab, err, errlen);
+}
+
 /* Fill free slot @sc with cache @name and make it LIVE.  Caller holds
  * e->ctl_lock (no other control call fills slots meanwhile). */
 static void do_cache_install(struct shm_cache *sc, const char *name,

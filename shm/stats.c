@@ -2,7 +2,7 @@
  * stats.c - names of the counters of stats.h (the kernel's where it has one),
  * and stats_cache_node, the one place that sums a cache's counters and slab
  * and barn occupancy on a node.  Callers: daemon/rpc.c (Stats request),
- * client/stats.c (sheaf_cache_stats on a local pool).
+ * client/local.c (sheaf_cache_stats on a local pool).
  */
 #include "clients.h"
 #include "debug.h"

@@ -1,0 +1,41 @@
+/*
+ * pool.c - the public calls on a pool of either kind (sheaf_pool_destroy,
+ * sheaf_pool_nodes, sheaf_pool_check): one side of the seam of pool_ops.h.
+ * Each refuses a pool inherited through fork() before calling pool->ops.
+ * The pools are made by local.c (sheaf_pool_create) and connect.c
+ * (sheaf_connect).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include "client/internal.h"
+#include "client/pool_ops.h"
+
+/*
+ * Both kinds: give back the calling thread's sheaves (not in a fork()
+ * child: they are the parent's), release the engine or the connection
+ * (ops->close), then the handles, the mapping and the pool itself.
+ */
+void sheaf_pool_destroy(sheaf_pool_t *pool)
+{
+	if (pool == NULL)
+		return;
+	if (!pool->forked)
+		thread_flush_pool(pool);
+	pool->ops->close(pool);
+	registry_remove_pool(pool);          /* and its handles */
+	pool_unmap(&pool->shm);
+	pthread_mutex_destroy(&pool->lock);
+	free(pool);
+}
+
+unsigned sheaf_pool_nodes(const sheaf_pool_t *pool)
+{
+	return pool->shm.nodes;
+}
+
+int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen)
+{
+	if (pool->forked)
+		return -ECHILD;
+	return pool->ops->check(pool, err, errlen);
+}

@@ -1,0 +1,60 @@
+/*
+ * pool_ops.h - the seam between libsheaf's public pool and cache calls and
+ * the two kinds of pool behind them.  Private to client/.
+ *
+ *   pool.c, cache.c, stats.c   the public calls: they refuse a pool
+ *                              inherited through fork() (ECHILD) and check
+ *                              every argument, then call pool->ops->X;
+ *   local.c  local_pool_ops    a local pool: the engine runs in this
+ *                              process and is called directly;
+ *   remote.c remote_pool_ops   a pool of sheafd: each operation is a
+ *                              request over rpc.c's connection.
+ *
+ * An operation may assume its caller did both (not forked, arguments valid:
+ * the same checks sheafd applies, so either kind refuses the same).  Each
+ * returns what it says, or -errno.
+ */
+#ifndef SHEAF_CLIENT_POOL_OPS_H
+#define SHEAF_CLIENT_POOL_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "client/sheaf.h"
+#include "shm/stats.h"
+
+struct engine_cache_params;
+struct tune_setting;
+
+/* What sheaf_cache_stats reads of a cache, on one node or summed over all. */
+struct pool_cache_stats {
+	struct stats_sum sum;        /* as stats_cache_node sums it */
+	uint64_t slab_bytes;         /* bytes of those slabs */
+};
+
+struct pool_ops {
+	/* Create cache @name as @cp says: its id. */
+	int (*cache_create)(sheaf_pool_t *pool, const char *name,
+			    const struct engine_cache_params *cp);
+	/* Apply setting @s of cache @c (tune_check passed it): 0. */
+	int (*cache_tune)(sheaf_cache_t *c, const struct tune_setting *s);
+	/* Flush @c's barns and release its empty slabs beyond min_partial
+	 * (the calling thread's sheaves are back already): slabs released. */
+	int (*cache_shrink)(sheaf_cache_t *c);
+	/* @c's numbers on node @node (< 0: summed over every node): 0. */
+	int (*cache_stats)(sheaf_cache_t *c, int node, struct pool_cache_stats *out);
+	/* The pool checker (sheaf_pool_check): 0, or -EUCLEAN with @err. */
+	int (*check)(sheaf_pool_t *pool, char *err, size_t errlen);
+	/*
+	 * Release what this kind of pool holds besides the region (the
+	 * engine; the connection), before pool.c unmaps the region and frees
+	 * @pool.  In a fork() child (pool->forked) the engine and the
+	 * pool's shared state are the parent's: only this process's copies
+	 * go.
+	 */
+	void (*close)(sheaf_pool_t *pool);
+};
+
+extern const struct pool_ops local_pool_ops;    /* local.c */
+extern const struct pool_ops remote_pool_ops;   /* remote.c */
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * remote.c - the operations of a pool of sheafd (pool_ops.h,
+ * remote_pool_ops): each is one request over the pool's connection
+ * (rpc.c), since the engine, the cache descriptors and the slab lists are
+ * sheafd's.  The numbers of a Stats reply are stats_cache_node's (sheafd
+ * sums them the way local.c does).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "client/internal.h"
+#include "client/pool_ops.h"
+#include "client/rpc.h"
+#include "proto/sheaf.pb-c.h"
+#include "shm/engine.h"
+#include "shm/tune.h"
+
+static int remote_cache_create(sheaf_pool_t *pool, const char *name,
+			       const struct engine_cache_params *cp)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__CacheCreateRequest cc = SHEAF__V1__CACHE_CREATE_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc, id;
+
+	cc.name = (char *)name;
+	cc.size = cp->size;
+	cc.align = cp->align;
+	cc.capacity = cp->capacity;
+	cc.flags = cp->flags;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_CACHE_CREATE;
+	rq.cache_create = &cc;
+	rc = rpc_call(&pool->conn, &rq, &r, NULL, NULL, 0);
+	if (rc != 0)
+		return rc;
+	id = r->body_case == SHEAF__V1__RESPONSE__BODY_CACHE_CREATE && r->cache_create->cache
+		? (int)r->cache_create->cache->id : -EPROTO;
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return id;
+}
+
+/* A Tune request of one setting of @c: the descriptors are sheafd's. */
+static int remote_cache_tune(sheaf_cache_t *c, const struct tune_setting *s)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__TuneRequest tr = SHEAF__V1__TUNE_REQUEST__INIT;
+	Sheaf__V1__Setting st = SHEAF__V1__SETTING__INIT, *sp = &st;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	st.key = (char *)s->key;
+	st.value = s->value;
+	tr.cache = c->sc->name;
+	tr.n_settings = 1;
+	tr.settings = &sp;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_TUNE;
+	rq.tune = &tr;
+	rc = rpc_call(&c->pool->conn, &rq, &r, NULL, NULL, 0);
+	if (rc == 0)
+		sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+static int remote_cache_shrink(sheaf_cache_t *c)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__ShrinkRequest sr = SHEAF__V1__SHRINK_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	sr.cache = c->sc->name;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_SHRINK;
+	rq.shrink = &sr;
+	rc = rpc_call(&c->pool->conn, &rq, &r, NULL, NULL, 0);
+	if (rc != 0)
+		return rc;
+	rc = r->body_case == SHEAF__V1__RESPONSE__BODY_SHRINK ? (int)r->shrink->slabs_released
+							       : -EPROTO;
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+/* Index of counter @name in enum sheaf_stat, or -1 (a newer sheafd may
+ * count more than this library knows). */
+static int stat_of(const char *name)
+{
+	for (int i = 0; i < SHEAF_STAT_NR; i++)
+		if (strcmp(sheaf_stat_names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+/* Add one NodeStats of a Stats reply to @out. */
+static void add_node(const Sheaf__V1__NodeStats *ns, struct pool_cache_stats *out)
+{
+	for (size_t k = 0; k < ns->n_counters; k++) {
+		int i = stat_of(ns->counters[k]->name);
+		if (i >= 0)
+			out->sum.stat[i] += ns->counters[k]->value;
+	}
+	out->sum.objects += ns->objects;
+	out->sum.active_objects += ns->active_objects;
+	out->sum.slabs += ns->slabs;
+	out->sum.partial_slabs += ns->partial_slabs;
+	out->sum.barn_full += ns->barn_full;
+	out->sum.barn_empty += ns->barn_empty;
+	out->slab_bytes += ns->slab_bytes;
+}
+
+static int remote_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stats *out)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__StatsRequest sr = SHEAF__V1__STATS_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	sr.cache = c->sc->name;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_STATS;
+	rq.stats = &sr;
+	rc = rpc_call(&c->pool->conn, &rq, &r, NULL, NULL, 0);
+	if (rc != 0)
+		return rc;
+	rc = -EPROTO;
+	if (r->body_case == SHEAF__V1__RESPONSE__BODY_STATS && r->stats->n_caches == 1) {
+		const Sheaf__V1__CacheStats *cs = r->stats->caches[0];
+
+		for (size_t n = 0; n < cs->n_nodes; n++)
+			if (node < 0 || cs->nodes[n]->node == (uint32_t)node)
+				add_node(cs->nodes[n], out);
+		rc = 0;
+	}
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+static int remote_check(sheaf_pool_t *pool, char *err, size_t errlen)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__CheckRequest cr = SHEAF__V1__CHECK_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	rq.body_case = SHEAF__V1__REQUEST__BODY_CHECK;
+	rq.check = &cr;
+	rc = rpc_call(&pool->conn, &rq, &r, NULL, err, errlen);
+	if (rc != 0)
+		return rc;
+	rc = -EPROTO;
+	if (r->body_case == SHEAF__V1__RESPONSE__BODY_CHECK) {
+		Sheaf__V1__CheckResponse *c = r->check;
+		if (!c->ok) {
+			if (err != NULL)
+				snprintf(err, errlen, "%s", c->problem);
+			rc = -EUCLEAN;
+		} else if (c->in_use != c->counted_in_use) {
+			if (err != NULL)
+				snprintf(err, errlen, "in use %llu by the walk, %llu by the counters",
+					 (unsigned long long)c->in_use,
+					 (unsigned long long)c->counted_in_use);
+			rc = -EUCLEAN;
+		} else {
+			rc = 0;
+		}
+	}
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+/* Close the connection: sheafd counts us detached.  A fork() child closes
+ * only its copy of the socket; the parent's connection stays. */
+static void remote_close(sheaf_pool_t *pool)
+{
+	rpc_close(&pool->conn);
+}
+
+const struct pool_ops remote_pool_ops = {
+	.cache_create = remote_cache_create,
+	.cache_tune = remote_cache_tune,
+	.cache_shrink = remote_cache_shrink,
+	.cache_stats = remote_cache_stats,
+	.check = remote_check,
+	.close = remote_close,
+};

@@ -1,0 +1,57 @@
+/*
+ * rpc.h - libsheaf's connection to sheafd (client/rpc.c): the socket, the
+ * Attach that makes this process a client of the pool, and the one
+ * request/response round trip every control call of a sheafd pool uses
+ * (proto/call.h), with a reconnect when sheafd restarted.
+ *
+ * Who may call: connect.c (open, attach) and remote.c (requests, close).  It
+ * knows nothing of struct sheaf_pool: a pool of sheafd embeds one struct
+ * rpc_conn.  Errors: 0 or -errno, with a one-line cause in @err when the
+ * caller passes one.
+ */
+#ifndef SHEAF_CLIENT_RPC_H
+#define SHEAF_CLIENT_RPC_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct Sheaf__V1__Request;
+struct Sheaf__V1__Response;
+
+struct rpc_conn {
+	int sock;                    /* -1: none (lost, or never connected) */
+	pthread_mutex_t lock;        /* one request in flight; guards the rest */
+	uint64_t next_id;            /* last request id */
+	uint32_t client;             /* our client id, once attached */
+	int attached;                /* Attach done: reconnects resume @client */
+	int stale;                   /* sheafd came back with another pool */
+	uint32_t reconnects;
+	char path[108];              /* sheafd's socket */
+};
+
+/* Connect to sheafd's socket @path.  0, or -errno with @err. */
+int rpc_open(struct rpc_conn *c, const char *path, char *err, size_t errlen);
+
+/*
+ * Attach as @name (may be NULL): sheafd's reply names our client id (kept in
+ * c->client; later reconnects resume it) and carries the pool's memfd in
+ * *@pool_fd (the caller closes it).  0, or -errno with @err.
+ */
+int rpc_attach(struct rpc_conn *c, const char *name, int *pool_fd, char *err, size_t errlen);
+
+/*
+ * Send @rq and receive its response: 0 with *@out (free it with
+ * sheaf__v1__response__free_unpacked), or -errno with @err filled (a daemon
+ * refusal maps to its errno, a malformed reply is -EPROTO).  When sheafd
+ * went away after Attach, reconnects and resumes our client id once; when
+ * the new sheafd runs another pool, this and every later call fail with
+ * -ESTALE.  @recv_fd: NULL, or where the reply's descriptor goes (-1: none).
+ */
+int rpc_call(struct rpc_conn *c, struct Sheaf__V1__Request *rq,
+	     struct Sheaf__V1__Response **out, int *recv_fd, char *err, size_t errlen);
+
+/* Close the connection (sheafd then counts us detached). */
+void rpc_close(struct rpc_conn *c);
+
+#endif

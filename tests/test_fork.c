@@ -1,0 +1,239 @@
+/*
+ * test_fork.c - a pool inherited through fork() (client/sheaf.h, "fork()"):
+ * in the child every call on the parent's pool and its caches fails with
+ * ECHILD (the child must not talk over the parent's connection to sheafd,
+ * nor change a local pool's shared descriptors), the child may release the
+ * pool, and the parent's pool is unchanged afterwards.
+ *
+ * Two tests: a pool of a real sheafd (started by the test from
+ * dirname(/proc/self/exe)/../daemon/sheafd, socket in a temporary
+ * directory) and a local pool (sheaf_pool_create).
+ *
+ * Each test is its own TCase: CK_RUN_CASE=<name> runs one.
+ */
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "client/sheaf.h"
+#include "tests/util_check.h"
+
+#define CAPACITY 32u                 /* the cache's sheaf capacity */
+
+/* ---- a sheafd of the test's own ------------------------------------------- */
+
+struct dmn {
+	pid_t pid;
+	char dir[64];
+	char sock[128];
+	char log[128];
+};
+
+static char sheafd_path[PATH_MAX];
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* 1 when @sock accepts a connection. */
+static int accepts(const char *sock)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Start sheafd (2 simulated nodes, 64 MiB; output to DIR/log) and wait
+ * until its socket accepts.  It dies with the test process. */
+static void dmn_start(struct dmn *d)
+{
+	int st;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/sheaf-fork-XXXXXX");
+	ck_assert_msg(mkdtemp(d->dir) != NULL, "mkdtemp: %s", strerror(errno));
+	snprintf(d->sock, sizeof(d->sock), "%s/s.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/log", d->dir);
+	d->pid = fork();
+	ck_assert_msg(d->pid >= 0, "fork: %s", strerror(errno));
+	if (d->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (freopen(d->log, "w", stdout) == NULL || dup2(1, 2) < 0)
+			_exit(126);
+		execl(sheafd_path, sheafd_path, "--foreground", "--socket", d->sock,
+		      "--nodes", "2", "--size", "64M", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 3000 && !accepts(d->sock); i++) {
+		ck_assert_msg(waitpid(d->pid, &st, WNOHANG) == 0,
+			      "sheafd exited at start (status 0x%x, log %s)", st, d->log);
+		sleep_ms(10);
+	}
+	ck_assert_msg(accepts(d->sock), "sheafd does not accept on %s", d->sock);
+}
+
+/* SIGTERM; require a clean exit; remove the directory. */
+static void dmn_stop(struct dmn *d)
+{
+	char cmd[96];
+	int st;
+
+	kill(d->pid, SIGTERM);
+	ck_assert_int_eq(waitpid(d->pid, &st, 0), d->pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sheafd ended with 0x%x", st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- the child ---------------------------------------------------------------- */
+
+/* In the child (Check is the parent's): say what failed, exit 1. */
+#define CHILD_REQ(cond, what)                                                   \
+	do {                                                                    \
+		if (!(cond)) {                                                  \
+			fprintf(stderr, "[fork child] %s: %s (errno %s)\n", what, \
+				#cond, strerror(errno));                        \
+			_exit(1);                                               \
+		}                                                               \
+	} while (0)
+
+/* A call that returns NULL with errno. */
+#define CHILD_NULL_ECHILD(call)                                                 \
+	do {                                                                    \
+		errno = 0;                                                      \
+		void *r_ = (void *)(call);                                      \
+		CHILD_REQ(r_ == NULL && errno == ECHILD, #call);                \
+	} while (0)
+
+/* A call that returns 0 or -errno. */
+#define CHILD_ECHILD(call) CHILD_REQ((call) == -ECHILD, #call)
+
+/* Every call on the inherited pool @p and its cache @c fails with ECHILD;
+ * then the child releases the pool.  @obj: an object the parent holds. */
+static int child_calls(sheaf_pool_t *p, sheaf_cache_t *c, void *obj)
+{
+	struct sheaf_stats st;
+	void *objs[4];
+	char err[256];
+
+	CHILD_NULL_ECHILD(sheaf_cache_create(p, "child", 64, NULL));
+	CHILD_NULL_ECHILD(sheaf_cache_open(p, "fork"));
+	CHILD_ECHILD(sheaf_cache_set_capacity(c, 4));
+	CHILD_ECHILD(sheaf_cache_shrink(c));
+	CHILD_ECHILD(sheaf_cache_stats(c, -1, &st));
+	CHILD_ECHILD(sheaf_cache_stats(c, 0, &st));
+	CHILD_ECHILD(sheaf_pool_check(p, err, sizeof(err)));
+	CHILD_NULL_ECHILD(sheaf_alloc(c));
+	CHILD_ECHILD(sheaf_free(c, obj));
+	CHILD_ECHILD(sheaf_alloc_bulk(c, objs, 4));
+	CHILD_NULL_ECHILD(sheaf_prefill(c, 4));
+	/* The descriptors are still readable, and nothing changed them. */
+	CHILD_REQ(sheaf_cache_capacity(c) == CAPACITY, "capacity after set_capacity");
+	sheaf_pool_destroy(p);
+	return 0;
+}
+
+/*
+ * Fork with @p connected (or created) and one object of cache "fork"
+ * allocated; run child_calls in the child; then the parent's pool must work
+ * as before: same capacity, the object freed, the pool checks clean.
+ */
+static void fork_and_check(sheaf_pool_t *p)
+{
+	struct sheaf_cache_config cfg = { .capacity = (int)CAPACITY };
+	char err[256] = "";
+	sheaf_cache_t *c;
+	void *obj;
+	pid_t pid;
+	int st = 0;
+
+	c = sheaf_cache_create(p, "fork", 64, &cfg);
+	ck_assert_msg(c != NULL, "cache create: %s", strerror(errno));
+	obj = sheaf_alloc(c);
+	ck_assert_ptr_nonnull(obj);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(child_calls(p, c, obj));
+	for (int i = 0; i < 6000 && waitpid(pid, &st, WNOHANG) == 0; i++)
+		sleep_ms(10);
+	if (waitpid(pid, &st, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		ck_abort_msg("the fork child hung (releasing the inherited pool?)");
+	}
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "fork child: a call on the inherited pool did not fail with ECHILD "
+		      "(see its message above; status 0x%x)", st);
+	ck_assert_uint_eq(sheaf_cache_capacity(c), CAPACITY);
+	ck_assert_int_eq(sheaf_free(c, obj), 0);
+	ck_assert_int_ge(sheaf_cache_shrink(c), 0);
+	ck_assert_msg(sheaf_pool_check(p, err, sizeof(err)) == 0, "check: %s", err);
+}
+
+START_TEST(fork_remote)
+{
+	char err[256] = "";
+	sheaf_pool_t *p;
+	struct dmn d;
+
+	dmn_start(&d);
+	p = sheaf_connect(d.sock, "fork", 0, err, sizeof(err));
+	ck_assert_msg(p != NULL, "connect: %s", err);
+	fork_and_check(p);
+	sheaf_disconnect(p);
+	dmn_stop(&d);
+}
+END_TEST
+
+START_TEST(fork_local)
+{
+	struct sheaf_pool_config cfg = { .size = 64u << 20, .nodes = 2 };
+	char err[256] = "";
+	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
+
+	ck_assert_msg(p != NULL, "pool create: %s", err);
+	fork_and_check(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fork");
+	ssize_t n = readlink("/proc/self/exe", sheafd_path, sizeof(sheafd_path) - 32);
+	char *slash;
+
+	if (n <= 0 || (sheafd_path[n] = '\0', slash = strrchr(sheafd_path, '/')) == NULL) {
+		fprintf(stderr, "test_fork: the path of /proc/self/exe: %s\n", strerror(errno));
+		return 1;
+	}
+	strcpy(slash, "/../daemon/sheafd");
+	if (access(sheafd_path, X_OK) != 0) {
+		fprintf(stderr, "test_fork: no sheafd at %s (build it first)\n", sheafd_path);
+		return 1;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ADD_ALONE(s, fork_remote, 120);
+	ADD_ALONE(s, fork_local, 120);
+	return run_suite(s);
+}
