@@ -10,6 +10,7 @@
 #include <errno.h>
 #include "client/internal.h"
 #include "client/pool_ops.h"
+#include "shm/debug.h"
 #include "shm/tune.h"
 
 /* The process's handle of cache @id (made on first use); NULL with errno
@@ -18,13 +19,13 @@ static sheaf_cache_t *handle_of(sheaf_pool_t *pool, uint32_t id)
 {
 	sheaf_cache_t *c;
 
-	pthread_mutex_lock(&pool->lock);
+	lock_acquire(&pool->lock, LOCK_RANK_POOL_HANDLES);
 	c = pool->handles[id];
 	if (c == NULL) {
 		c = registry_new_handle(pool, id);
 		pool->handles[id] = c;
 	}
-	pthread_mutex_unlock(&pool->lock);
+	lock_release(&pool->lock);
 	return c;
 }
 

@@ -14,6 +14,7 @@
 #include "proto/call.h"
 #include "proto/frame.h"
 #include "proto/sheaf.pb-c.h"
+#include "shm/debug.h"
 
 /* The largest reply frame libsheaf accepts. */
 #define RPC_REPLY_CAP (FRAME_DEFAULT_CAP * 16)
@@ -154,7 +155,7 @@ int rpc_call(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 {
 	int rc;
 
-	pthread_mutex_lock(&c->lock);
+	lock_acquire(&c->lock, LOCK_RANK_POOL_RPC);
 	if (c->stale) {
 		rc = -ESTALE;
 	} else {
@@ -168,6 +169,6 @@ int rpc_call(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 	if (rc == -ESTALE && err != NULL)
 		snprintf(err, errlen, "sheafd restarted with another pool: this one is stale "
 			 "(disconnect and connect again)");
-	pthread_mutex_unlock(&c->lock);
+	lock_release(&c->lock);
 	return rc;
 }
