@@ -36,20 +36,6 @@
 enum { OW_A = 1, OW_B = 2, OW_C = 3, OW_DEAD = 4, OW_Q = 5, OW_P = 6,
        OW_LIVE = 7, OW_RECLAIM = 8, OW_SETUP = 9, OW_PROBE = 10 };
 
-/* ck_assert_* reports a mark point on every success (a pipe write in fork
- * mode); hot loops use this, which reports only failures. */
-#define REQUIRE(cond, ...)                                      \
-	do {                                                    \
-		if (!(cond))                                    \
-			ck_abort_msg(__VA_ARGS__);              \
-	} while (0)
-
-static int san_mode(void)
-{
-	const char *s = getenv("SHEAF_SAN");
-	return s != NULL && s[0] != '\0';
-}
-
 /* ---- ring and owner-table helpers ------------------------------------ */
 
 static struct shm_ring *ring_new(uint32_t id, uint32_t slots, uint32_t nsheaves)
@@ -1255,7 +1241,7 @@ static void *worker_main(void *arg)
 
 static void stress_run(int prodcons)
 {
-	const uint64_t total = san_mode() ? 1000000 : 10000000;
+	const uint64_t total = test_san() ? 1000000 : 10000000;
 	struct stress *st = calloc(1, sizeof(*st));
 	struct worker *w = aligned_alloc(SHEAF_CACHELINE, sizeof(*w) * NTHREADS);
 	struct ring_intent in;

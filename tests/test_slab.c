@@ -38,26 +38,12 @@
 #include "shm/slab.h"
 #include "tests/util_check.h"
 
-/* ck_assert_* records a mark point on every success; hot loops use this,
- * which reports only failures. */
-#define REQUIRE(cond, ...)                                      \
-	do {                                                    \
-		if (!(cond))                                    \
-			ck_abort_msg(__VA_ARGS__);              \
-	} while (0)
-
 #define MIB (1024ull * 1024ull)
 
 static struct shm_pool P;
 static struct engine E;
 static int engine_up;
 static char ERR[512];
-
-static int san_mode(void)
-{
-	const char *s = getenv("SHEAF_SAN");
-	return s != NULL && s[0] != '\0';
-}
 
 static double now_s(void)
 {
@@ -100,7 +86,7 @@ static void pool_up(uint32_t nodes, uint64_t size)
 	/* No sheaves are used here; fewer make pool_check's ring walk cheaper
 	 * under the sanitizers. */
 	struct pool_params pp = { .size = size, .nodes = nodes,
-				  .sheaf_count = san_mode() ? 256 : 1024 };
+				  .sheaf_count = test_san() ? 256 : 1024 };
 	int rc;
 
 	rc = pool_create(&P, &pp, ERR, sizeof ERR);
@@ -432,7 +418,7 @@ static uint32_t geo_count(uint32_t per_slab)
 		n = 2000;
 	if (n > 8 * per_slab)
 		n = 8 * per_slab;
-	if (san_mode() && n > 3 * per_slab)
+	if (test_san() && n > 3 * per_slab)
 		n = 3 * per_slab;
 	return n;
 }
@@ -457,7 +443,7 @@ START_TEST(test_geometry)
 		char name[32];
 		uint64_t freed_slabs;
 
-		if (san_mode() && a == 1)
+		if (test_san() && a == 1)
 			continue;        /* align 16: like 8 and 64; spare the time */
 
 		snprintf(name, sizeof name, "geo-%u-%u", size, align);
@@ -521,7 +507,7 @@ START_TEST(test_geometry)
 		shuffle(objs, total);
 		REQUIRE(free_n(c, objs, n0) == 0, "valid frees refused");
 		freed_slabs = stat_sum(c, ST_FREE_SLAB);   /* beyond min_partial */
-		if (!san_mode())         /* pool_check is slow under TSan */
+		if (!test_san())         /* pool_check is slow under TSan */
 			CHECK_POOL(0);
 		for (uint32_t n = 0; n < nodes; n++) {
 			freed_slabs += slab_shrink(&P, c, n, 0);
@@ -542,7 +528,7 @@ START_TEST(test_geometry)
 			"size %u align %u: blocks %lld -> %lld after allocs -> %lld after "
 			"shrink: less than 80%% given back", size, align,
 			(long long)b0, (long long)b1, (long long)b2);
-		if (!san_mode() || a == 3)
+		if (!test_san() || a == 3)
 			CHECK_POOL(0);
 		free(objs);
 	}
@@ -1027,9 +1013,9 @@ START_TEST(test_mem_cap_two_nodes_at_once)
 {
 	static struct race_arg a;
 	pthread_t th;
-	uint32_t c, rounds = san_mode() ? 20000 : 200000, r, over = 0;
+	uint32_t c, rounds = test_san() ? 20000 : 200000, r, over = 0;
 	uint64_t worst = 0;
-	double t0 = now_s(), limit = san_mode() ? 3.0 : 4.0;
+	double t0 = now_s(), limit = test_san() ? 3.0 : 4.0;
 	const char *broken = NULL;
 
 	pool_up(2, 64 * MIB);
@@ -1235,7 +1221,7 @@ END_TEST
 START_TEST(test_churn)
 {
 	static const uint32_t sizes[] = { 8, 64, 1000, 8192 };
-	const uint32_t steps = san_mode() ? 1500 : 8000, max_held = 60000;
+	const uint32_t steps = test_san() ? 1500 : 8000, max_held = 60000;
 	uint32_t cache[4], nheld[4] = { 0 }, limit[4];
 	uint64_t *held[4];
 	uint64_t *mark;                      /* 1 bit per 8 data bytes */
@@ -1415,7 +1401,7 @@ static Suite *slab_suite(void)
 	tc = tcase_create("geometry");
 	tcase_set_timeout(tc, 60);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_loop_test(tc, test_geometry, 0, (int)(GEO_NSIZES * (san_mode() ? 2 : 3)));
+	tcase_add_loop_test(tc, test_geometry, 0, (int)(GEO_NSIZES * (test_san() ? 2 : 3)));
 	tcase_add_test(tc, test_invalid_geometry);
 	tcase_add_test(tc, test_invalid_small_align);
 	suite_add_tcase(su, tc);
