@@ -79,7 +79,6 @@ void fmt(char *buf, size_t len, const char *f, ...)
 	REQUIRE(n >= 0 && (size_t)n < len, "'%s...' does not fit in %zu bytes", f, len);
 }
 
-
 /* A fresh directory for the test (removed when it passes). */
 void make_test_dir(void)
 {
@@ -114,15 +113,9 @@ int find_tool(const char *name, char *out, size_t len)
 
 /* ---- processes ------------------------------------------------------------- */
 
-/*
- * Fork and exec @argv (a bare name is looked up in $PATH) with stdout and
- * stderr to @log (appended; /dev/null when NULL), stdin from /dev/null.
- * @env: "NAME=VALUE" to set ("NAME=" + "@pid" means the child's own pid,
- * as systemd sets LISTEN_PID), or "-NAME" to unset.  @pass: descriptors
- * to place at 3, 4, ... (systemd's fd passing).  The child dies with us.
- */
+/* spawn_proc with the test's log and environment (util_deploy.h says how). */
 pid_t spawn(const char *const argv[], const char *const env[], const char *log,
-		   const int *pass, int npass)
+	    const int *pass, int npass)
 {
 	/* A clean make, not a part of the make that runs the tests. */
 	const char *e[24] = { "-MAKEFLAGS", "-MAKELEVEL", "-MFLAGS" };
@@ -211,7 +204,6 @@ char *unit_settings(const char *path)
 	free(text);
 	return out;
 }
-
 
 int has_line(const char *settings, const char *line)
 {

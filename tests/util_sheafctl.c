@@ -69,7 +69,6 @@ void ctl_add(Suite *s, const char *name, const TTest *t, int timeout)
 
 /* ---- running sheafctl ------------------------------------------------------------ */
 
-
 void run_free(struct run *r)
 {
 	free(r->out);
@@ -143,7 +142,6 @@ int run_argv(struct run *r, int with_socket, char **argv)
 	return r->status;
 }
 
-
 struct jv *ctl_ok_json(char **argv)
 {
 	struct run r;
@@ -157,7 +155,6 @@ struct jv *ctl_ok_json(char **argv)
 	run_free(&r);
 	return v;
 }
-
 
 void expect(struct run *r, int status, const char *what)
 {
@@ -250,7 +247,6 @@ void check_stats_obj(const struct jv *cs, uint64_t in_use, uint64_t size, int no
 }
 
 /* ---- workloads ------------------------------------------------------------------- */
-
 
 static void wl_fail(struct wl_ctl *c, const char *fmt, ...)
 {
