@@ -66,31 +66,15 @@ static int san;                          /* SHEAF_SAN set: scale down */
 
 static char fail_log[PATH_MAX];          /* printed when a test fails */
 
-static void on_failure(const char *cond, int line)
+static void on_failure(const char *file, int line, const char *cond)
 {
-	fprintf(stderr, "test_link.c:%d: FAILED: %s\n", line, cond);
+	fprintf(stderr, "%s:%d: FAILED: %s\n", file, line, cond);
 	kill_tracked();
 	if (fail_log[0] != '\0')
 		dump_file(NULL, fail_log, 200);
 	fprintf(stderr, "(test directory kept: %s)\n", top_dir);
 	fflush(stderr);
 }
-
-#define REQUIRE(cond, ...)                                              \
-	do {                                                            \
-		if (__builtin_expect(!(cond), 0)) {                     \
-			on_failure(#cond, __LINE__);                    \
-			ck_abort_msg(__VA_ARGS__);                      \
-		}                                                       \
-	} while (0)
-
-#define SKIP(...)                                                       \
-	do {                                                            \
-		printf("  SKIP %s: ", __func__);                        \
-		printf(__VA_ARGS__);                                    \
-		printf("\n");                                           \
-		return;                                                 \
-	} while (0)
 
 /* snprintf that fails the test rather than truncate. */
 static void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
@@ -883,10 +867,10 @@ static int install(void)
 int main(void)
 {
 	Suite *s = suite_create("link");
-	const char *e = getenv("SHEAF_SAN");
 	int rc;
 
-	san = e != NULL && e[0] != '\0';
+	san = test_san();
+	require_set_hook(on_failure);
 	find_paths();
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -1,5 +1,5 @@
 /*
- * test_ring.c - functional and stress tests of the sheaf ring (shm/ring.c).
+ * test_ring.c - functional tests of the sheaf ring (shm/ring.c).
  *
  * Covers: empty/FIFO/full semantics and the owner-table transitions; wrap
  * over many laps and across the 32-bit position counters (checked against a
@@ -7,21 +7,17 @@
  * ring_clear_stale clears them); crash repair of a put or get that stops at
  * each stop point (the "death" is simulated in-process by leaving the ring
  * call from ring_stop_hook with longjmp, so the shared state is exactly what
- * a killed client leaves); repair racing a live peer; and an MPMC stress
- * (2 producers + 2 consumers, and 4 threads doing get/put) with a
- * per-sheaf holder check while running and an exact census at the end.
+ * a killed client leaves); and repair racing a live peer.  The MPMC stress
+ * is in test_ring_stress.c, crash repair with real processes in
+ * test_ring_crash.c.
  *
  * A few tests reach a ring operation that may spin forever on a broken ring;
  * those run in a forked child with a deadline so the test fails, not hangs.
- * SHEAF_SAN (non-empty) shrinks the stress for sanitizer builds.
  */
 #include <check.h>
 #include <errno.h>
-#include <pthread.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,86 +27,9 @@
 
 #include "shm/ring.h"
 #include "tests/util_check.h"
+#include "tests/util_ring.h"
 
-/* Owner ids used by the tests (any value that is not a ring owner). */
-enum { OW_A = 1, OW_B = 2, OW_C = 3, OW_DEAD = 4, OW_Q = 5, OW_P = 6,
-       OW_LIVE = 7, OW_RECLAIM = 8, OW_SETUP = 9, OW_PROBE = 10 };
-
-/* ck_assert_* reports a mark point on every success (a pipe write in fork
- * mode); hot loops use this, which reports only failures. */
-#define REQUIRE(cond, ...)                                      \
-	do {                                                    \
-		if (!(cond))                                    \
-			ck_abort_msg(__VA_ARGS__);              \
-	} while (0)
-
-static int san_mode(void)
-{
-	const char *s = getenv("SHEAF_SAN");
-	return s != NULL && s[0] != '\0';
-}
-
-/* ---- ring and owner-table helpers ------------------------------------ */
-
-static struct shm_ring *ring_new(uint32_t id, uint32_t slots, uint32_t nsheaves)
-{
-	size_t bytes = (ring_bytes(slots) + SHEAF_CACHELINE - 1) &
-		       ~(size_t)(SHEAF_CACHELINE - 1);
-	struct shm_ring *r = aligned_alloc(SHEAF_CACHELINE, bytes);
-
-	ck_assert_ptr_nonnull(r);
-	memset(r, 0, bytes);
-	ring_init(r, id, slots, nsheaves);
-	return r;
-}
-
-static _Atomic uint32_t *owners_new(uint32_t n, uint32_t owner)
-{
-	_Atomic uint32_t *o = calloc(n, sizeof(*o));
-
-	ck_assert_ptr_nonnull(o);
-	for (uint32_t s = 0; s < n; s++)
-		atomic_init(&o[s], owner);
-	return o;
-}
-
-static uint32_t own(_Atomic uint32_t *owners, uint32_t s)
-{
-	return atomic_load(&owners[s]);
-}
-
-/*
- * White-box view of a slot (encoding documented in ring.h): high 32 bits the
- * sequence, low 32 bits the id; a slot is full iff seq == 1 (mod size).
- */
-static int slot_full(struct shm_ring *r, uint32_t i, uint32_t *id)
-{
-	uint64_t v = atomic_load(&r->slots[i]);
-
-	if (id != NULL)
-		*id = (uint32_t)v;
-	return ((uint32_t)(v >> 32) & r->mask) == 1;
-}
-
-static uint32_t full_slots(struct shm_ring *r)
-{
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < r->size; i++)
-		n += slot_full(r, i, NULL);
-	return n;
-}
-
-/* Full slots whose sheaf is @s. */
-static uint32_t slots_holding(struct shm_ring *r, uint32_t s)
-{
-	uint32_t n = 0, id;
-
-	for (uint32_t i = 0; i < r->size; i++)
-		if (slot_full(r, i, &id) && id == s)
-			n++;
-	return n;
-}
+/* ---- ring and owner-table helpers (the shared ones are in util_ring.h) - */
 
 /* Full slots whose sheaf is logically in this ring (owner == RING(id)). */
 static uint32_t live_slots(struct shm_ring *r, _Atomic uint32_t *owners)
@@ -143,11 +62,6 @@ static int put_would_spin(struct shm_ring *r)
 	uint32_t seq = (uint32_t)(atomic_load(&r->slots[t & r->mask]) >> 32);
 
 	return (int32_t)(seq - base) > 1;
-}
-
-static void intent_zero(struct ring_intent *in)
-{
-	memset(in, 0, sizeof(*in));
 }
 
 static void msleep(unsigned ms)
@@ -1064,296 +978,6 @@ START_TEST(test_reclaim_during_live_reput)
 }
 END_TEST
 
-/* ---- MPMC stress ----------------------------------------------------------- */
-
-#define NTHREADS 4
-#define STRESS_SLOTS 1024
-#define STRESS_SHEAVES 512
-
-struct failbox {
-	_Atomic uint64_t n;
-	char msg[256];
-};
-
-static void fail_note(struct failbox *f, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void fail_note(struct failbox *f, const char *fmt, ...)
-{
-	if (atomic_fetch_add(&f->n, 1) == 0) {
-		va_list ap;
-
-		va_start(ap, fmt);
-		vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
-		va_end(ap);
-	}
-}
-
-/* Hand-off of owned sheaves from one consumer to its producer. */
-struct handoff {
-	pthread_mutex_t lock;
-	uint32_t q[STRESS_SHEAVES];
-	uint32_t head, n;
-};
-
-struct stress {
-	struct shm_ring *r;
-	_Atomic uint32_t *owners;
-	_Atomic uint32_t *holder;      /* who the test thinks holds each sheaf */
-	uint64_t quota;                /* ring operations per thread */
-	_Atomic int stop;
-	struct failbox fail;
-	pthread_barrier_t go;
-	struct handoff hand[NTHREADS / 2];
-};
-
-enum role { ROLE_MIXED, ROLE_PRODUCER, ROLE_CONSUMER };
-
-struct worker {
-	_Alignas(SHEAF_CACHELINE) struct ring_intent in;
-	struct stress *st;
-	uint32_t me, partner;
-	enum role role;
-	int pair;
-	uint64_t gets, puts, empties;
-	pthread_t tid;
-};
-
-/* After a get: the sheaf must be ours in the owner table and held by no one
- * else in the test's own view. */
-static int took(struct worker *w, uint32_t s)
-{
-	struct stress *st = w->st;
-	uint32_t prev;
-
-	if (s >= STRESS_SHEAVES) {
-		fail_note(&st->fail, "owner %u: ring_get returned id %u", w->me, s);
-		return 0;
-	}
-	if (own(st->owners, s) != w->me) {
-		fail_note(&st->fail, "owner %u got sheaf %u but owners[] says %#x",
-			  w->me, s, own(st->owners, s));
-		return 0;
-	}
-	prev = atomic_exchange(&st->holder[s], w->me);
-	if (prev != 0) {
-		fail_note(&st->fail, "sheaf %u handed to %u while %u still holds it",
-			  s, w->me, prev);
-		return 0;
-	}
-	return 1;
-}
-
-/* Before a put: give up our hold, then put; a full ring is a failure (the
- * ring has room for every sheaf), retried so the census stays meaningful. */
-static void give(struct worker *w, uint32_t s)
-{
-	struct stress *st = w->st;
-	uint32_t prev = atomic_exchange(&st->holder[s], 0);
-	int rc;
-
-	if (prev != w->me)
-		fail_note(&st->fail, "owner %u returning sheaf %u held by %u",
-			  w->me, s, prev);
-	for (unsigned tries = 0; (rc = ring_put(st->r, st->owners, s, w->me, &w->in)) != 0; tries++) {
-		if (rc != -ENOBUFS || own(st->owners, s) != w->me) {
-			fail_note(&st->fail, "put of %u by %u: %d, owner %#x", s,
-				  w->me, rc, own(st->owners, s));
-			return;
-		}
-		if (tries == 0)
-			fail_note(&st->fail, "%u-slot ring refused a put with %u sheaves",
-				  STRESS_SLOTS, STRESS_SHEAVES);
-		if (tries > 1000000) {
-			atomic_store(&st->stop, 1);
-			return;
-		}
-		sched_yield();
-	}
-	w->puts++;
-}
-
-static void handoff_push(struct handoff *h, uint32_t s)
-{
-	pthread_mutex_lock(&h->lock);
-	h->q[(h->head + h->n++) % STRESS_SHEAVES] = s;
-	pthread_mutex_unlock(&h->lock);
-}
-
-static uint32_t handoff_pop(struct handoff *h)
-{
-	uint32_t s = SHEAF_ID_NONE;
-
-	pthread_mutex_lock(&h->lock);
-	if (h->n > 0) {
-		s = h->q[h->head];
-		h->head = (h->head + 1) % STRESS_SHEAVES;
-		h->n--;
-	}
-	pthread_mutex_unlock(&h->lock);
-	return s;
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct stress *st = w->st;
-	uint64_t ops = 0;
-
-	pthread_barrier_wait(&st->go);
-	while (ops < st->quota && !atomic_load_explicit(&st->stop, memory_order_relaxed)) {
-		uint32_t s;
-
-		switch (w->role) {
-		case ROLE_MIXED:
-			s = ring_get(st->r, st->owners, w->me, &w->in);
-			ops++;
-			if (s == SHEAF_ID_NONE) {
-				/* At most NTHREADS of 512 sheaves are out. */
-				fail_note(&st->fail, "get by %u: ring empty", w->me);
-				w->empties++;
-				continue;
-			}
-			w->gets++;
-			if (took(w, s)) {
-				give(w, s);
-				ops++;
-			}
-			break;
-		case ROLE_CONSUMER:
-			s = ring_get(st->r, st->owners, w->me, &w->in);
-			if (s == SHEAF_ID_NONE) {
-				w->empties++;    /* all in hand-off: fine */
-				sched_yield();
-				continue;
-			}
-			ops++;
-			w->gets++;
-			if (!took(w, s))
-				break;
-			/* Hand the sheaf over: holder then owner, both ours. */
-			if (atomic_exchange(&st->holder[s], w->partner) != w->me)
-				fail_note(&st->fail, "hand-off of %u: holder changed", s);
-			atomic_store_explicit(&st->owners[s], w->partner, memory_order_release);
-			handoff_push(&st->hand[w->pair], s);
-			break;
-		case ROLE_PRODUCER:
-			s = handoff_pop(&st->hand[w->pair]);
-			if (s == SHEAF_ID_NONE) {
-				sched_yield();
-				continue;
-			}
-			if (own(st->owners, s) != w->me)
-				fail_note(&st->fail, "producer %u was handed %u owned by %#x",
-					  w->me, s, own(st->owners, s));
-			give(w, s);
-			ops++;
-			break;
-		}
-	}
-	return NULL;
-}
-
-static void stress_run(int prodcons)
-{
-	const uint64_t total = san_mode() ? 1000000 : 10000000;
-	struct stress *st = calloc(1, sizeof(*st));
-	struct worker *w = aligned_alloc(SHEAF_CACHELINE, sizeof(*w) * NTHREADS);
-	struct ring_intent in;
-	uint64_t gets = 0, puts = 0, empties = 0;
-	uint32_t count, full;
-	struct timespec t0, t1;
-
-	ck_assert(st != NULL && w != NULL);
-	memset(w, 0, sizeof(*w) * NTHREADS);
-	st->r = ring_new(9, STRESS_SLOTS, STRESS_SHEAVES);
-	st->owners = owners_new(STRESS_SHEAVES, OW_SETUP);
-	st->holder = calloc(STRESS_SHEAVES, sizeof(*st->holder));
-	ck_assert_ptr_nonnull(st->holder);
-	st->quota = total / NTHREADS;
-	intent_zero(&in);
-	for (uint32_t s = 0; s < STRESS_SHEAVES; s++)
-		ck_assert_int_eq(ring_put(st->r, st->owners, s, OW_SETUP, &in), 0);
-	ck_assert_uint_eq(ring_count(st->r), STRESS_SHEAVES);
-	ck_assert_int_eq(pthread_barrier_init(&st->go, NULL, NTHREADS + 1), 0);
-	for (int p = 0; p < NTHREADS / 2; p++)
-		pthread_mutex_init(&st->hand[p].lock, NULL);
-
-	for (int t = 0; t < NTHREADS; t++) {
-		w[t].st = st;
-		w[t].me = 100 + (uint32_t)t;
-		w[t].pair = t / 2;
-		w[t].role = !prodcons ? ROLE_MIXED : (t & 1) ? ROLE_PRODUCER : ROLE_CONSUMER;
-		w[t].partner = (t & 1) ? w[t].me - 1 : w[t].me + 1;
-		ck_assert_int_eq(pthread_create(&w[t].tid, NULL, worker_main, &w[t]), 0);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	pthread_barrier_wait(&st->go);
-	for (int t = 0; t < NTHREADS; t++) {
-		pthread_join(w[t].tid, NULL);
-		gets += w[t].gets;
-		puts += w[t].puts;
-		empties += w[t].empties;
-		ck_assert_uint_eq(atomic_load(&w[t].in.op), RING_OP_NONE);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("ring stress (%s): %llu gets, %llu puts, %llu empty gets in %.2f s\n",
-	       prodcons ? "2 producers + 2 consumers" : "4 x get/put",
-	       (unsigned long long)gets, (unsigned long long)puts,
-	       (unsigned long long)empties,
-	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
-	fflush(stdout);
-	ck_assert_msg(atomic_load(&st->fail.n) == 0, "%llu failures while running; first: %s",
-		      (unsigned long long)atomic_load(&st->fail.n), st->fail.msg);
-	ck_assert_uint_eq(gets, puts);
-	ck_assert_uint_ge(gets + puts, total - 2 * NTHREADS);
-
-	/* Census: every sheaf back in the ring, exactly once. */
-	count = ring_count(st->r);
-	full = full_slots(st->r);
-	for (uint32_t s = 0; s < STRESS_SHEAVES; s++) {
-		ck_assert_msg(own(st->owners, s) == OWNER_RING(9),
-			      "sheaf %u owner %#x after the run", s, own(st->owners, s));
-		ck_assert_uint_eq(atomic_load(&st->holder[s]), 0);
-		ck_assert_msg(slots_holding(st->r, s) == 1,
-			      "sheaf %u in %u slots after the run (%u full slots, "
-			      "ring_count %u, %u sheaves)", s, slots_holding(st->r, s),
-			      full, count, STRESS_SHEAVES);
-		ck_assert(ring_holds(st->r, s));
-	}
-	ck_assert_uint_eq(full, STRESS_SHEAVES);
-	ck_assert_uint_eq(count, STRESS_SHEAVES);
-	ck_assert_uint_eq(ring_clear_stale(st->r, st->owners), 0);
-	/* Drain it: each sheaf exactly once, then empty. */
-	for (uint32_t k = 0; k < STRESS_SHEAVES; k++) {
-		uint32_t s = ring_get(st->r, st->owners, OW_B, &in);
-
-		ck_assert_uint_lt(s, STRESS_SHEAVES);
-		ck_assert_uint_eq(atomic_exchange(&st->holder[s], OW_B), 0);
-	}
-	ck_assert_uint_eq(ring_get(st->r, st->owners, OW_B, &in), SHEAF_ID_NONE);
-
-	pthread_barrier_destroy(&st->go);
-	for (int p = 0; p < NTHREADS / 2; p++)
-		pthread_mutex_destroy(&st->hand[p].lock);
-	free(st->r);
-	free((void *)st->owners);
-	free((void *)st->holder);
-	free(st);
-	free(w);
-}
-
-START_TEST(test_mpmc_mixed)
-{
-	stress_run(0);
-}
-END_TEST
-
-START_TEST(test_mpmc_producers_consumers)
-{
-	stress_run(1);
-}
-END_TEST
-
 static Suite *ring_suite(void)
 {
 	Suite *su = suite_create("ring");
@@ -1389,12 +1013,6 @@ static Suite *ring_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_late_claim_leaves_phantom_slot);
 	tcase_add_test(tc, test_reclaim_during_live_reput);
-	suite_add_tcase(su, tc);
-
-	tc = tcase_create("stress");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_mpmc_mixed);
-	tcase_add_test(tc, test_mpmc_producers_consumers);
 	suite_add_tcase(su, tc);
 	return su;
 }

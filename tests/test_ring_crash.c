@@ -995,10 +995,10 @@ static Suite *crash_suite(void)
 
 int main(void)
 {
-	const char *s = getenv("SHEAF_SAN"), *seed = getenv("SHEAF_SEED");
+	const char *seed = getenv("SHEAF_SEED");
 	int failed;
 
-	san = s != NULL && s[0] != '\0';
+	san = test_san();
 	rng_state = seed != NULL ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL);
 	if (rng_state == 0)
 		rng_state = 1;

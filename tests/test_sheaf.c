@@ -21,20 +21,6 @@
 #include "shm/stats.h"
 #include "tests/util_check.h"
 
-/* For hot loops: Check's ck_assert_* report progress through a pipe on every
- * passing assertion (a syscall each), far too slow for millions. */
-#define REQUIRE(cond)                                                       \
-	do {                                                                \
-		if (!(cond))                                                \
-			ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #cond);\
-	} while (0)
-
-static int san(void)
-{
-	const char *s = getenv("SHEAF_SAN");
-	return s != NULL && s[0] != '\0';
-}
-
 static sheaf_pool_t *mkpool(unsigned nodes, size_t size, size_t cap)
 {
 	struct sheaf_pool_config cfg = { .nodes = nodes, .size = size, .mem_cap = cap,
@@ -113,7 +99,7 @@ START_TEST(fast_path_and_swaps)
 	ck_assert_uint_eq(st(c, -1, "barn_get"), 2);
 	/* 16 frees: main fills, swaps with the empty spare: no barn trip. */
 	for (int i = 0; i < 16; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_uint_eq(st(c, -1, "free_fastpath"), 16);
 	ck_assert_uint_eq(st(c, -1, "free_slowpath"), 0);
 	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
@@ -129,9 +115,9 @@ START_TEST(fast_path_and_swaps)
 		more[i] = xalloc(c);
 	ck_assert_uint_eq(st(c, -1, "barn_get"), 3);
 	for (int i = 0; i < 16; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	for (int i = 0; i < 8; i++)
-		REQUIRE(sheaf_free(c, more[i]) == 0);
+		REQUIRE(sheaf_free(c, more[i]) == 0, "sheaf_free(%p) failed", (void *)more[i]);
 	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
 	ck_assert_uint_eq(st(c, -1, "free_slowpath"), 1);
 	ck_assert_uint_eq(stats(c, -1).in_use, 0);
@@ -159,14 +145,14 @@ START_TEST(stash_bounds)
 	for (int i = 0; i < FIT; i++)
 		o[i] = xalloc(c);
 	for (int i = 0; i < FIT; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);    /* all kept */
 	gets = st(c, -1, "barn_get");
 	for (int r = 0; r < 3; r++) {
 		for (int i = 0; i < FIT; i++)
 			o[i] = xalloc(c);
 		for (int i = 0; i < FIT; i++)
-			REQUIRE(sheaf_free(c, o[i]) == 0);
+			REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	}
 	ck_assert_uint_eq(st(c, -1, "barn_get"), gets); /* no barn trip */
 	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
@@ -174,7 +160,7 @@ START_TEST(stash_bounds)
 	for (int i = 0; i < OVER; i++)
 		o[i] = xalloc(c);
 	for (int i = 0; i < OVER; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_uint_eq(st(c, -1, "barn_put"), 5);
 	/* 4 KiB objects, 16 a sheaf: 64 KiB each, so four fit STASH_BYTES. */
 	ck_assert_uint_eq(STASH_BYTES / (16 * 4096), 4);
@@ -182,7 +168,7 @@ START_TEST(stash_bounds)
 		o[i] = xalloc(big);
 	puts = st(big, -1, "barn_put");
 	for (int i = 0; i < 16 * 8; i++)
-		REQUIRE(sheaf_free(big, o[i]) == 0);
+		REQUIRE(sheaf_free(big, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_uint_eq(st(big, -1, "barn_put") - puts, 8 - 2 - 4);
 	sheaf_thread_exit();
 	ck_assert_uint_eq(stats(c, -1).in_use, 0);
@@ -234,7 +220,7 @@ START_TEST(overfull_barn_flushed)
 	for (int i = 0; i < N; i++)
 		o[i] = xalloc(c);
 	for (int i = 0; i < N; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	/* All but main, spare and the thread's stash go to the barn. */
 	ck_assert_uint_ge(st(c, -1, "barn_put"), N / 8 - 3 - STASH_MAX);
 	ck_assert_uint_ge(st(c, -1, "barn_put_fail"), 1);
@@ -500,7 +486,7 @@ START_TEST(sheaves_disabled)
 	for (int i = 0; i < N; i++)
 		o[i] = xalloc(c);
 	for (int i = 0; i < N; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), 0);
 	ck_assert_uint_eq(st(c, -1, "free_fastpath"), 0);
 	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), N);
@@ -523,14 +509,14 @@ START_TEST(capacity_tuned_at_run_time)
 	for (int i = 0; i < 200; i++)
 		o[i] = xalloc(c);
 	for (int i = 0; i < 200; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_int_eq(sheaf_cache_set_capacity(c, 257), -EINVAL);
 	ck_assert_int_eq(sheaf_cache_set_capacity(c, 4), 0);
 	uint64_t puts = st(c, -1, "barn_put");
 	for (int i = 0; i < 200; i++)
 		o[i] = xalloc(c);
 	for (int i = 0; i < 200; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	/* New sheaves hold 4: about 200/4 full sheaves, less those the
 	 * thread keeps, go to the barn. */
 	ck_assert_uint_ge(st(c, -1, "barn_put") - puts, 200 / 4 - 4 - STASH_MAX);
@@ -575,12 +561,12 @@ START_TEST(fast_counts_while_running)
 {
 	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
 	sheaf_cache_t *c = mkcache(p, "live", 64, 16, 0);
-	struct counting k = { .c = c, .pairs = san() ? 200000 : 3000000 };
+	struct counting k = { .c = c, .pairs = test_san() ? 200000 : 3000000 };
 	uint64_t last_a = 0, last_f = 0, reads = 0;
 	struct sheaf_stats s;
 	pthread_t th;
 
-	REQUIRE(pthread_create(&th, NULL, counting_thread, &k) == 0);
+	REQUIRE(pthread_create(&th, NULL, counting_thread, &k) == 0, "pthread_create failed");
 	while (atomic_load(&k.phase) == 0) {
 		s = stats(c, -1);
 		uint64_t a = s.stat[sheaf_stat_index("alloc_fastpath")];
@@ -604,7 +590,7 @@ START_TEST(fast_counts_while_running)
 	ck_assert_uint_eq(s.stat[sheaf_stat_index("free_fastpath")], k.pairs);
 	ck_assert_uint_eq(s.in_use, 0);
 	atomic_store(&k.phase, 2);
-	REQUIRE(pthread_join(th, NULL) == 0);
+	REQUIRE(pthread_join(th, NULL) == 0, "pthread_join failed");
 	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), k.pairs - 1);
 	ck_assert_uint_eq(st(c, -1, "free_fastpath"), k.pairs);
 	printf("  %llu pairs counted on the sheaf word; %llu reads meanwhile, none went back\n",
@@ -706,12 +692,12 @@ static void *user_thread(void *arg)
 			held[n++] = xalloc(ua->c);
 		} else {
 			int k = (int)(rand_r(&ua->seed) % (unsigned)n);
-			REQUIRE(sheaf_free(ua->c, held[k]) == 0);
+			REQUIRE(sheaf_free(ua->c, held[k]) == 0, "sheaf_free(%p) failed", (void *)held[k]);
 			held[k] = held[--n];
 		}
 	}
 	for (int k = 0; k < n; k++)
-		REQUIRE(sheaf_free(ua->c, held[k]) == 0);
+		REQUIRE(sheaf_free(ua->c, held[k]) == 0, "sheaf_free(%p) failed", (void *)held[k]);
 	return NULL;             /* thread exit returns the sheaves */
 }
 
@@ -750,13 +736,14 @@ static void *pass_thread(void *arg)
 	for (int i = 0; i < pa->iters; i++) {
 		int k = (int)(rand_r(&pa->seed) % (unsigned)pa->nslots);
 		uint64_t *o = sheaf_alloc(pa->c);
-		REQUIRE(o != NULL);
+		REQUIRE(o != NULL, "sheaf_alloc: %s", strerror(errno));
 		o[0] = (uint64_t)(uintptr_t)o ^ 0x5a5a5a5a5a5a5a5aull;
 		void *old = __atomic_exchange_n(&pa->slots[k], (void *)o, __ATOMIC_ACQ_REL);
 		if (old != NULL) {
 			uint64_t *q = old;
-			REQUIRE(q[0] == ((uint64_t)(uintptr_t)q ^ 0x5a5a5a5a5a5a5a5aull));
-			REQUIRE(sheaf_free(pa->c, q) == 0);
+			REQUIRE(q[0] == ((uint64_t)(uintptr_t)q ^ 0x5a5a5a5a5a5a5a5aull), "object %p changed",
+				(void *)q);
+			REQUIRE(sheaf_free(pa->c, q) == 0, "sheaf_free(%p) failed", (void *)q);
 		}
 	}
 	return NULL;
@@ -770,7 +757,7 @@ START_TEST(stress_threads_then_check)
 	void **slots = calloc(SLOTS, sizeof(void *));
 	struct pass_arg pa[T];
 	pthread_t th[T];
-	int iters = san() ? 50000 : 400000;
+	int iters = test_san() ? 50000 : 400000;
 
 	for (int i = 0; i < T; i++) {
 		pa[i] = (struct pass_arg){ p, (unsigned)i % 2, c, slots, SLOTS, iters,
@@ -781,7 +768,7 @@ START_TEST(stress_threads_then_check)
 		pthread_join(th[i], NULL);
 	for (int k = 0; k < SLOTS; k++)
 		if (slots[k] != NULL)
-			REQUIRE(sheaf_free(c, slots[k]) == 0);
+			REQUIRE(sheaf_free(c, slots[k]) == 0, "sheaf_free(%p) failed", (void *)slots[k]);
 	sheaf_thread_exit();
 	ck_assert_uint_eq(stats(c, -1).in_use, 0);
 	ck_assert_uint_gt(st(c, -1, "free_remote"), 0);
@@ -807,7 +794,7 @@ START_TEST(shrink_releases_memory)
 	fstat(p->shm.fd, &sb);
 	peak = sb.st_blocks;
 	for (int i = 0; i < N; i++)
-		REQUIRE(sheaf_free(c, o[i]) == 0);
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_int_ge(sheaf_cache_shrink(c), 1);
 	fstat(p->shm.fd, &sb);
 	after = sb.st_blocks;

@@ -10,12 +10,13 @@
  * the invalid ones); every object distinct, aligned, inside its slab frame,
  * on an object boundary, on the node it was asked for, and writable without
  * overlap; slab list transitions and counters; freeing gives the memfd's
- * blocks back (slab_shrink, min_partial); the memory cap (also under two
- * nodes allocating at once); slab_free_objs refusing bad offsets (outside
- * the data region, another cache's slab, off a boundary, never-used or
- * released frame, double free) without corrupting anything; a random
- * alloc/free churn against a model; the remote-refill try-lock.  After
- * each test pool_check must pass with the number of objects the test holds.
+ * blocks back (slab_shrink, min_partial); the memory cap; slab_free_objs
+ * refusing bad offsets (outside the data region, another cache's slab, off
+ * a boundary, never-used or released frame, double free) without
+ * corrupting anything; the remote-refill try-lock.  After each test pool_check must pass with the
+ * number of objects the test holds.  The random churn and the race of two
+ * nodes at the cap are in test_slab_stress.c; the shared fixture and
+ * helpers in util_slab.h.
  *
  * SHEAF_SAN (non-empty) shrinks iteration counts for sanitizer builds.
  */
@@ -37,283 +38,7 @@
 #include "shm/pool.h"
 #include "shm/slab.h"
 #include "tests/util_check.h"
-
-/* ck_assert_* records a mark point on every success; hot loops use this,
- * which reports only failures. */
-#define REQUIRE(cond, ...)                                      \
-	do {                                                    \
-		if (!(cond))                                    \
-			ck_abort_msg(__VA_ARGS__);              \
-	} while (0)
-
-#define MIB (1024ull * 1024ull)
-
-static struct shm_pool P;
-static struct engine E;
-static int engine_up;
-static char ERR[512];
-
-static int san_mode(void)
-{
-	const char *s = getenv("SHEAF_SAN");
-	return s != NULL && s[0] != '\0';
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Deterministic PRNG (xorshift64*). */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545f4914f6cdd1dull;
-}
-
-static uint32_t rnd_below(uint32_t n)
-{
-	return (uint32_t)(rnd() % n);
-}
-
-static void shuffle(uint64_t *a, uint32_t n)
-{
-	for (uint32_t i = n; i > 1; i--) {
-		uint32_t j = rnd_below(i);
-		uint64_t t = a[i - 1];
-		a[i - 1] = a[j];
-		a[j] = t;
-	}
-}
-
-/* ---- pool, engine and cache helpers ---------------------------------- */
-
-static void pool_up(uint32_t nodes, uint64_t size)
-{
-	/* No sheaves are used here; fewer make pool_check's ring walk cheaper
-	 * under the sanitizers. */
-	struct pool_params pp = { .size = size, .nodes = nodes,
-				  .sheaf_count = san_mode() ? 256 : 1024 };
-	int rc;
-
-	rc = pool_create(&P, &pp, ERR, sizeof ERR);
-	ck_assert_msg(rc == 0, "pool_create(%u nodes): %d %s", nodes, rc, ERR);
-	ck_assert_uint_eq(P.nodes, nodes);
-	rc = engine_init(&E, &P, ERR, sizeof ERR);
-	ck_assert_msg(rc == 0, "engine_init: %d %s", rc, ERR);
-	engine_up = 1;
-}
-
-static void pool_down(void)
-{
-	if (engine_up)
-		engine_fini(&E);
-	engine_up = 0;
-	if (P.base != NULL || P.fd >= 0)
-		pool_unmap(&P);
-	memset(&P, 0, sizeof(P));
-	P.fd = -1;
-}
-
-static void setup(void)
-{
-	memset(&P, 0, sizeof(P));
-	P.fd = -1;
-	engine_up = 0;
-	rng_state = 0x9e3779b97f4a7c15ull;
-}
-
-static void teardown(void)
-{
-	pool_down();
-}
-
-static uint32_t cache_new(const char *name, uint32_t size, uint32_t align,
-			  uint32_t min_partial)
-{
-	struct engine_cache_params cp = {
-		.size = size, .align = align, .capacity = -1,
-		.min_partial = min_partial,
-	};
-	int id = engine_cache_create(&E, name, &cp, ERR, sizeof ERR);
-
-	ck_assert_msg(id >= 0, "engine_cache_create(%s, %u, %u): %d %s",
-		      name, size, align, id, ERR);
-	return (uint32_t)id;
-}
-
-#define CHECK_POOL(in_use) check_pool_at((in_use), __LINE__)
-
-static void check_pool_at(int64_t in_use, int line)
-{
-	struct check_report rep;
-	char err[512] = "";
-	int rc = pool_check(&P, -1, in_use, &rep, err, sizeof err);
-
-	REQUIRE(rc == 0, "line %d: pool_check(expect %lld in use): %d: %s",
-		line, (long long)in_use, rc, err);
-}
-
-static int64_t fd_blocks(void)
-{
-	struct stat st;
-
-	ck_assert_int_eq(fstat(P.fd, &st), 0);
-	return (int64_t)st.st_blocks;
-}
-
-static uint64_t frames_used(void)
-{
-	return atomic_load(&P.hdr->frames_used);
-}
-
-static uint64_t stat_sum(uint32_t c, enum sheaf_stat st)
-{
-	uint64_t s = 0;
-
-	for (uint32_t n = 0; n < P.nodes; n++)
-		s += atomic_load(&pool_cnode(&P, c, n)->stat[st]);
-	return s;
-}
-
-/* Allocate @n objects in batches of varying size; returns the number got
- * (stops at the first short batch). */
-static uint32_t alloc_n(uint32_t c, uint32_t node, uint64_t *out, uint32_t n)
-{
-	static const uint32_t batch[] = { 1, 7, 64, 255, 1000, 3, 4096 };
-	uint32_t got = 0, k = 0;
-
-	while (got < n) {
-		uint32_t want = batch[k++ % 7], g;
-
-		if (want > n - got)
-			want = n - got;
-		g = slab_alloc_objs(&P, c, node, out + got, want, 0);
-		got += g;
-		if (g < want)
-			break;
-	}
-	return got;
-}
-
-/* Free @n objects in batches; returns the number refused. */
-static uint32_t free_n(uint32_t c, const uint64_t *objs, uint32_t n)
-{
-	static const uint32_t batch[] = { 5, 300, 1, 2048, 77 };
-	uint32_t done = 0, k = 0, bad = 0;
-
-	while (done < n) {
-		uint32_t m = batch[k++ % 5];
-		if (m > n - done)
-			m = n - done;
-		bad += slab_free_objs(&P, c, objs + done, m);
-		done += m;
-	}
-	return bad;
-}
-
-/* Every object of @objs: in the data range of @node, in a slab frame of
- * cache @c on @node, inside [frame, frame + slab_bytes), on an object
- * boundary, aligned to the cache's align (offset and address). */
-static void verify_placement(uint32_t c, uint32_t node, const uint64_t *objs, uint32_t n)
-{
-	const struct shm_cache *sc = &P.caches[c];
-	uint64_t node_lo = P.data_off + (uint64_t)node * P.hdr->node_bytes;
-	uint64_t node_hi = node_lo + P.hdr->node_bytes;
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t off = objs[i];
-		uint32_t f;
-		uint64_t rel;
-
-		REQUIRE(off >= P.data_off && off - P.data_off < P.data_len,
-			"obj %u %#llx outside the data region", i, (unsigned long long)off);
-		REQUIRE(off >= node_lo && off < node_hi,
-			"obj %u %#llx not in node %u's data range", i,
-			(unsigned long long)off, node);
-		f = pool_frame_of(&P, off);
-		REQUIRE(pool_node_of_frame(&P, f) == node,
-			"obj %u in frame %u of node %u, asked node %u", i, f,
-			pool_node_of_frame(&P, f), node);
-		REQUIRE(atomic_load(&P.frame_owner[f]) == c && P.slabs[f].cache == c &&
-			P.slabs[f].node == node,
-			"obj %u frame %u owner %u slab cache %u node %u", i, f,
-			atomic_load(&P.frame_owner[f]), P.slabs[f].cache, P.slabs[f].node);
-		rel = off - pool_frame_off(&P, f);
-		REQUIRE(rel < sc->slab_bytes && rel + sc->obj_size <= sc->slab_bytes,
-			"obj %u rel %llu beyond slab bytes %u", i,
-			(unsigned long long)rel, sc->slab_bytes);
-		REQUIRE(rel % sc->obj_size == 0, "obj %u rel %llu off boundary (size %u)",
-			i, (unsigned long long)rel, sc->obj_size);
-		REQUIRE(off % sc->align == 0 &&
-			(uintptr_t)(P.base + off) % sc->align == 0,
-			"obj %u %#llx not aligned to %u", i, (unsigned long long)off,
-			sc->align);
-		REQUIRE(slab_validate(&P, c, off) == 0, "slab_validate refuses obj %u", i);
-	}
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* All distinct and non-overlapping (objects of @size bytes). */
-static void verify_distinct(const uint64_t *objs, uint32_t n, uint32_t size)
-{
-	uint64_t *s = malloc((size_t)n * sizeof(*s) + 1);
-
-	ck_assert_ptr_nonnull(s);
-	memcpy(s, objs, (size_t)n * sizeof(*s));
-	qsort(s, n, sizeof(*s), cmp_u64);
-	for (uint32_t i = 1; i < n; i++)
-		REQUIRE(s[i] - s[i - 1] >= size,
-			"objects %#llx and %#llx overlap (size %u)",
-			(unsigned long long)s[i - 1], (unsigned long long)s[i], size);
-	free(s);
-}
-
-static uint64_t pattern(uint64_t seed, uint32_t i, uint32_t w)
-{
-	return (seed ^ ((uint64_t)i << 20) ^ w) * 0x9e3779b97f4a7c15ull + i;
-}
-
-/* Write every byte of every object: memset, then a per-object pattern. */
-static void fill_objs(const uint64_t *objs, uint32_t n, uint32_t size, uint64_t seed)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t *w = (uint64_t *)(void *)(P.base + objs[i]);
-
-		memset(w, 0xa5, size);
-		for (uint32_t k = 0; k < size / 8; k++)
-			w[k] = pattern(seed, i, k);
-	}
-}
-
-static void verify_objs(const uint64_t *objs, uint32_t n, uint32_t size, uint64_t seed)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		const uint64_t *w = (const uint64_t *)(const void *)(P.base + objs[i]);
-
-		for (uint32_t k = 0; k < size / 8; k++)
-			REQUIRE(w[k] == pattern(seed, i, k),
-				"obj %u (%#llx) word %u overwritten", i,
-				(unsigned long long)objs[i], k);
-	}
-}
-
-static uint32_t list_count(uint32_t c, uint32_t node, enum slab_list l)
-{
-	return pool_cnode(&P, c, node)->lists[l].count;
-}
+#include "tests/util_slab.h"
 
 /* ---- pool region ----------------------------------------------------- */
 
@@ -432,7 +157,7 @@ static uint32_t geo_count(uint32_t per_slab)
 		n = 2000;
 	if (n > 8 * per_slab)
 		n = 8 * per_slab;
-	if (san_mode() && n > 3 * per_slab)
+	if (test_san() && n > 3 * per_slab)
 		n = 3 * per_slab;
 	return n;
 }
@@ -457,7 +182,7 @@ START_TEST(test_geometry)
 		char name[32];
 		uint64_t freed_slabs;
 
-		if (san_mode() && a == 1)
+		if (test_san() && a == 1)
 			continue;        /* align 16: like 8 and 64; spare the time */
 
 		snprintf(name, sizeof name, "geo-%u-%u", size, align);
@@ -521,7 +246,7 @@ START_TEST(test_geometry)
 		shuffle(objs, total);
 		REQUIRE(free_n(c, objs, n0) == 0, "valid frees refused");
 		freed_slabs = stat_sum(c, ST_FREE_SLAB);   /* beyond min_partial */
-		if (!san_mode())         /* pool_check is slow under TSan */
+		if (!test_san())         /* pool_check is slow under TSan */
 			CHECK_POOL(0);
 		for (uint32_t n = 0; n < nodes; n++) {
 			freed_slabs += slab_shrink(&P, c, n, 0);
@@ -542,7 +267,7 @@ START_TEST(test_geometry)
 			"size %u align %u: blocks %lld -> %lld after allocs -> %lld after "
 			"shrink: less than 80%% given back", size, align,
 			(long long)b0, (long long)b1, (long long)b2);
-		if (!san_mode() || a == 3)
+		if (!test_san() || a == 3)
 			CHECK_POOL(0);
 		free(objs);
 	}
@@ -957,41 +682,6 @@ START_TEST(test_mem_cap)
 }
 END_TEST
 
-/*
- * Two node allocators taking a frame at the same moment must not together
- * go past the cap (one engine worker per node does exactly this).  The test
- * thread and one helper race, each on its own node, for the one frame a
- * 1-frame cap allows; the test thread waits a varying few cycles after the
- * start signal so the two calls sweep across each other.
- */
-struct race_arg {
-	uint32_t cache;
-	_Atomic uint32_t go, done, quit, delay;
-	uint64_t obj;
-	uint32_t got;
-};
-
-static void *race_main(void *arg)
-{
-	struct race_arg *a = arg;
-	uint32_t seen = 0;
-
-	for (;;) {
-		uint32_t g;
-
-		while ((g = atomic_load(&a->go)) == seen && !atomic_load(&a->quit))
-			;
-		if (atomic_load(&a->quit))
-			break;
-		seen = g;
-		for (volatile uint32_t d = 0, n = atomic_load(&a->delay); d < n; d++)
-			;
-		a->got = slab_alloc_objs(&P, a->cache, 1, &a->obj, 1, 0);
-		atomic_store(&a->done, g);
-	}
-	return NULL;
-}
-
 /* At the cap, another cache's kept empty slabs are reclaimed for a cache
  * that needs frames (beyond the other cache's min_partial). */
 START_TEST(test_cap_reclaims_other_caches_empty_slabs)
@@ -1020,67 +710,6 @@ START_TEST(test_cap_reclaims_other_caches_empty_slabs)
 	ck_assert_uint_eq(free_n(b, objs, got), 0);
 	CHECK_POOL(0);
 	free(objs);
-}
-END_TEST
-
-START_TEST(test_mem_cap_two_nodes_at_once)
-{
-	static struct race_arg a;
-	pthread_t th;
-	uint32_t c, rounds = san_mode() ? 20000 : 200000, r, over = 0;
-	uint64_t worst = 0;
-	double t0 = now_s(), limit = san_mode() ? 3.0 : 4.0;
-	const char *broken = NULL;
-
-	pool_up(2, 64 * MIB);
-	c = cache_new("race", 65536, 8, 1);
-	atomic_store(&P.hdr->mem_cap, SLAB_SIZE);      /* one frame */
-	memset(&a, 0, sizeof(a));
-	a.cache = c;
-	ck_assert_int_eq(pthread_create(&th, NULL, race_main, &a), 0);
-	for (r = 1; r <= rounds && (r % 16 || now_s() - t0 < limit); r++) {
-		uint64_t used, mine;
-		uint32_t got, delay = rnd_below(96), spins = 0;
-
-		/* Delay one side or the other by a few cycles. */
-		atomic_store(&a.delay, delay < 48 ? 48 - delay : 0);
-		delay = delay < 48 ? 0 : delay - 48;
-		atomic_store(&a.go, r);
-		for (volatile uint32_t d = 0; d < delay; d++)
-			;
-		got = slab_alloc_objs(&P, c, 0, &mine, 1, 0);
-		while (atomic_load(&a.done) != r)
-			if (++spins % 1024 == 0)
-				sched_yield();
-		used = frames_used();
-		if (used > 1) {
-			over++;
-			if (used > worst)
-				worst = used;
-		}
-		if (got && slab_free_objs(&P, c, &mine, 1) != 0)
-			broken = "a free was refused";
-		if (a.got && slab_free_objs(&P, c, &a.obj, 1) != 0)
-			broken = "a free was refused";
-		slab_shrink(&P, c, 0, 0);
-		slab_shrink(&P, c, 1, 0);
-		if (frames_used() != 0)
-			broken = "frames left after free and shrink";
-		if (over > 0 || broken != NULL)
-			break;
-	}
-	/* Stop the helper before any assertion (CK_FORK=no keeps going). */
-	atomic_store(&a.quit, 1);
-	pthread_join(th, NULL);
-	ck_assert_msg(broken == NULL, "round %u: %s", r, broken);
-	printf("cap race: %u rounds in %.2f s, %u over the 1-frame cap (worst %llu "
-	       "frames)\n", r, now_s() - t0, over, (unsigned long long)worst);
-	CHECK_POOL(0);
-	ck_assert_msg(over == 0,
-		      "frame_alloc() let nodes 0 and 1 together pass a 1-frame cap in "
-		      "%u of %u rounds (frames_used reached %llu): it tests the global "
-		      "frames_used against the cap under the per-node allocator lock "
-		      "only", over, r, (unsigned long long)worst);
 }
 END_TEST
 
@@ -1230,112 +859,6 @@ START_TEST(test_free_validation)
 }
 END_TEST
 
-/* ---- random churn against a model ------------------------------------ */
-
-START_TEST(test_churn)
-{
-	static const uint32_t sizes[] = { 8, 64, 1000, 8192 };
-	const uint32_t steps = san_mode() ? 1500 : 8000, max_held = 60000;
-	uint32_t cache[4], nheld[4] = { 0 }, limit[4];
-	uint64_t *held[4];
-	uint64_t *mark;                      /* 1 bit per 8 data bytes */
-	uint64_t *buf;
-	uint64_t refused = 0;
-
-	pool_up(2, 64 * MIB);
-	mark = calloc(P.data_len / 8 / 64, sizeof(uint64_t));
-	buf = malloc(4096 * sizeof(*buf));
-	ck_assert_ptr_nonnull(mark);
-	ck_assert_ptr_nonnull(buf);
-	for (int k = 0; k < 4; k++) {
-		char name[16];
-		snprintf(name, sizeof name, "churn%d", k);
-		cache[k] = cache_new(name, sizes[k], 8, k == 3 ? 1 : 0);
-		held[k] = malloc(max_held * sizeof(uint64_t));
-		limit[k] = (uint32_t)(4 * MIB / P.caches[cache[k]].obj_size);
-		if (limit[k] > max_held)
-			limit[k] = max_held;
-		ck_assert_ptr_nonnull(held[k]);
-	}
-	for (uint32_t s = 0; s < steps; s++) {
-		int k = (int)rnd_below(4);
-		uint32_t c = cache[k], osz = P.caches[c].obj_size;
-		uint32_t op = rnd_below(10);
-
-		uint32_t want = 1 + rnd_below(k == 3 ? 64 : 1024);
-
-		if (op < 5 && nheld[k] + want <= limit[k]) {
-			uint32_t node = rnd_below(2);
-			uint32_t got = slab_alloc_objs(&P, c, node, buf, want, 0);
-			REQUIRE(got == want, "step %u: got %u of %u", s, got, want);
-			verify_placement(c, node, buf, got);
-			for (uint32_t i = 0; i < got; i++) {
-				uint64_t bit = (buf[i] - P.data_off) / 8;
-				REQUIRE(!(mark[bit / 64] >> (bit % 64) & 1),
-					"step %u: %#llx handed out twice", s,
-					(unsigned long long)buf[i]);
-				mark[bit / 64] |= 1ull << (bit % 64);
-				*(uint64_t *)(void *)(P.base + buf[i]) = buf[i] ^ osz;
-				held[k][nheld[k]++] = buf[i];
-			}
-		} else if (op < 9 && nheld[k] > 0) {
-			uint32_t m = 1 + rnd_below(nheld[k] < 1024 ? nheld[k] : 1024);
-			for (uint32_t i = 0; i < m; i++) {
-				uint32_t j = rnd_below(nheld[k]);
-				uint64_t off = held[k][j], bit = (off - P.data_off) / 8;
-				REQUIRE(*(uint64_t *)(void *)(P.base + off) == (off ^ osz),
-					"step %u: object %#llx overwritten", s,
-					(unsigned long long)off);
-				buf[i] = off;
-				held[k][j] = held[k][--nheld[k]];
-				mark[bit / 64] &= ~(1ull << (bit % 64));
-			}
-			REQUIRE(slab_free_objs(&P, c, buf, m) == 0, "step %u: frees refused", s);
-			if (rnd_below(4) == 0) {      /* double free of one of them */
-				REQUIRE(slab_free_objs(&P, c, buf + rnd_below(m), 1) == 1,
-					"step %u: double free accepted", s);
-				refused++;
-			}
-		} else {
-			slab_shrink(&P, c, rnd_below(2), rnd_below(3));
-		}
-		if (s % 1000 == 999) {
-			uint64_t tot = 0;
-			for (int q = 0; q < 4; q++) {
-				char err[512];
-				int rc = pool_check(&P, (int)cache[q], nheld[q], NULL, err, sizeof err);
-				REQUIRE(rc == 0, "step %u cache %d: %s", s, q, err);
-				tot += nheld[q];
-			}
-			CHECK_POOL((int64_t)tot);
-		}
-	}
-	{
-		uint64_t tot = 0, inv = 0;
-		for (int k = 0; k < 4; k++) {
-			tot += nheld[k];
-			inv += stat_sum(cache[k], ST_FLUSH_INVALID);
-		}
-		CHECK_POOL((int64_t)tot);
-		ck_assert_uint_eq(inv, refused);
-		printf("churn: %u steps, %llu objects held at the end, %llu double "
-		       "frees refused, %llu frames used\n", steps,
-		       (unsigned long long)tot, (unsigned long long)refused,
-		       (unsigned long long)frames_used());
-	}
-	for (int k = 0; k < 4; k++) {
-		ck_assert_uint_eq(free_n(cache[k], held[k], nheld[k]), 0);
-		for (uint32_t n = 0; n < 2; n++)
-			slab_shrink(&P, cache[k], n, 0);
-		free(held[k]);
-	}
-	ck_assert_uint_eq(frames_used(), 0);
-	CHECK_POOL(0);
-	free(mark);
-	free(buf);
-}
-END_TEST
-
 /* ---- try-lock -------------------------------------------------------- */
 
 struct holder {
@@ -1407,22 +930,22 @@ static Suite *slab_suite(void)
 
 	tc = tcase_create("pool");
 	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, slab_setup, slab_teardown);
 	tcase_add_test(tc, test_pool_create_params);
 	tcase_add_test(tc, test_pool_map_second_view);
 	suite_add_tcase(su, tc);
 
 	tc = tcase_create("geometry");
 	tcase_set_timeout(tc, 60);
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_loop_test(tc, test_geometry, 0, (int)(GEO_NSIZES * (san_mode() ? 2 : 3)));
+	tcase_add_checked_fixture(tc, slab_setup, slab_teardown);
+	tcase_add_loop_test(tc, test_geometry, 0, (int)(GEO_NSIZES * (test_san() ? 2 : 3)));
 	tcase_add_test(tc, test_invalid_geometry);
 	tcase_add_test(tc, test_invalid_small_align);
 	suite_add_tcase(su, tc);
 
 	tc = tcase_create("lists");
 	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, slab_setup, slab_teardown);
 	tcase_add_test(tc, test_list_transitions);
 	tcase_add_test(tc, test_min_partial_on_free);
 	tcase_add_test(tc, test_shrink_keep);
@@ -1431,17 +954,15 @@ static Suite *slab_suite(void)
 
 	tc = tcase_create("cap");
 	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, slab_setup, slab_teardown);
 	tcase_add_test(tc, test_mem_cap);
-	tcase_add_test(tc, test_mem_cap_two_nodes_at_once);
 	tcase_add_test(tc, test_cap_reclaims_other_caches_empty_slabs);
 	suite_add_tcase(su, tc);
 
 	tc = tcase_create("free");
 	tcase_set_timeout(tc, 60);
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, slab_setup, slab_teardown);
 	tcase_add_test(tc, test_free_validation);
-	tcase_add_test(tc, test_churn);
 	tcase_add_test(tc, test_trylock);
 	suite_add_tcase(su, tc);
 	return su;

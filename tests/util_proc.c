@@ -1,7 +1,8 @@
 /*
  * util_proc.c - process, file and socket helpers of the integration tests
  * (see util_proc.h).  No Check calls and nothing test-specific here: the
- * callers assert on what these return.
+ * callers assert on what these return (fork_fn only tells REQUIRE that its
+ * child is a child).
  */
 #include "tests/util_proc.h"
 
@@ -12,7 +13,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,6 +343,7 @@ pid_t fork_fn(int (*fn)(void *), void *arg)
 
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		require_in_child();
 		_exit(fn(arg));
 	}
 	if (pid > 0)
@@ -526,19 +527,4 @@ const char *signal_wait(pid_t pid, int sig, int ms, int *status, char *err, size
 		return err;
 	}
 	return NULL;
-}
-
-/* ---- in a child process ------------------------------------------------------ */
-
-void child_fail(const char *file, int line, const char *cond, const char *fmt, ...)
-{
-	const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "[child %d] %s:%d: %s: %s\n", (int)getpid(), base, line, cond, msg);
-	_exit(1);
 }
