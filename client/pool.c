@@ -1,6 +1,6 @@
 /*
  * pool.c - the public calls on a pool of either kind (sheaf_pool_destroy,
- * sheaf_pool_nodes, sheaf_pool_check): one side of the seam of pool_ops.h.
+ * sheaf_pool_nodes, sheaf_pool_set_timeout, sheaf_pool_check): one side of the seam of pool_ops.h.
  * Each refuses a pool inherited through fork() before calling pool->ops.
  * The pools are made by local.c (sheaf_pool_create) and connect.c
  * (sheaf_connect).
@@ -31,6 +31,18 @@ void sheaf_pool_destroy(sheaf_pool_t *pool)
 unsigned sheaf_pool_nodes(const sheaf_pool_t *pool)
 {
 	return pool->shm.nodes;
+}
+
+/* A local pool has no connection: its struct rpc_conn is never opened, and
+ * the value set is simply not used. */
+int sheaf_pool_set_timeout(sheaf_pool_t *pool, unsigned ms)
+{
+	if (pool->forked)
+		return -ECHILD;
+	if (ms == 0 || ms > RPC_TIMEOUT_MAX_MS)
+		return -EINVAL;
+	rpc_set_timeout(&pool->conn, ms);
+	return 0;
 }
 
 int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen)

@@ -6,23 +6,29 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "client/rpc.h"
 #include "proto/call.h"
 #include "proto/frame.h"
 #include "proto/sheaf.pb-c.h"
+#include "shm/atomics.h"
 #include "shm/debug.h"
 
 /* The largest reply frame libsheaf accepts. */
 #define RPC_REPLY_CAP (FRAME_DEFAULT_CAP * 16)
 
-/* A connected socket to @path, or -errno with @err. */
-static int connect_socket(const char *path, char *err, size_t errlen)
+/* A connected socket to @path, or -errno with @err.  Connecting and
+ * sending wait @timeout_ms at most (SO_SNDTIMEO: a daemon that accepts
+ * nothing, a full backlog or a full socket buffer never hangs a call). */
+static int connect_socket(const char *path, unsigned timeout_ms, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
 	int fd;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -31,8 +37,10 @@ static int connect_socket(const char *path, char *err, size_t errlen)
 	}
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
+		int e = errno == EAGAIN || errno == EINPROGRESS ? ETIMEDOUT : errno;
 		snprintf(err, errlen, "cannot reach sheafd at %s: %s", path, strerror(e));
 		if (fd >= 0)
 			close(fd);
@@ -41,15 +49,37 @@ static int connect_socket(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
+/* $SHEAF_RPC_TIMEOUT_MS, when set to a valid value; else the default. */
+static unsigned timeout_from_env(void)
+{
+	const char *s = getenv("SHEAF_RPC_TIMEOUT_MS");
+	char *end;
+	unsigned long v;
+
+	if (s == NULL || *s == '\0')
+		return RPC_TIMEOUT_DEFAULT_MS;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v == 0 || v > RPC_TIMEOUT_MAX_MS)
+		return RPC_TIMEOUT_DEFAULT_MS;
+	return (unsigned)v;
+}
+
 int rpc_open(struct rpc_conn *c, const char *path, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
 	snprintf(c->path, sizeof(c->path), "%s", path);
-	c->sock = connect_socket(path, err, errlen);
+	at_store_relaxed(&c->timeout_ms, timeout_from_env());
+	c->sock = connect_socket(path, at_load_relaxed(&c->timeout_ms), err, errlen);
 	if (c->sock < 0)
 		return c->sock;
 	pthread_mutex_init(&c->lock, NULL);
 	return 0;
+}
+
+void rpc_set_timeout(struct rpc_conn *c, unsigned ms)
+{
+	at_store_relaxed(&c->timeout_ms, ms);
 }
 
 void rpc_close(struct rpc_conn *c)
@@ -67,6 +97,7 @@ static int roundtrip(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Resp
 	struct proto_call call = {
 		.sock = c->sock, .next_id = &c->next_id, .cap = RPC_REPLY_CAP,
 		.recv_fd = recv_fd, .err = err, .errlen = errlen,
+		.timeout_ms = at_load_relaxed(&c->timeout_ms),
 	};
 	int rc = proto_call(&call, rq, out);
 
@@ -131,7 +162,7 @@ static int reconnect_locked(struct rpc_conn *c)
 
 	if (c->sock >= 0)
 		close(c->sock);
-	c->sock = connect_socket(c->path, msg, sizeof(msg));
+	c->sock = connect_socket(c->path, at_load_relaxed(&c->timeout_ms), msg, sizeof(msg));
 	if (c->sock < 0)
 		return c->sock;
 	attach_request(c, NULL, 1, &rq, &ar);
@@ -163,7 +194,13 @@ int rpc_call(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 		if (rc == -EPIPE && c->attached) {
 			int rr = reconnect_locked(c);
 			rc = rr == 0 ? roundtrip(c, rq, out, recv_fd, err, errlen)
-				     : rr == -ESTALE ? rr : rc;
+				     : rr == -ESTALE || rr == -ETIMEDOUT ? rr : rc;
+		}
+		if (rc == -ETIMEDOUT && c->sock >= 0) {
+			/* Out of step: a late reply would answer the next
+			 * request.  The next call connects again. */
+			close(c->sock);
+			c->sock = -1;
 		}
 	}
 	if (rc == -ESTALE && err != NULL)

@@ -13,6 +13,7 @@
 #define SHEAF_CLIENT_RPC_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,10 +28,17 @@ struct rpc_conn {
 	int attached;                /* Attach done: reconnects resume @client */
 	int stale;                   /* sheafd came back with another pool */
 	uint32_t reconnects;
+	_Atomic unsigned timeout_ms; /* longest wait for connect and reply (any thread may set it) */
 	char path[108];              /* sheafd's socket */
 };
 
-/* Connect to sheafd's socket @path.  0, or -errno with @err. */
+/* A control request's longest wait, unless $SHEAF_RPC_TIMEOUT_MS (1..
+ * 3600000) or sheaf_pool_set_timeout says otherwise. */
+#define RPC_TIMEOUT_DEFAULT_MS 5000u
+#define RPC_TIMEOUT_MAX_MS     3600000u
+
+/* Connect to sheafd's socket @path (c->timeout_ms from the environment or
+ * the default).  0, or -errno with @err. */
 int rpc_open(struct rpc_conn *c, const char *path, char *err, size_t errlen);
 
 /*
@@ -47,9 +55,17 @@ int rpc_attach(struct rpc_conn *c, const char *name, int *pool_fd, char *err, si
  * went away after Attach, reconnects and resumes our client id once; when
  * the new sheafd runs another pool, this and every later call fail with
  * -ESTALE.  @recv_fd: NULL, or where the reply's descriptor goes (-1: none).
+ * No reply within c->timeout_ms: -ETIMEDOUT, and the connection is closed
+ * (a late reply must not answer the next request); the next call connects
+ * again and resumes our client id.  sheafd does not take a client for dead
+ * on a closed connection, only when its process is gone.
  */
 int rpc_call(struct rpc_conn *c, struct Sheaf__V1__Request *rq,
 	     struct Sheaf__V1__Response **out, int *recv_fd, char *err, size_t errlen);
+
+/* Set the longest wait of later calls (1..RPC_TIMEOUT_MAX_MS, checked by
+ * the caller).  Safe on a struct rpc_conn that was never opened. */
+void rpc_set_timeout(struct rpc_conn *c, unsigned ms);
 
 /* Close the connection (sheafd then counts us detached). */
 void rpc_close(struct rpc_conn *c);

@@ -14,6 +14,11 @@
  * per-cache sheaves on first use (main, spare, and a stash of up to 16 full
  * and 16 empty ones, at most 256 KiB of objects); they go back to the pool
  * when the thread exits (or calls sheaf_thread_exit()).
+ *
+ * Signals: no function here is async-signal-safe.  Do not call any of them
+ * (sheaf_alloc and sheaf_free included) from a signal handler: they take
+ * locks, and the inline paths change the thread's sheaves with no guard
+ * against a handler re-entering them.
  */
 #ifndef SHEAF_H
 #define SHEAF_H
@@ -84,6 +89,8 @@ SHEAF_API void sheaf_pool_destroy(sheaf_pool_t *pool);
  *                    (pass SHEAF_CONNECT_RELOCATE to map it elsewhere;
  *                    pointers then differ between processes: pass offsets);
  *   ENOSPC           sheafd has no free client slot;
+ *   ETIMEDOUT        sheafd did not answer within the control timeout
+ *                    (sheaf_pool_set_timeout; $SHEAF_RPC_TIMEOUT_MS);
  *   EINVAL           unknown @flags; EMFILE  8 pools already open.
  * If sheafd restarts, the next control request (cache create, stats,
  * shrink, check, capacity) reconnects and resumes this client; allocation
@@ -104,6 +111,23 @@ SHEAF_API sheaf_pool_t *sheaf_connect(const char *path, const char *name,
  * process may hold them).  Same as sheaf_pool_destroy for a connected pool.
  */
 SHEAF_API void sheaf_disconnect(sheaf_pool_t *pool);
+
+/*
+ * Control requests (cache create, stats, shrink, check, capacity, and the
+ * attach inside sheaf_connect) wait for sheafd at most a timeout: 5000 ms
+ * by default, or $SHEAF_RPC_TIMEOUT_MS (1..3600000) when sheaf_connect
+ * runs, or what this call sets for later requests of @pool.  A request
+ * that times out fails with ETIMEDOUT (a hung or stopped daemon); the
+ * connection is then dropped and the next request connects again and
+ * resumes this client (a request that reconnects may wait twice the
+ * timeout).  sheafd takes a client for dead only when its process is gone,
+ * never for a dropped connection.  Allocation and free never wait for a
+ * reply; they wait for the engine at most wait_ms (5000 ms for a pool of
+ * sheafd) and then fail with EAGAIN.
+ * Returns 0, -EINVAL (@ms 0 or over 3600000) or -ECHILD.  A local pool
+ * accepts the value and has no use for it.
+ */
+SHEAF_API int sheaf_pool_set_timeout(sheaf_pool_t *pool, unsigned ms);
 
 /* Number of NUMA nodes (real or simulated) of @pool. */
 SHEAF_API unsigned sheaf_pool_nodes(const sheaf_pool_t *pool);

@@ -56,7 +56,8 @@ static int exchange(struct proto_call *call, Sheaf__V1__Request *rq, uint8_t **i
 	rc = frame_send(call->sock, buf, n, -1);
 	free(buf);
 	if (rc == 0)
-		rc = frame_recv(call->sock, in, len, call->cap, PROTO_CALL_TIMEOUT_MS,
+		rc = frame_recv(call->sock, in, len, call->cap,
+				call->timeout_ms ? (int)call->timeout_ms : PROTO_CALL_TIMEOUT_MS,
 				call->recv_fd);
 	return rc;
 }

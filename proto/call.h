@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include "proto/sheaf.pb-c.h"
 
-/* How long a call waits for its reply. */
+/* How long a call waits for its reply unless the caller says otherwise. */
 #define PROTO_CALL_TIMEOUT_MS 30000
 
 /* One call on a connection: what the caller sets, and the daemon's status
@@ -26,12 +26,13 @@ struct proto_call {
 	int *recv_fd;              /* the reply's descriptor (-1: none); NULL: closed */
 	char *err;                 /* the failure's one-line cause; may be NULL */
 	size_t errlen;
+	unsigned timeout_ms;       /* longest wait for the reply; 0: PROTO_CALL_TIMEOUT_MS */
 	Sheaf__V1__Status status;  /* out: the daemon's refusal, else STATUS_OK */
 };
 
 /*
  * Send @rq with the connection's next id (set in rq->id) and receive its
- * response, waiting PROTO_CALL_TIMEOUT_MS at most.
+ * response, waiting call->timeout_ms (0: PROTO_CALL_TIMEOUT_MS) at most.
  *
  * Returns 0 with *@out, a reply to this request with STATUS_OK and the
  * request's body case (free it with sheaf__v1__response__free_unpacked);

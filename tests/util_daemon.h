@@ -24,7 +24,7 @@
 const char *build_dir(void);             /* BUILD */
 const char *root_dir(void);              /* ROOT: the source tree */
 const char *sheafd_bin(void);            /* BUILD/daemon/sheafd */
-const char *sheafctl_bin(void);          /* BUILD/client/sheafctl */
+const char *sheafctl_bin(void);          /* BUILD/client/sheafctl/sheafctl */
 
 /* Exit 1 with a message naming @prog unless sheafd and sheafctl are built. */
 void require_binaries(const char *prog);
