@@ -80,7 +80,7 @@ struct tcache {
 	struct shm_sheaf *spare;     /* NULL when none */
 	/* More sheaves kept by the thread, beyond main and spare: full ones
 	 * it filled and empty ones it emptied, reused before the barn's
-	 * (stash.c's policy: at most STASH_MAX each, STASH_BYTES of objects) */
+	 * (alloc.c's stash_room: at most STASH_MAX each, STASH_BYTES of objects) */
 	struct shm_sheaf *stash_full[STASH_MAX];
 	struct shm_sheaf *stash_empty[STASH_MAX];
 	uint32_t nfull, nempty;

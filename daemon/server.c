@@ -107,7 +107,7 @@ static void conn_free(struct conn *c)
 	free(c);
 }
 
-/* Close a connection; an attached client's repair follows (clients.c). */
+/* Close a connection; an attached client's repair follows when its process is gone (registry.c). */
 static void conn_close(struct conn *c, const char *why)
 {
 	log_debug("connection of pid %d closed: %s", (int)c->peer.pid, why);

@@ -2,7 +2,7 @@
  * frame.h - the control protocol's framing, shared by sheafd and libsheaf:
  * a 4-byte big-endian length, then that many bytes of a protobuf message.
  *
- * Who may call: the daemon (frame_parse on its read buffer) and clients
+ * Who may call: the daemon (frame_get_len on its read buffer) and clients
  * (blocking frame_send / frame_recv).  Errors are negative errnos:
  *   -EMSGSIZE  a frame's length is over the cap (or zero);
  *   -EPIPE     the peer closed the connection (mid-frame included);

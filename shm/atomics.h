@@ -3,7 +3,7 @@
  *
  * Every atomic access in shm/ and client/ goes through one of these, so the
  * memory order is part of the name and a reader can pair each release with
- * its acquire (see docs/design.md, "Memory ordering").  Who may call: any
+ * its acquire (see docs/design.md section 3, "Memory orders of the ring").  Who may call: any
  * module of sheaf.
  */
 #ifndef SHEAF_SHM_ATOMICS_H
