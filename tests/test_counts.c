@@ -170,7 +170,8 @@ static void victim(struct shm_pool *sp, uint32_t cache, int die, uint32_t *clien
 	lane_fold_hook = NULL;
 }
 
-/* Counted in-use of the pool's only cache C, as sheaf_cache_stats says. */
+/* One victim per stop point (and one that passes them all), each repaired
+ * before the next; the books must match what the victims did. */
 START_TEST(fold_death_every_step)
 {
 	sheaf_pool_t *p = mkpool();
