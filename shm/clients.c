@@ -116,11 +116,21 @@ static void live_end(struct shm_live *lv, uint32_t seq)
 	at_store_release(&lv->seq, seq + 1);          /* pairs: reader's first load */
 }
 
-/* A counter of the lane's own, stored with release (see lane_counts). */
-static void counter_add_release(_Atomic uint64_t *c, uint64_t v)
-{
-	at_store_release(c, at_load_relaxed(c) + v);
-}
+/*
+ * Death at any step of the two functions below leaves counts that
+ * lane_live_repair makes exact: between two steps the thread only loads
+ * and computes, so a death anywhere is a death at the step before.
+ */
+#ifdef SHEAF_TEST_HOOKS
+void (*lane_fold_hook)(int step);
+#define STEP(step)                                                 \
+	do {                                                       \
+		if (unlikely(lane_fold_hook != NULL))              \
+			lane_fold_hook(step);                      \
+	} while (0)
+#else
+#define STEP(step) do { } while (0)   /* release builds: no stop points */
+#endif
 
 void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 		       uint32_t sheaf)
@@ -128,13 +138,39 @@ void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 	struct shm_live *lv = &l->live[cache];
 	uint32_t seq;
 
-	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES && sheaf < p->sheaf_count);
+	/* Only after a fold (or none ever): a death inside leaves @sheaf's
+	 * operations since it was installed, which are none yet. */
+	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES && sheaf < p->sheaf_count &&
+		     at_load_relaxed(&lv->sheaf) == SHEAF_ID_NONE);
 	seq = live_begin(lv);
+	STEP(LF_INSTALL_OPEN);
 	at_store_release(&lv->word, at_load_relaxed(&p->sheaves[sheaf].word));
+	STEP(LF_INSTALL_WORD);
 	at_store_release(&lv->sheaf, sheaf);
+	STEP(LF_INSTALL_SHEAF);
 	live_end(lv, seq);
+	STEP(LF_INSTALL_DONE);
 }
 
+/* The staged fold's second half: its counters are absolute values, so
+ * doing it again after a death part-way is doing it once. */
+static void fold_apply(struct shm_lane *l, uint32_t cache)
+{
+	at_store_release(&l->stat[cache][ST_ALLOC_FASTPATH], at_load_relaxed(&l->fold_alloc));
+	STEP(LF_FOLD_ALLOC);
+	at_store_release(&l->stat[cache][ST_FREE_FASTPATH], at_load_relaxed(&l->fold_free));
+	STEP(LF_FOLD_FREE);
+	at_store_release(&l->live[cache].sheaf, SHEAF_ID_NONE);
+	STEP(LF_FOLD_SHEAF);
+}
+
+/*
+ * Two counters cannot change at once, so the fold is staged: first the
+ * counters' new values go to the lane's fold record, then one store (of
+ * fold_cache) makes them the truth.  A death before it leaves the counters
+ * and the published sheaf untouched (the repair folds from scratch); one
+ * after it, a fold the repair completes (fold_apply).
+ */
 void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
 {
 	struct shm_live *lv = &l->live[cache];
@@ -144,22 +180,42 @@ void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
 	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES);
 	if (id >= p->sheaf_count)
 		return;
-	seq = live_begin(lv);
 	word_delta(at_load_relaxed(&lv->word), at_load_relaxed(&p->sheaves[id].word), &a, &f);
-	counter_add_release(&l->stat[cache][ST_ALLOC_FASTPATH], a);
-	counter_add_release(&l->stat[cache][ST_FREE_FASTPATH], f);
-	at_store_release(&lv->sheaf, SHEAF_ID_NONE);
+	at_store_relaxed(&l->fold_alloc, at_load_relaxed(&l->stat[cache][ST_ALLOC_FASTPATH]) + a);
+	STEP(LF_STAGE_ALLOC);
+	at_store_relaxed(&l->fold_free, at_load_relaxed(&l->stat[cache][ST_FREE_FASTPATH]) + f);
+	STEP(LF_STAGE_FREE);
+	/* Release: pairs with the repair's acquire load. */
+	at_store_release(&l->fold_cache, cache + 1);
+	STEP(LF_STAGED);
+	seq = live_begin(lv);
+	STEP(LF_FOLD_OPEN);
+	fold_apply(l, cache);
 	live_end(lv, seq);
+	STEP(LF_FOLD_CLOSED);
+	at_store_release(&l->fold_cache, 0);
+	STEP(LF_FOLD_DONE);
 }
 
 void lane_live_repair(struct shm_pool *p, struct shm_lane *l)
 {
+	uint32_t staged = at_load_acquire(&l->fold_cache);
+
+	if (staged != 0 && staged <= SHEAF_MAX_CACHES) {
+		/* Died inside a staged fold: complete it. */
+		struct shm_live *lv = &l->live[staged - 1];
+		uint32_t seq = live_begin(lv);
+
+		fold_apply(l, staged - 1);
+		live_end(lv, seq);
+	}
+	at_store_release(&l->fold_cache, 0);
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
 		struct shm_live *lv = &l->live[c];
 
 		if (at_load_relaxed(&lv->seq) & 1) {
-			/* Died inside a change: the counters may hold the fold
-			 * already; count nothing more. */
+			/* Died inside lane_live_install: nothing was done on
+			 * the sheaf it published; count nothing. */
 			at_store_release(&lv->sheaf, SHEAF_ID_NONE);
 			live_end(lv, at_load_relaxed(&lv->seq));
 		} else {

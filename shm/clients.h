@@ -51,8 +51,30 @@ void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 		       uint32_t sheaf);
 void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache);
 
-/* A dead client's lane: fold what its thread left, however it stopped. */
+/*
+ * A dead client's lane: fold what its thread left, however it stopped.  The
+ * counts are then exact whatever instruction of lane_live_install or
+ * lane_live_fold the thread died at (the fold is staged in the lane's fold
+ * record; the repair completes a staged one).  Doing it twice is doing it
+ * once.
+ */
 void lane_live_repair(struct shm_pool *p, struct shm_lane *l);
+
+#ifdef SHEAF_TEST_HOOKS
+/*
+ * Test-only stop points, compiled only with -DSHEAF_TEST_HOOKS (the copy of
+ * clients.o in libsheaf-test.a; release builds have none): when non-NULL,
+ * called after every store of lane_live_install and lane_live_fold (and of
+ * the repair's completion of a fold), so a test can stop a thread there as
+ * if it died.
+ */
+extern void (*lane_fold_hook)(int step);
+#endif
+enum lane_fold_step {
+	LF_INSTALL_OPEN = 1, LF_INSTALL_WORD, LF_INSTALL_SHEAF, LF_INSTALL_DONE,
+	LF_STAGE_ALLOC, LF_STAGE_FREE, LF_STAGED, LF_FOLD_OPEN, LF_FOLD_ALLOC,
+	LF_FOLD_FREE, LF_FOLD_SHEAF, LF_FOLD_CLOSED, LF_FOLD_DONE, LF_NR
+};
 
 /* A thread is done with its lane: it stays the client's, idle. */
 void lane_release(struct shm_lane *l);

@@ -97,6 +97,17 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 /* Objects of @cache allocated and not freed, by the lanes' counters. */
 int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache);
 
+/*
+ * Make every live cache's counted in-use equal the checker's walk (a client
+ * killed between taking an object and counting it leaves its counters one
+ * off): the difference is booked on the control lane as slow-path frees or
+ * allocs.  Call with no lock held and no client thread inside the pool
+ * (engine_reclaim_client calls it when the last client is gone); it stops
+ * and restarts the workers.  Returns the objects booked, or -EAGAIN when the
+ * workers could not be restarted.
+ */
+int64_t engine_reconcile_counts(struct engine *e);
+
 /* Id of live cache @name, or -ENOENT.  Safe from any process. */
 int pool_cache_find(const struct shm_pool *p, const char *name);
 
@@ -114,8 +125,11 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
 
 /*
  * Repair after client @client died (its process must be gone): finish or
- * roll back its ring operations, flush every sheaf it held back to slabs,
- * free its lanes and its slot.  Returns the number of sheaves reclaimed.
+ * roll back its ring operations, complete its threads' fast-path counts,
+ * flush every sheaf it held back to slabs, free its lanes and its slot.
+ * When no client is left, the counters are reconciled with the pool
+ * (engine_reconcile_counts).  Returns the number of sheaves reclaimed.
+ * Call with no lock held (it may stop and restart the workers).
  */
 int engine_reclaim_client(struct engine *e, uint32_t client);
 

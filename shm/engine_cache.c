@@ -1,7 +1,8 @@
 /*
  * engine_cache.c - a cache's life in the engine (engine.h): default
- * capacity, create, find, the in-use count by the lanes' counters, destroy,
- * and shrink (a cache's or the whole pool's).
+ * capacity, create, find, the in-use count by the lanes' counters and their
+ * reconciliation with the checker's walk, destroy, and shrink (a cache's or
+ * the whole pool's).
  *
  * Who may call: the hosting process; pool_cache_find also any process that
  * maps the pool.  Create, destroy and shrink take e->ctl_lock; the do_*
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "barn.h"
+#include "check.h"
 #include "clients.h"
 #include "engine_internal.h"
 #include "slab.h"
@@ -148,6 +150,70 @@ int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache)
 	return n;
 }
 
+/*
+ * Book on the control lane what the counters of each live cache miss
+ * against the checker's walk (objects out of slabs and sheaves): too many
+ * counted in use as slow-path frees, too few as slow-path allocs.  A cache
+ * the checker finds broken keeps its counters (the check reports it).
+ * Caller holds e->ctl_lock, with the workers stopped and no client thread
+ * in the pool.  Returns the objects booked.
+ */
+static int64_t do_reconcile_counts(struct engine *e)
+{
+	struct shm_pool *p = e->pool;
+	int64_t booked = 0;
+	char err[128];
+
+	SHEAF_ASSERT_HELD(&e->ctl_lock);
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		struct check_report rep;
+		int64_t diff;
+
+		if (at_load_acquire(&p->caches[c].state) != CACHE_LIVE ||
+		    pool_check(p, (int)c, -1, &rep, err, sizeof(err)) != 0)
+			continue;
+		diff = engine_counted_in_use(p, c) - (int64_t)rep.in_use;
+		if (diff > 0)
+			at_counter_add(&e->ctl_lane->stat[c][ST_FREE_SLOWPATH], (uint64_t)diff);
+		else if (diff < 0)
+			at_counter_add(&e->ctl_lane->stat[c][ST_ALLOC_SLOWPATH], (uint64_t)-diff);
+		booked += diff > 0 ? diff : -diff;
+	}
+	return booked;
+}
+
+int64_t engine_reconcile_counts(struct engine *e)
+{
+	uint32_t workers = e->nworkers;
+	int64_t booked;
+	char msg[128];
+
+	if (workers)
+		engine_stop(e);          /* the walk needs a quiet pool */
+	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
+	booked = do_reconcile_counts(e);
+	lock_release(&e->ctl_lock);
+	if (workers && engine_start(e, msg, sizeof(msg)) != 0)
+		return -EAGAIN;
+	return booked;
+}
+
+/* Objects of @cache out of its slabs (in use, or in a sheaf), by the slab
+ * layer's counts, which follow the bitmaps under each cache-node lock. */
+static uint64_t cache_out_of_slabs(struct shm_pool *p, uint32_t cache)
+{
+	uint64_t out = 0;
+
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		struct shm_cache_node *cn = pool_cnode(p, cache, n);
+
+		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
+		out += cn->total_objects - cn->free_objects;
+		lock_release(&cn->lock);
+	}
+	return out;
+}
+
 /* A client holding a sheaf of @cache, or OWNER_NONE when none does.  Caller
  * holds e->ctl_lock (with the workers stopped). */
 static uint32_t do_cache_holder(const struct shm_pool *p, uint32_t cache)
@@ -213,6 +279,7 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 	char msg[128];
 	uint32_t workers = e->nworkers;
 	uint32_t holder;
+	uint64_t in_use;
 	int rc = 0;
 
 	/* No worker may be half-way through a pass over this cache. */
@@ -233,9 +300,15 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 		goto out;
 	}
 	do_cache_flush_barns(p, cache, in);
-	if (engine_counted_in_use(p, cache) != 0) {
-		snprintf(err, errlen, "cache '%s': %lld objects in use", sc->name,
-			 (long long)engine_counted_in_use(p, cache));
+	/*
+	 * No client holds a sheaf and the barns are flushed: what is out of
+	 * the slabs now is in use.  The slabs decide, not the counters, which
+	 * a killed client may have left off (docs/design.md, "Limits").
+	 */
+	in_use = cache_out_of_slabs(p, cache);
+	if (in_use != 0) {
+		snprintf(err, errlen, "cache '%s': %llu objects in use", sc->name,
+			 (unsigned long long)in_use);
 		rc = -EBUSY;
 		goto out;
 	}

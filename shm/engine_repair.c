@@ -12,8 +12,9 @@
  * and id buffer, and whether the flushes are counted.
  *
  * Who may call: the hosting process, only once the dead owner's process is
- * gone.  engine_reclaim_client takes e->ctl_lock; engine_adopt runs before
- * engine_init, with no engine thread at all.
+ * gone.  engine_reclaim_client takes e->ctl_lock (and, when the last client
+ * is gone, reconciles the counters: engine_reconcile_counts); engine_adopt
+ * runs before engine_init, with no engine thread at all.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -78,6 +79,15 @@ static void free_lanes_of(struct shm_pool *p, uint32_t owner)
 			lane_free(&p->lanes[l]);
 }
 
+/* Whether any client slot is taken (live, or dead and not yet repaired). */
+static int pool_has_clients(const struct shm_pool *p)
+{
+	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++)
+		if (at_load_acquire(&p->clients[c].state) != CLIENT_FREE)
+			return 1;
+	return 0;
+}
+
 int engine_reclaim_client(struct engine *e, uint32_t client)
 {
 	struct shm_pool *p = e->pool;
@@ -92,6 +102,9 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	free_lanes_of(p, client);
 	client_detach(p, client);
 	lock_release(&e->ctl_lock);
+	/* Nobody left to be half-way through a count: the walk is the truth. */
+	if (!pool_has_clients(p))
+		engine_reconcile_counts(e);
 	return (int)n;
 }
 

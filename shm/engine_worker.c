@@ -4,7 +4,9 @@
  * its node between its watermarks, and sleeps on the node's doorbell when a
  * pass found nothing to do.
  *
- * Stocking rule per barn (cache c, node n), one pass:
+ * Stocking rule per barn (cache c, node n), one pass (with the watermarks
+ * clamped to low <= high <= limit, and at most STOCK_PASS_MAX sheaves each
+ * way, so that a refill never outgrows what the flush keeps):
  *   full < barn_low, or a client waits on an empty barn: refill sheaves from
  *     n's slabs up to barn_high; short of objects on n, take from other nodes
  *     by try-lock only (a busy remote node is skipped, never waited for).
@@ -87,8 +89,39 @@ static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
 	return work;
 }
 
+/* Sheaves one pass refills or flushes per barn at most: a pass over every
+ * cache stays short whatever the watermarks (more is done by the next). */
+#define STOCK_PASS_MAX 256u
+
+struct watermarks {
+	uint32_t low, high, limit;
+};
+
+/*
+ * @sc's barn watermarks as the stocking rule may use them: 1 <= limit,
+ * low <= high <= limit.  Tune refuses other values, but the descriptor is
+ * shared memory (an older pool, a test) and a refill above what the next
+ * pass flushes again would keep the worker busy for ever.
+ */
+static struct watermarks barn_watermarks(const struct shm_cache *sc)
+{
+	struct watermarks w = {
+		.low = at_load_relaxed(&sc->barn_low),
+		.high = at_load_relaxed(&sc->barn_high),
+		.limit = at_load_relaxed(&sc->barn_limit),
+	};
+
+	if (w.limit == 0)
+		w.limit = 1;
+	if (w.high > w.limit)
+		w.high = w.limit;
+	if (w.low > w.high)
+		w.low = w.high;
+	return w;
+}
+
 /* One pass over barn (@c, @n) by the stocking rule above; returns the
- * sheaves refilled or flushed. */
+ * sheaves refilled or flushed (at most 2 * STOCK_PASS_MAX). */
 static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 			   struct ring_intent *in)
 {
@@ -97,9 +130,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	struct shm_barn *b = pool_barn(p, c, n);
 	struct shm_ring *full = pool_full_ring(p, c, n);
 	uint32_t cnt = ring_count(full);
-	uint32_t low = at_load_relaxed(&sc->barn_low);
-	uint32_t high = at_load_relaxed(&sc->barn_high);
-	uint32_t limit = at_load_relaxed(&sc->barn_limit);
+	struct watermarks w = barn_watermarks(sc);
 	/* A waiter's waiters++ (barn_wait_supply) comes before its doorbell
 	 * bump, which the acquire load of the doorbell in worker_main saw
 	 * before this pass: a waiter that rang is counted here. */
@@ -110,10 +141,14 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 
 	if (cap == 0)
 		cap = engine_default_capacity(sc->obj_size);
-	if (cnt < low || (waiters && cnt == 0))
-		work = stock_refill(p, c, n, high > cnt ? high - cnt : 1, cap,
-				    waiters, in, &starved);
-	while (cnt > limit) {
+	if (cnt < w.low || (waiters && cnt == 0)) {
+		uint32_t want = w.high > cnt ? w.high - cnt : 1;
+
+		work = stock_refill(p, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
+				    cap, waiters, in, &starved);
+		cnt += work;            /* at most high (or 1): nothing to flush */
+	}
+	for (uint32_t k = 0; cnt > w.limit && k < STOCK_PASS_MAX; k++) {
 		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
 		if (s == SHEAF_ID_NONE)
 			break;

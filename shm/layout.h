@@ -279,12 +279,20 @@ struct shm_lane {
 	_Atomic uint32_t bound;      /* 0: never used; else node + 1 */
 	struct ring_intent intent;
 	uint32_t tid;
-	char pad1[SHEAF_CACHELINE - 36];
+	/* A staged fold (clients.c, lane_live_fold): 0, or the cache + 1 whose
+	 * alloc_fastpath and free_fastpath must become @fold_alloc and
+	 * @fold_free.  Former padding (zero in older pools: nothing staged). */
+	_Atomic uint32_t fold_cache;
+	_Atomic uint64_t fold_alloc;
+	_Atomic uint64_t fold_free;
+	char pad1[SHEAF_CACHELINE - 56];
 	_Atomic int64_t base[SHEAF_MAX_CACHES];
 	_Atomic uint64_t stat[SHEAF_MAX_CACHES][SHEAF_STAT_NR];
 	struct shm_live live[SHEAF_MAX_CACHES];
 };
 _Static_assert(sizeof(struct shm_lane) % SHEAF_CACHELINE == 0, "lane size");
+_Static_assert(offsetof(struct shm_lane, fold_alloc) == 40 &&
+	       offsetof(struct shm_lane, base) == SHEAF_CACHELINE, "lane header");
 
 /* Ring numbering: 0 is the depot of unused sheaves; each cache-node barn
  * has a ring of full sheaves and one of empty sheaves. */
