@@ -316,8 +316,8 @@ struct sheaf__fast {            /* a thread's fast path for one cache */
 	uint16_t cache_id;
 	uint32_t per_slab;
 	uint32_t reserved2_;
-	void *last;             /* the object the inline alloc returned last,
-				   since the last slow path (NULL: none) */
+	void *last;             /* unused, always NULL (was the last-object
+				   shortcut, which accepted stale frees) */
 };                              /* 64 bytes, as a cache handle */
 
 #define SHEAF__HANDLES      128
@@ -358,17 +358,15 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 		/* size - 1, one more operation (the alloc_fastpath count;
 		 * other threads and processes read the word) */
 		__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
-		return f->last = f->base + m->objs[n - 1];
+		return f->base + m->objs[n - 1];
 	}
 	return sheaf__alloc_slow(cache);
 }
 
 /*
  * @obj is an object of the cache in the thread's home node: in that node's
- * data, and either the object this thread's alloc returned last (it came
- * from the main sheaf, and no slow path, the only way a sheaf leaves the
- * thread, ran since: its slab is still the cache's), or on an object
- * boundary of a slab frame the cache owns.
+ * data, on an object boundary of a slab frame the cache owns (no pointer is
+ * taken on trust: a stale one may name a frame the cache gave back).
  */
 #define SHEAF__FAST_VALID(f, obj) __extension__ ({                             \
 	uint64_t rel_ = (uint64_t)((char *)(obj) - (f)->node_data);            \
@@ -376,11 +374,15 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 		      (f)->div_inv;                                            \
 	q_ = (q_ >> (f)->div_shift) | (q_ << ((0u - (f)->div_shift) & 31));    \
 	rel_ < (f)->node_len &&                                                \
-		(__builtin_expect((void *)(obj) == (f)->last, 0) ||            \
-		 (__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],     \
-				  __ATOMIC_RELAXED) == (f)->cache_id &&        \
-		  q_ < (f)->per_slab)); })
+		__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],       \
+				__ATOMIC_RELAXED) == (f)->cache_id &&          \
+		q_ < (f)->per_slab; })
 
+/*
+ * The push needs room in the main sheaf and refuses the object already on
+ * its top (the immediate double free, as glibc's fasttop test): the slow
+ * path then returns -EALREADY.
+ */
 inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 {
 	struct sheaf__fast *f = SHEAF__FAST(cache);
@@ -389,9 +391,11 @@ inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 		struct sheaf__sheaf *m = f->main;
 		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
 		uint64_t n = w & SHEAF__WORD_SIZE;
+		uint64_t off = (uint64_t)((char *)obj - f->base);
 
-		if (__builtin_expect(n < m->capacity, 1)) {
-			m->objs[n] = (uint64_t)((char *)obj - f->base);
+		if (__builtin_expect(n < m->capacity, 1) &&
+		    __builtin_expect(n == 0 || m->objs[n - 1] != off, 1)) {
+			m->objs[n] = off;
 			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP + 1), __ATOMIC_RELAXED);
 			return 0;
 		}

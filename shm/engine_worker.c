@@ -9,6 +9,8 @@
  *     n's slabs up to barn_high; short of objects on n, take from other nodes
  *     by try-lock only (a busy remote node is skipped, never waited for).
  *   full > barn_limit: flush the surplus full sheaves back to slabs.
+ *   A client waits while full sheaves are there, and no empty sheaf is left
+ *     in the barn or the depot: a free needs one; flush one per waiter.
  *   Nothing at all to refill with: the barn is starved; waiters get ENOMEM.
  *
  * Who may call: the hosting process.  A pass takes no engine lock: a worker
@@ -110,9 +112,16 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 
 	if (cap == 0)
 		cap = engine_default_capacity(sc->obj_size);
-	if (cnt < low || (waiters && cnt == 0))
+	/* A waiter while the barn holds full sheaves is a free waiting for
+	 * an empty sheaf (an alloc would have taken one): refill nothing for
+	 * it, and flush a full sheaf per waiter when no empty one is left
+	 * (every sheaf of the pool full: the free would wait for ever). */
+	if ((cnt < low && !(waiters && cnt > 0)) || (waiters && cnt == 0))
 		work = stock_refill(p, c, n, high > cnt ? high - cnt : 1, cap,
 				    waiters, in, &starved);
+	if (waiters && cnt > 0 && ring_count(pool_empty_ring(p, c, n)) == 0 &&
+	    ring_count(pool_ring(p, RING_DEPOT)) == 0)
+		limit = cnt > waiters ? cnt - waiters : 0;
 	while (cnt > limit) {
 		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
 		if (s == SHEAF_ID_NONE)
