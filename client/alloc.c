@@ -197,8 +197,9 @@ static _Atomic uint64_t *inuse_word(struct tcache *t, uint64_t off, uint64_t *bi
 static int debug_allocated(struct tcache *t, uint64_t off)
 {
 	uint64_t bit;
+	_Atomic uint64_t *w = inuse_word(t, off, &bit);
 
-	return (at_load_acquire(inuse_word(t, off, &bit)) & bit) != 0;
+	return (at_load_acquire(w) & bit) != 0;
 }
 
 /*
@@ -209,8 +210,12 @@ static int debug_allocated(struct tcache *t, uint64_t off)
 static int debug_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off)
 {
 	uint64_t bit;
+	_Atomic uint64_t *w;
 
-	if (!is_debug(t) || (at_fetch_and_acqrel(inuse_word(t, off, &bit), ~bit) & bit))
+	if (!is_debug(t))
+		return 0;
+	w = inuse_word(t, off, &bit);        /* sets bit: a statement of its own */
+	if (at_fetch_and_acqrel(w, ~bit) & bit)
 		return 0;
 	(void)sheaf_pop(s);
 	return -EALREADY;

@@ -185,6 +185,7 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  * Allocate one object.  Fast path: pop from the thread's main sheaf, no
  * atomic instruction and no system call.
  * Returns the object, or NULL with errno:
+ *   EINVAL  @cache is a handle of a destroyed or disconnected pool;
  *   ENOMEM  the pool is at its memory cap and no object is free anywhere
  *           (returned promptly, never after a hang);
  *   EAGAIN  the engine did not stock the barn within wait_ms;
@@ -195,18 +196,31 @@ SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
 
 /*
  * Free an object of @cache.  Every free is checked: the pointer must be in
- * the pool, in a slab of @cache, on an object boundary; for SHEAF_CACHE_DEBUG
+ * the pool, in a slab of @cache, on an object boundary (a stale pointer
+ * whose slab went back is refused as any other); for SHEAF_CACHE_DEBUG
  * caches it must also be allocated.  A refused free changes nothing and is
- * counted in the cache's free_invalid counter.
- * Returns 0, or:
- *   -EFAULT    @obj is not in the pool's memory (NULL included);
+ * counted in the cache's free_invalid counter.  A free never waits for the
+ * engine while the pool has a free sheaf or one it can flush.
+ * Double frees: the object on top of the thread's main sheaf (freed last by
+ * this thread, not allocated since) is refused with -EALREADY at once, in
+ * every cache.  Debug caches refuse every double free so.  In other caches
+ * any other double free is accepted; if both copies reach the slabs (a
+ * flush: the barn over its limit, sheaf_cache_shrink, the repair of a dead
+ * client) before the object is allocated again, the engine drops the
+ * second and counts flush_invalid (the in_use statistic stays one low);
+ * otherwise the object may be handed out twice.
+ * Returns 0 (also for @obj NULL, as free(NULL)), or:
+ *   -EFAULT    @obj is not in the pool's memory;
  *   -EINVAL    @obj is not an object of @cache (other cache, free slab
- *              frame, or not on an object boundary);
- *   -EALREADY  @obj is already free (SHEAF_CACHE_DEBUG caches only; other
- *              caches catch it when the sheaf reaches the slabs, where the
- *              engine drops it and counts flush_invalid);
+ *              frame, or not on an object boundary), or @cache is a handle
+ *              of a destroyed or disconnected pool;
+ *   -EALREADY  @obj is already free (see above);
+ *   -EAGAIN    every sheaf of the pool is full and held, and the engine
+ *              freed none within wait_ms (or, for a connected pool, no
+ *              sheafd runs); the object stays allocated;
  *   -EMFILE    this thread could not get a lane (the object stays allocated);
  *   -ECHILD    the pool was inherited through fork().
+ * errno is left alone.
  */
 SHEAF_API SHEAF__INLINE int sheaf_free(sheaf_cache_t *cache, void *obj);
 
