@@ -249,6 +249,8 @@ START_TEST(handle_of_destroyed_pool)
 	errno = 0;
 	ck_assert_ptr_null(sheaf_alloc(c));
 	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(sheaf_prefill(c, 4));
+	ck_assert_int_eq(errno, EINVAL);
 	{
 		void *v[2] = { x, NULL };
 		ck_assert_int_eq(sheaf_free_bulk(c, v, 2), -EINVAL);
