@@ -168,6 +168,21 @@ static uint32_t stash_room(const struct tcache *t)
 
 /* ---- debug tracking ---------------------------------------------------- */
 
+/*
+ * Debug caches keep an in-use bit per object.  The bit and the sheaf change
+ * in an order that a killed thread cannot break: alloc sets the bit before
+ * the pop, free clears it after the push.  A death between the two steps
+ * leaves the object in a sheaf (or, once the repair flushed the dead
+ * client's sheaves, free in its slab) with its bit set: still allocatable
+ * (alloc sets the bit again), and pool_check clears such a bit of an object
+ * free in its slab.  The opposite order lost the object: out of every
+ * sheaf with its bit clear, so that no free could ever take it back.
+ */
+static int is_debug(const struct tcache *t)
+{
+	return (t->cache->sc->flags & SHEAF_CACHE_F_DEBUG) != 0;
+}
+
 static _Atomic uint64_t *inuse_word(struct tcache *t, uint64_t off, uint64_t *bit)
 {
 	struct shm_pool *p = tshm(t);
@@ -178,22 +193,46 @@ static _Atomic uint64_t *inuse_word(struct tcache *t, uint64_t off, uint64_t *bi
 	return &pool_inuse(p, f)[idx / 64];
 }
 
-static void *debug_mark_alloc(struct tcache *t, void *obj)
+/* Debug caches: is @off (validated) allocated? */
+static int debug_allocated(struct tcache *t, uint64_t off)
+{
+	uint64_t bit;
+	_Atomic uint64_t *w = inuse_word(t, off, &bit);
+
+	return (at_load_acquire(w) & bit) != 0;
+}
+
+/*
+ * Debug caches, after pushing @off onto @s: clear its bit.  By fetch_and, so
+ * that of two racing frees of one object exactly one wins; the loser takes
+ * its push back (still on top of @s, which this thread holds): -EALREADY.
+ */
+static int debug_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off)
 {
 	uint64_t bit;
 	_Atomic uint64_t *w;
 
-	if (!(t->cache->sc->flags & SHEAF_CACHE_F_DEBUG))
-		return obj;
-	w = inuse_word(t, (uint64_t)((char *)obj - t->f->base), &bit);
-	at_fetch_or_acqrel(w, bit);
-	return obj;
+	if (!is_debug(t))
+		return 0;
+	w = inuse_word(t, off, &bit);        /* sets bit: a statement of its own */
+	if (at_fetch_and_acqrel(w, ~bit) & bit)
+		return 0;
+	(void)sheaf_pop(s);
+	return -EALREADY;
 }
 
 /* ---- alloc -------------------------------------------------------------- */
 
-static inline void *pop(struct tcache *t, struct shm_sheaf *s)
+/* Take the object on top of @s (it holds one); debug caches mark it in use
+ * first (see above). */
+static void *take(struct tcache *t, struct shm_sheaf *s)
 {
+	if (is_debug(t)) {
+		uint64_t bit;
+		_Atomic uint64_t *w = inuse_word(t, s->objs[sheaf_size(s) - 1], &bit);
+
+		at_fetch_or_acqrel(w, bit);
+	}
 	return t->f->base + sheaf_pop(s);
 }
 
@@ -205,7 +244,7 @@ static void *alloc_nosheaf(struct tcache *t)
 
 	if (s == NULL)
 		return NULL;
-	obj = pop(t, s);
+	obj = take(t, s);
 	put_sheaf(t, s);
 	return obj;
 }
@@ -218,13 +257,13 @@ static void *alloc_slow(struct tcache *t)
 	m = tmain(t);
 	if (sheaf_size(m) > 0) {                /* debug caches come here */
 		stat_inc(t, ST_ALLOC_FASTPATH);
-		return debug_mark_alloc(t, pop(t, m));
+		return take(t, m);
 	}
 	if (t->spare != NULL && sheaf_size(t->spare) > 0) {
 		tmain_set(t, t->spare);
 		t->spare = m == &sheaf_dummy ? NULL : m;
 		stat_inc(t, ST_ALLOC_FASTPATH);
-		return debug_mark_alloc(t, pop(t, tmain(t)));
+		return take(t, tmain(t));
 	}
 	if (cache_capacity(t) == 0) {
 		tcache_flush(t);                /* capacity tuned to 0 */
@@ -244,24 +283,28 @@ static void *alloc_slow(struct tcache *t)
 				put_sheaf(t, m);
 		}
 		tmain_set(t, full);
-		obj = pop(t, full);
+		obj = take(t, full);
 	}
 	if (obj == NULL) {
 		stat_inc(t, ST_ALLOC_FAIL);
 		return NULL;
 	}
 	stat_inc(t, ST_ALLOC_SLOWPATH);
-	return debug_mark_alloc(t, obj);
+	return obj;
 }
 
 void *sheaf__alloc_slow(sheaf_cache_t *c)
 {
-	struct tcache *t = tcache_get(c);
+	struct tcache *t;
 	void *obj;
 
+	if (c->pool == NULL) {          /* its pool was destroyed or disconnected */
+		errno = EINVAL;
+		return NULL;
+	}
+	t = tcache_get(c);
 	if (t == NULL)
 		return NULL;
-	t->f->last = NULL;
 	tcache_fold(t);
 	obj = alloc_slow(t);
 	tcache_publish(t);
@@ -273,150 +316,216 @@ extern inline void *sheaf_alloc(sheaf_cache_t *cache);
 
 /* ---- free --------------------------------------------------------------- */
 
-/* Full validation; 0 or -EFAULT / -EINVAL / -EALREADY (debug caches). */
-static int free_check(struct tcache *t, void *obj, uint64_t off)
+/* @off is the object on top of @s: an immediate double free. */
+static int on_top(struct shm_sheaf *s, uint64_t off)
 {
-	int rc;
-	uint64_t bit;
-	_Atomic uint64_t *w;
+	uint32_t n = s != NULL ? sheaf_size(s) : 0;
 
-	if (!(t->cache->sc->flags & SHEAF_CACHE_F_DEBUG)) {
-		/* Mostly a free whose main sheaf was full: the fast path's
-		 * test passed already; slab_validate names what is wrong. */
-		return SHEAF__FAST_VALID(t->f, obj) ? 0 : slab_validate(tshm(t), t->f->cache_id, off);
-	}
-	rc = slab_validate(tshm(t), t->f->cache_id, off);
+	return n > 0 && s->objs[n - 1] == off;
+}
+
+/*
+ * Every test before a sheaf is touched; 0 or -EFAULT / -EINVAL / -EALREADY
+ * (the object on top of the sheaf it would go to; a debug cache's object
+ * whose bit is clear).  *@node: the object's node.
+ */
+static int free_check(struct tcache *t, void *obj, uint64_t off, uint32_t *node)
+{
+	struct shm_sheaf *to;
+	int rc = 0;
+
+	/* Mostly a free whose main sheaf was full: the fast path's test
+	 * passed already; slab_validate names what is wrong. */
+	if (is_debug(t) || !SHEAF__FAST_VALID(t->f, obj))
+		rc = slab_validate(tshm(t), t->f->cache_id, off);
 	if (rc != 0)
 		return rc;
-	w = inuse_word(t, off, &bit);
-	if (!(at_fetch_and_acqrel(w, ~bit) & bit))
+	if (is_debug(t) && !debug_allocated(t, off))
 		return -EALREADY;
-	return 0;
+	*node = pool_node_of_frame(tshm(t), pool_frame_of(tshm(t), off));
+	to = *node == t->node ? tmain(t) : t->remote[*node];
+	return on_top(to, off) ? -EALREADY : 0;
 }
 
-/* Push onto a sheaf of another node; a full one goes to that node's barn. */
-static int free_remote(struct tcache *t, uint64_t off, uint32_t node)
+/* An empty sheaf for (cache, @node) if there is one at once: the barn's
+ * empty ring or the depot. */
+static struct shm_sheaf *empty_now(struct tcache *t, uint32_t node, uint32_t cap)
 {
-	struct shm_sheaf *r = t->remote[node];
+	int dep;
+	uint32_t s = barn_get_empty(tshm(t), t->f->cache_id, node, cap, me_of(t),
+				    intent_of(t), &dep);
+
+	if (s == SHEAF_ID_NONE)
+		return NULL;
+	if (dep)
+		stat_inc(t, ST_SHEAF_ALLOC);
+	return pool_sheaf(tshm(t), s);
+}
+
+/*
+ * Room without an empty sheaf: every sheaf holds SHEAF_CAP_MAX offsets
+ * whatever its capacity (a policy), so a full sheaf the thread holds with
+ * a smaller capacity grows to that.  Returns @s, or NULL when it cannot grow.
+ */
+static struct shm_sheaf *grow(struct shm_sheaf *s)
+{
+	if (s == NULL || s == &sheaf_dummy || s->capacity >= SHEAF_CAP_MAX)
+		return NULL;
+	s->capacity = SHEAF_CAP_MAX;
+	return s;
+}
+
+/*
+ * Before waiting for an empty sheaf: hand the thread's full sheaves beyond
+ * main to the barn, where other threads' allocs can use them and the
+ * engine flushes them for a waiting free (engine_worker.c).
+ */
+static void give_back_full(struct tcache *t)
+{
+	while (t->nfull > 0)
+		put_sheaf(t, t->stash_full[--t->nfull]);
+	if (t->spare != NULL && sheaf_size(t->spare) > 0) {
+		put_sheaf(t, t->spare);
+		t->spare = NULL;
+	}
+}
+
+/* Room on the main sheaf, which is full: the spare if empty, else an empty
+ * sheaf (stash, barn, depot), else main grown, else wait for the engine. */
+static struct shm_sheaf *main_room(struct tcache *t, uint32_t cap)
+{
+	struct shm_sheaf *m = tmain(t), *e;
+
+	if (t->spare != NULL && sheaf_size(t->spare) == 0) {
+		tmain_set(t, t->spare);
+		t->spare = m;
+		tmain(t)->capacity = cap;        /* pick up a tuned capacity */
+		return tmain(t);
+	}
+	if (t->nempty > 0) {
+		e = t->stash_empty[--t->nempty];
+		e->capacity = cap;
+	} else {
+		e = empty_now(t, t->node, cap);
+	}
+	if (e == NULL && grow(m) != NULL)
+		return m;
+	if (e == NULL) {
+		give_back_full(t);
+		e = get_empty(t, t->node, cap);
+		if (e == NULL)
+			return NULL;
+	}
+	if (m != &sheaf_dummy) {
+		if (t->spare == NULL)
+			t->spare = m;
+		else if (t->nfull < stash_room(t))
+			t->stash_full[t->nfull++] = m;
+		else
+			put_sheaf(t, m);
+	}
+	tmain_set(t, e);
+	return e;
+}
+
+/* A sheaf with room for an object of another node; a full one goes to that
+ * node's barn whole (unless no empty sheaf is to be had at once: it grows). */
+static struct shm_sheaf *remote_room(struct tcache *t, uint32_t node)
+{
+	struct shm_sheaf *r = t->remote[node], *e;
 
 	stat_inc(t, ST_FREE_REMOTE);
-	if (r != NULL && sheaf_size(r) >= r->capacity) {
+	if (r != NULL && sheaf_size(r) < r->capacity)
+		return r;
+	e = empty_now(t, node, barn_capacity(t));
+	if (e == NULL && grow(r) != NULL)
+		return r;
+	if (r != NULL)
 		put_sheaf(t, r);
-		t->remote[node] = r = NULL;
-	}
-	if (r == NULL) {
-		r = get_empty(t, node, barn_capacity(t));
-		if (r == NULL)
-			return -errno;
-		t->remote[node] = r;
-	}
-	sheaf_push(r, off);
-	return 0;
+	t->remote[node] = NULL;
+	if (e == NULL)
+		e = get_empty(t, node, barn_capacity(t));
+	t->remote[node] = e;
+	return e;
 }
 
-/* Sheaves disabled: push into a barn sheaf with room, or a fresh one. */
-static int free_nosheaf(struct tcache *t, uint64_t off)
+/* Sheaves disabled: a barn sheaf with room, or a fresh one (grown when none
+ * is to be had at once).  The caller pushes and puts it back. */
+static struct shm_sheaf *nosheaf_room(struct tcache *t)
 {
 	struct shm_pool *p = tshm(t);
 	uint32_t id = barn_get_full(p, t->f->cache_id, t->node, me_of(t), intent_of(t));
-	struct shm_sheaf *s = id == SHEAF_ID_NONE ? NULL : pool_sheaf(p, id);
+	struct shm_sheaf *s = id == SHEAF_ID_NONE ? NULL : pool_sheaf(p, id), *e;
 
-	if (s != NULL && sheaf_size(s) >= s->capacity) {
+	if (s != NULL && sheaf_size(s) < s->capacity)
+		return s;
+	e = empty_now(t, t->node, barn_capacity(t));
+	if (e == NULL && grow(s) != NULL)
+		return s;
+	if (s != NULL)
 		put_sheaf(t, s);
-		s = NULL;
-	}
-	if (s == NULL) {
-		s = get_empty(t, t->node, barn_capacity(t));
-		if (s == NULL)
-			return -errno;
-	}
-	sheaf_push(s, off);
-	put_sheaf(t, s);
-	return 0;
+	return e != NULL ? e : get_empty(t, t->node, barn_capacity(t));
 }
 
 static int free_slow(struct tcache *t, void *obj)
 {
-	uint64_t off;
+	uint64_t off = (uint64_t)((char *)obj - t->f->base);
 	uint32_t node, cap;
-	struct shm_sheaf *m;
-	int rc;
+	struct shm_sheaf *s;
+	int rc, fast = 0, nosheaf = 0;
 
-	off = (uint64_t)((char *)obj - t->f->base);
-	rc = free_check(t, obj, off);
+	rc = free_check(t, obj, off, &node);
 	if (rc != 0) {
 		stat_inc(t, ST_FREE_INVALID);
 		return rc;
 	}
-	node = pool_node_of_frame(tshm(t), pool_frame_of(tshm(t), off));
 	cap = cache_capacity(t);
 	if (node != t->node) {
-		rc = free_remote(t, off, node);
+		s = remote_room(t, node);
 	} else if (cap == 0) {
 		tcache_flush(t);
-		rc = free_nosheaf(t, off);
+		s = nosheaf_room(t);
+		nosheaf = 1;
 	} else if (sheaf_size(tmain(t)) < tmain(t)->capacity) {
-		m = tmain(t);
-		sheaf_push(m, off);       /* debug caches come here */
-		stat_inc(t, ST_FREE_FASTPATH);
-		return 0;
-	} else if (t->spare != NULL && sheaf_size(t->spare) == 0) {
-		m = tmain(t);
-		tmain_set(t, t->spare);
-		t->spare = m;
-		tmain(t)->capacity = cap;        /* pick up a tuned capacity */
-		sheaf_push(tmain(t), off);
-		stat_inc(t, ST_FREE_FASTPATH);
-		return 0;
+		s = tmain(t);           /* debug caches come here */
+		fast = 1;
 	} else {
-		struct shm_sheaf *e;
-
-		if (t->nempty > 0) {
-			e = t->stash_empty[--t->nempty];
-			e->capacity = cap;
-		} else {
-			e = get_empty(t, t->node, cap);
-		}
-		m = tmain(t);
-		if (e == NULL) {
-			rc = -errno;
-		} else {
-			if (m != &sheaf_dummy) {
-				if (t->spare == NULL)
-					t->spare = m;
-				else if (t->nfull < stash_room(t))
-					t->stash_full[t->nfull++] = m;
-				else
-					put_sheaf(t, m);
-			}
-			tmain_set(t, e);
-			sheaf_push(e, off);
-		}
+		fast = t->spare != NULL && sheaf_size(t->spare) == 0;
+		s = main_room(t, cap);
 	}
+	/* Only a timeout waiting for the engine leaves no sheaf. */
+	if (s == NULL)
+		return -EAGAIN;
+	sheaf_push(s, off);
+	rc = debug_commit_free(t, s, off);
+	if (nosheaf)
+		put_sheaf(t, s);
 	if (rc != 0) {
-		/* Only a timeout waiting for the engine gets here: undo the
-		 * debug bit so the caller may retry the free. */
-		if (t->cache->sc->flags & SHEAF_CACHE_F_DEBUG) {
-			uint64_t bit;
-			at_fetch_or_acqrel(inuse_word(t, off, &bit), bit);
-		}
+		stat_inc(t, ST_FREE_INVALID);
 		return rc;
 	}
-	stat_inc(t, ST_FREE_SLOWPATH);
+	stat_inc(t, fast ? ST_FREE_FASTPATH : ST_FREE_SLOWPATH);
 	return 0;
 }
 
 int sheaf__free_slow(sheaf_cache_t *c, void *obj)
 {
-	struct tcache *t = tcache_get(c);
-	int rc;
+	struct tcache *t;
+	int rc, saved = errno;  /* int functions leave errno alone */
 
-	if (t == NULL)
-		return -errno;
-	t->f->last = NULL;
-	tcache_fold(t);
-	rc = free_slow(t, obj);
-	tcache_publish(t);
+	if (obj == NULL)                /* as free(NULL) */
+		return 0;
+	if (c->pool == NULL)            /* its pool was destroyed or disconnected */
+		return -EINVAL;
+	t = tcache_get(c);
+	if (t == NULL) {
+		rc = -errno;
+	} else {
+		tcache_fold(t);
+		rc = free_slow(t, obj);
+		tcache_publish(t);
+	}
+	errno = saved;
 	return rc;
 }
 

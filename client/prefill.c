@@ -50,7 +50,8 @@ sheaf_prefill_t *sheaf_prefill(sheaf_cache_t *c, unsigned n)
 	sheaf_prefill_t *pf;
 	int rc;
 
-	if (n == 0 || n > PREFILL_MAX) {
+	/* pool NULL: a handle of a destroyed or disconnected pool */
+	if (n == 0 || n > PREFILL_MAX || c->pool == NULL) {
 		errno = EINVAL;
 		return NULL;
 	}

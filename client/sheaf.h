@@ -209,6 +209,7 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  * Allocate one object.  Fast path: pop from the thread's main sheaf, no
  * atomic instruction and no system call.
  * Returns the object, or NULL with errno:
+ *   EINVAL  @cache is a handle of a destroyed or disconnected pool;
  *   ENOMEM  the pool is at its memory cap and no object is free anywhere
  *           (returned promptly, never after a hang);
  *   EAGAIN  the engine did not stock the barn within wait_ms;
@@ -219,18 +220,31 @@ SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
 
 /*
  * Free an object of @cache.  Every free is checked: the pointer must be in
- * the pool, in a slab of @cache, on an object boundary; for SHEAF_CACHE_DEBUG
+ * the pool, in a slab of @cache, on an object boundary (a stale pointer
+ * whose slab went back is refused as any other); for SHEAF_CACHE_DEBUG
  * caches it must also be allocated.  A refused free changes nothing and is
- * counted in the cache's free_invalid counter.
- * Returns 0, or:
- *   -EFAULT    @obj is not in the pool's memory (NULL included);
+ * counted in the cache's free_invalid counter.  A free never waits for the
+ * engine while the pool has a free sheaf or one it can flush.
+ * Double frees: the object on top of the thread's main sheaf (freed last by
+ * this thread, not allocated since) is refused with -EALREADY at once, in
+ * every cache.  Debug caches refuse every double free so.  In other caches
+ * any other double free is accepted; if both copies reach the slabs (a
+ * flush: the barn over its limit, sheaf_cache_shrink, the repair of a dead
+ * client) before the object is allocated again, the engine drops the
+ * second and counts flush_invalid (the in_use statistic stays one low);
+ * otherwise the object may be handed out twice.
+ * Returns 0 (also for @obj NULL, as free(NULL)), or:
+ *   -EFAULT    @obj is not in the pool's memory;
  *   -EINVAL    @obj is not an object of @cache (other cache, free slab
- *              frame, or not on an object boundary);
- *   -EALREADY  @obj is already free (SHEAF_CACHE_DEBUG caches only; other
- *              caches catch it when the sheaf reaches the slabs, where the
- *              engine drops it and counts flush_invalid);
+ *              frame, or not on an object boundary), or @cache is a handle
+ *              of a destroyed or disconnected pool;
+ *   -EALREADY  @obj is already free (see above);
+ *   -EAGAIN    every sheaf of the pool is full and held, and the engine
+ *              freed none within wait_ms (or, for a connected pool, no
+ *              sheafd runs); the object stays allocated;
  *   -EMFILE    this thread could not get a lane (the object stays allocated);
  *   -ECHILD    the pool was inherited through fork().
+ * errno is left alone.
  */
 SHEAF_API SHEAF__INLINE int sheaf_free(sheaf_cache_t *cache, void *obj);
 
@@ -340,8 +354,8 @@ struct sheaf__fast {            /* a thread's fast path for one cache */
 	uint16_t cache_id;
 	uint32_t per_slab;
 	uint32_t reserved2_;
-	void *last;             /* the object the inline alloc returned last,
-				   since the last slow path (NULL: none) */
+	void *last;             /* unused, always NULL (was the last-object
+				   shortcut, which accepted stale frees) */
 };                              /* 64 bytes, as a cache handle */
 
 #define SHEAF__HANDLES      128
@@ -382,17 +396,15 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 		/* size - 1, one more operation (the alloc_fastpath count;
 		 * other threads and processes read the word) */
 		__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
-		return f->last = f->base + m->objs[n - 1];
+		return f->base + m->objs[n - 1];
 	}
 	return sheaf__alloc_slow(cache);
 }
 
 /*
  * @obj is an object of the cache in the thread's home node: in that node's
- * data, and either the object this thread's alloc returned last (it came
- * from the main sheaf, and no slow path, the only way a sheaf leaves the
- * thread, ran since: its slab is still the cache's), or on an object
- * boundary of a slab frame the cache owns.
+ * data, on an object boundary of a slab frame the cache owns (no pointer is
+ * taken on trust: a stale one may name a frame the cache gave back).
  */
 #define SHEAF__FAST_VALID(f, obj) __extension__ ({                             \
 	uint64_t rel_ = (uint64_t)((char *)(obj) - (f)->node_data);            \
@@ -400,11 +412,15 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 		      (f)->div_inv;                                            \
 	q_ = (q_ >> (f)->div_shift) | (q_ << ((0u - (f)->div_shift) & 31));    \
 	rel_ < (f)->node_len &&                                                \
-		(__builtin_expect((void *)(obj) == (f)->last, 0) ||            \
-		 (__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],     \
-				  __ATOMIC_RELAXED) == (f)->cache_id &&        \
-		  q_ < (f)->per_slab)); })
+		__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],       \
+				__ATOMIC_RELAXED) == (f)->cache_id &&          \
+		q_ < (f)->per_slab; })
 
+/*
+ * The push needs room in the main sheaf and refuses the object already on
+ * its top (the immediate double free, as glibc's fasttop test): the slow
+ * path then returns -EALREADY.
+ */
 inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 {
 	struct sheaf__fast *f = SHEAF__FAST(cache);
@@ -413,9 +429,11 @@ inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 		struct sheaf__sheaf *m = f->main;
 		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
 		uint64_t n = w & SHEAF__WORD_SIZE;
+		uint64_t off = (uint64_t)((char *)obj - f->base);
 
-		if (__builtin_expect(n < m->capacity, 1)) {
-			m->objs[n] = (uint64_t)((char *)obj - f->base);
+		if (__builtin_expect(n < m->capacity, 1) &&
+		    __builtin_expect(n == 0 || m->objs[n - 1] != off, 1)) {
+			m->objs[n] = off;
 			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP + 1), __ATOMIC_RELAXED);
 			return 0;
 		}

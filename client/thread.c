@@ -104,13 +104,22 @@ void registry_remove_pool(sheaf_pool_t *pool)
 	pthread_mutex_unlock(&registry_lock);
 }
 
+/*
+ * A free handle slot, searched from the one after the last taken: a handle
+ * of a destroyed or disconnected pool (pool NULL: sheaf_alloc and
+ * sheaf_free refuse it with EINVAL) stays so for as long as possible before
+ * its slot serves a new handle.
+ */
 sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 {
+	static uint32_t next;       /* under registry_lock */
 	sheaf_cache_t *c = NULL;
 
 	pthread_mutex_lock(&registry_lock);
-	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
+	for (uint32_t k = 0; k < SHEAF_HANDLES_MAX; k++) {
+		uint32_t i = (next + k) % SHEAF_HANDLES_MAX;
 		if (reg.handles[i].pool == NULL) {
+			next = i + 1;
 			c = &reg.handles[i];
 			c->slot = i;
 			c->id = id;
@@ -273,7 +282,6 @@ static void sheaf_retire(struct tcache *t, struct shm_sheaf *s)
 
 void tcache_flush(struct tcache *t)
 {
-	t->f->last = NULL;
 	tcache_fold(t);
 	sheaf_retire(t, tmain(t));
 	sheaf_retire(t, t->spare);

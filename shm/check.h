@@ -25,7 +25,10 @@ struct check_report {
  * one place (free in its slab's bitmap, in one sheaf, or in use), slab lists
  * and counters must agree with the bitmaps, every sheaf must be where its
  * owner entry says (in exactly one ring slot, or held), and, for caches with
- * SHEAF_CACHE_F_DEBUG, the in-use bits must match.  When @expect_in_use is
+ * SHEAF_CACHE_F_DEBUG, the in-use bits must match (but a bit set on an
+ * object free or in a sheaf, which a thread killed inside an alloc or free
+ * leaves: allowed, and cleared when the object is free in its slab; it
+ * writes only there).  When @expect_in_use is
  * >= 0 the in-use count must equal it.  Returns 0, or -EUCLEAN with the first
  * broken rule in @err.
  */

@@ -11,6 +11,8 @@
  *     n's slabs up to barn_high; short of objects on n, take from other nodes
  *     by try-lock only (a busy remote node is skipped, never waited for).
  *   full > barn_limit: flush the surplus full sheaves back to slabs.
+ *   A client waits while full sheaves are there, and no empty sheaf is left
+ *     in the barn or the depot: a free needs one; flush one per waiter.
  *   Nothing at all to refill with: the barn is starved; waiters get ENOMEM.
  *
  * Who may call: the hosting process.  A pass takes no engine lock: a worker
@@ -136,19 +138,27 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	 * before this pass: a waiter that rang is counted here. */
 	uint32_t waiters = at_load_acquire(&b->waiters);
 	uint32_t cap = at_load_relaxed(&sc->sheaf_capacity);
-	uint32_t work = 0;
+	uint32_t limit = w.limit, work = 0;
 	int starved = 0;
 
 	if (cap == 0)
 		cap = engine_default_capacity(sc->obj_size);
-	if (cnt < w.low || (waiters && cnt == 0)) {
+	/* A waiter while the barn holds full sheaves is a free waiting for
+	 * an empty sheaf (an alloc would have taken one): refill nothing for
+	 * it, and flush a full sheaf per waiter when no empty one is left
+	 * (every sheaf of the pool full: the free would wait for ever).  The
+	 * two cases exclude each other, so a refill is never flushed back. */
+	if (waiters && cnt > 0 && ring_count(pool_empty_ring(p, c, n)) == 0 &&
+	    ring_count(pool_ring(p, RING_DEPOT)) == 0)
+		limit = cnt > waiters ? cnt - waiters : 0;
+	else if ((cnt < w.low && !(waiters && cnt > 0)) || (waiters && cnt == 0)) {
 		uint32_t want = w.high > cnt ? w.high - cnt : 1;
 
 		work = stock_refill(p, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
 				    cap, waiters, in, &starved);
 		cnt += work;            /* at most high (or 1): nothing to flush */
 	}
-	for (uint32_t k = 0; cnt > w.limit && k < STOCK_PASS_MAX; k++) {
+	for (uint32_t k = 0; cnt > limit && k < STOCK_PASS_MAX; k++) {
 		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
 		if (s == SHEAF_ID_NONE)
 			break;

@@ -193,7 +193,7 @@ static void sheafd_stop(pid_t pid)
  * batch (1..600, varying, so that sheaves empty and fill at every point),
  * stamps each object with its thread, round and index over every byte,
  * checks them all, frees them from a rotating start, and does one
- * alloc+free pair (the last-object shortcut).  C and C++.
+ * alloc+free pair.  C and C++.
  */
 static const char threads_c[] =
 "/* threads.c - test_link: four threads allocate, fill, check and free. */\n"
