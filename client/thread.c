@@ -11,6 +11,7 @@
 #include <string.h>
 #include "shm/barn.h"
 #include "shm/clients.h"
+#include "shm/debug.h"
 #include "client/internal.h"
 
 struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
@@ -80,7 +81,7 @@ int registry_add_pool(sheaf_pool_t *pool)
 	int rc = -EMFILE;
 
 	pthread_once(&key_once, make_key);
-	pthread_mutex_lock(&registry_lock);
+	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
 		if (pools[i] == NULL) {
 			pools[i] = pool;
@@ -90,18 +91,18 @@ int registry_add_pool(sheaf_pool_t *pool)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&registry_lock);
+	lock_release(&registry_lock);
 	return rc;
 }
 
 void registry_remove_pool(sheaf_pool_t *pool)
 {
-	pthread_mutex_lock(&registry_lock);
+	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
 	pools[pool->slot] = NULL;
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
 		if (reg.handles[i].pool == pool)
 			memset(&reg.handles[i], 0, sizeof(reg.handles[i]));
-	pthread_mutex_unlock(&registry_lock);
+	lock_release(&registry_lock);
 }
 
 /*
@@ -115,7 +116,7 @@ sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 	static uint32_t next;       /* under registry_lock */
 	sheaf_cache_t *c = NULL;
 
-	pthread_mutex_lock(&registry_lock);
+	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
 	for (uint32_t k = 0; k < SHEAF_HANDLES_MAX; k++) {
 		uint32_t i = (next + k) % SHEAF_HANDLES_MAX;
 		if (reg.handles[i].pool == NULL) {
@@ -128,7 +129,7 @@ sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&registry_lock);
+	lock_release(&registry_lock);
 	if (c == NULL)
 		errno = EMFILE;
 	return c;
@@ -166,9 +167,9 @@ static uint32_t current_node(const sheaf_pool_t *pool)
 	/* libnuma fills its per-node CPU masks on first use without a lock
 	 * (TSan sees threads reading a mask another is writing): one thread
 	 * at a time (only when a thread first uses a pool). */
-	pthread_mutex_lock(&numa_lock);
+	lock_acquire(&numa_lock, LOCK_RANK_NUMA);
 	n = numa_available() < 0 ? 0 : numa_node_of_cpu(cpu);
-	pthread_mutex_unlock(&numa_lock);
+	lock_release(&numa_lock);
 	return n < 0 || (uint32_t)n >= pool->shm.nodes ? 0 : (uint32_t)n;
 }
 
@@ -310,7 +311,7 @@ static void thread_detach(sheaf_pool_t *only)
 
 	if (ts == NULL)
 		return;
-	pthread_mutex_lock(&registry_lock);
+	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
 		struct tcache *t = ts->tc[i];
 		if (t == NULL || (only != NULL && t->cache->pool != only))
@@ -329,7 +330,7 @@ static void thread_detach(sheaf_pool_t *only)
 			lane_release(tp->lane);
 		tp->lane = NULL;
 	}
-	pthread_mutex_unlock(&registry_lock);
+	lock_release(&registry_lock);
 }
 
 void thread_flush_pool(sheaf_pool_t *pool)
