@@ -10,9 +10,10 @@
  * always takes the checked slow path).
  *
  * Lock order (docs/design.md, "Lock order"): pool->lock, then thread.c's
- * registry_lock; pool->conn.lock (rpc.h) is a leaf (held across a round
- * trip with sheafd, nothing taken under it).  None of these nests with the engine's
- * locks (shm/engine.h); none is held across a wait for supply.
+ * registry_lock; pool->conn.lock (rpc.h) and thread.c's numa_lock are
+ * leaves (conn.lock is held across a round trip with sheafd).  None of
+ * these nests with the engine's locks (shm/engine.h); none is held across
+ * a wait for supply.
  */
 #ifndef SHEAF_CLIENT_INTERNAL_H
 #define SHEAF_CLIENT_INTERNAL_H
