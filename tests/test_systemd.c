@@ -40,8 +40,8 @@
  *                    while no daemon runs, waits in the socket's backlog and
  *                    succeeds once the next sheafd adopts the pool.
  *
- * A test whose tool is missing (systemd-socket-activate) prints SKIP and
- * passes.  Each test is its own TCase: CK_RUN_CASE=<name> runs one.  Loops
+ * A test whose tool is missing (systemd-socket-activate) is a SKIP, which
+ * fails unless SHEAF_TEST_SKIP_OK=1 (util_check.h).  Each test is its own TCase: CK_RUN_CASE=<name> runs one.  Loops
  * use REQUIRE (Check's passing assertions are slow); child processes report
  * through pipes, REQUIRE and exit statuses and never call Check.
  */
