@@ -438,17 +438,14 @@ START_TEST(uid_refused)
 	static const char *const by_gid[] = { "--allow-uid", "0", "--allow-gid", "65534", NULL };
 	struct dmn d;
 
-	if (getuid() != 0) {
-		printf("uid_refused: skipped (not root: cannot become uid 65534)\n");
-		return;
-	}
+	if (getuid() != 0)
+		SKIP("not root: cannot become uid 65534");
 	dmn_init(&d);
 	dmn_start(&d, only_root);
 	if (nobody_run(&d, 0) != 0) {
-		printf("uid_refused: skipped (this system cannot run a process as uid 65534)\n");
 		dmn_stop(&d, 10000);
 		dmn_cleanup(&d);
-		return;
+		SKIP("this system cannot run a process as uid 65534");
 	}
 	REQUIRE(file_contains(d.log, "uid 65534"), "sheafd's log does not mention the refused uid");
 	/* The allowed uid still attaches. */

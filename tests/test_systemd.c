@@ -18,7 +18,11 @@
  *                    STOPPING=1 on SIGTERM (exit 0).
  *   restart_crash    sheafd is SIGKILLed five times while a client process
  *                    keeps allocating and freeing (its objects stamped and
- *                    verified); each new sheafd gets the stored memfd as
+ *                    verified before each free) on two caches at once: a
+ *                    SHEAF_CACHE_DEBUG one (every object tracked by the
+ *                    library) and a plain one (the inline fast paths and
+ *                    the stash, which the debug cache never runs), both
+ *                    required to see work between restarts; each new sheafd gets the stored memfd as
  *                    systemd passes it (fd 3, LISTEN_FDS=1, LISTEN_PID=its
  *                    pid, LISTEN_FDNAMES=pool), adopts the pool (STATUS says
  *                    so, and it sends no second FDSTORE); the client keeps
@@ -36,8 +40,8 @@
  *                    while no daemon runs, waits in the socket's backlog and
  *                    succeeds once the next sheafd adopts the pool.
  *
- * A test whose tool is missing (systemd-socket-activate) prints SKIP and
- * passes.  Each test is its own TCase: CK_RUN_CASE=<name> runs one.  Loops
+ * A test whose tool is missing (systemd-socket-activate) is a SKIP, which
+ * fails unless SHEAF_TEST_SKIP_OK=1 (util_check.h).  Each test is its own TCase: CK_RUN_CASE=<name> runs one.  Loops
  * use REQUIRE (Check's passing assertions are slow); child processes report
  * through pipes, REQUIRE and exit statuses and never call Check.
  */
@@ -232,11 +236,16 @@ END_TEST
 
 enum { CMD_PROGRESS = 'P', CMD_STATS = 'S', CMD_END = 'E' };
 
+/* The worker's two caches: [CACHE_DEBUG] made with SHEAF_CACHE_DEBUG,
+ * [CACHE_PLAIN] without (the inline fast paths and the stash run there). */
+enum { CACHE_DEBUG, CACHE_PLAIN, NCACHES };
+
 struct reply {
 	int32_t rc;                 /* 0, or the failing call's -errno */
 	uint32_t live;              /* objects the client holds */
 	uint64_t ops;               /* allocations + frees so far */
-	uint64_t in_use;            /* from the stats */
+	uint64_t cache_ops[NCACHES]; /* the same, per cache */
+	uint64_t in_use;            /* from the stats, both caches */
 	uint32_t reconnect_ok;
 	char err[200];
 };
@@ -253,24 +262,47 @@ static uint64_t stamp_of(const void *p, uint64_t gen)
 	return ((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) ^ gen;
 }
 
+/* Stats of both caches: 0 and the sum of in_use in *@in_use, or -errno
+ * with @err filled in. */
+static int worker_stats(sheaf_cache_t *const c[NCACHES], uint64_t *in_use, char *err,
+			size_t len)
+{
+	struct sheaf_stats st;
+
+	*in_use = 0;
+	for (int k = 0; k < NCACHES; k++) {
+		int rc = sheaf_cache_stats(c[k], -1, &st);
+
+		if (rc != 0) {
+			fmt(err, len, "sheaf_cache_stats(cache %d): %s", k, strerror(-rc));
+			return rc;
+		}
+		*in_use += st.in_use;
+	}
+	return 0;
+}
+
 /*
  * The client that lives through the restarts: allocates and frees (a
- * random walk between 0 and LIVE_MAX objects held, each stamped and checked
- * before its free) and never stops, except to answer the test's commands.
- * Any failed operation ends it with status 1.
+ * random walk between 0 and LIVE_MAX objects held, each on one of the two
+ * caches at random, stamped, and checked before its free) and never stops,
+ * except to answer the test's commands.  Any failed operation ends it with
+ * status 1.
  */
 static int worker(void *p)
 {
+	static const char *const names[NCACHES] = { "sd-restart", "sd-restart-plain" };
 	struct worker_arg *a = p;
-	struct sheaf_cache_config cfg = { .flags = SHEAF_CACHE_DEBUG,
-					  .capacity = SHEAF_CAPACITY_DEFAULT };
-	struct { uint64_t *obj; uint64_t gen; } *live;
-	struct sheaf_stats st;
+	struct sheaf_cache_config cfg[NCACHES] = {
+		[CACHE_DEBUG] = { .flags = SHEAF_CACHE_DEBUG, .capacity = SHEAF_CAPACITY_DEFAULT },
+		[CACHE_PLAIN] = { .flags = 0, .capacity = SHEAF_CAPACITY_DEFAULT },
+	};
+	struct { uint64_t *obj; uint64_t gen; int cache; } *live;
 	struct reply r;
 	char err[256];
 	sheaf_pool_t *pool;
-	sheaf_cache_t *c;
-	uint64_t seed = a->seed, ops = 0, gen = 0;
+	sheaf_cache_t *c[NCACHES];
+	uint64_t seed = a->seed, ops = 0, gen = 0, cache_ops[NCACHES] = { 0, 0 };
 	uint32_t n = 0, target = 0;
 	int up = 1;
 
@@ -278,8 +310,10 @@ static int worker(void *p)
 	REQUIRE(live != NULL, "calloc");
 	pool = sheaf_connect(a->sock, "restart-worker", 0, err, sizeof(err));
 	REQUIRE(pool != NULL, "sheaf_connect(%s): %s", a->sock, err);
-	c = sheaf_cache_create(pool, "sd-restart", 64, &cfg);
-	REQUIRE(c != NULL, "sheaf_cache_create: %s", strerror(errno));
+	for (int k = 0; k < NCACHES; k++) {
+		c[k] = sheaf_cache_create(pool, names[k], 64, &cfg[k]);
+		REQUIRE(c[k] != NULL, "sheaf_cache_create(%s): %s", names[k], strerror(errno));
+	}
 	for (;;) {
 		if ((ops & 63) == 0) {
 			struct pollfd pf = { a->cmd_fd, POLLIN, 0 };
@@ -288,36 +322,33 @@ static int worker(void *p)
 			if (poll(&pf, 1, 0) == 1) {
 				REQUIRE(read(a->cmd_fd, &cmd, 1) == 1, "the test went away");
 				memset(&r, 0, sizeof(r));
-				if (cmd == CMD_STATS || cmd == CMD_END) {
-					r.rc = sheaf_cache_stats(c, -1, &st);
-					r.in_use = r.rc == 0 ? st.in_use : 0;
-					if (r.rc != 0)
-						fmt(r.err, sizeof(r.err), "sheaf_cache_stats: %s",
-							 strerror(-r.rc));
-				}
+				if (cmd == CMD_STATS || cmd == CMD_END)
+					r.rc = worker_stats(c, &r.in_use, r.err, sizeof(r.err));
 				if (cmd == CMD_END && r.rc == 0) {
 					for (uint32_t i = 0; i < n; i++) {
 						REQUIRE(live[i].obj[0] == stamp_of(live[i].obj, live[i].gen),
 						     "object %p changed", (void *)live[i].obj);
-						REQUIRE(sheaf_free(c, live[i].obj) == 0, "free %p",
-						     (void *)live[i].obj);
+						REQUIRE(sheaf_free(c[live[i].cache], live[i].obj) == 0,
+							"free %p", (void *)live[i].obj);
 					}
 					n = 0;
 					sheaf_thread_exit();
-					r.rc = sheaf_cache_shrink(c);
-					if (r.rc < 0) {
-						fmt(r.err, sizeof(r.err), "shrink: %s",
-							 strerror(-r.rc));
-					} else {
-						r.rc = sheaf_pool_check(pool, r.err, sizeof(r.err));
-						if (r.rc == 0) {
-							r.rc = sheaf_cache_stats(c, -1, &st);
-							r.in_use = st.in_use;
-						}
+					for (int k = 0; k < NCACHES && r.rc == 0; k++) {
+						r.rc = sheaf_cache_shrink(c[k]);
+						if (r.rc < 0)
+							fmt(r.err, sizeof(r.err), "shrink %s: %s",
+							    names[k], strerror(-r.rc));
+						else
+							r.rc = 0;
 					}
+					if (r.rc == 0)
+						r.rc = sheaf_pool_check(pool, r.err, sizeof(r.err));
+					if (r.rc == 0)
+						r.rc = worker_stats(c, &r.in_use, r.err, sizeof(r.err));
 				}
 				r.live = n;
 				r.ops = ops;
+				memcpy(r.cache_ops, cache_ops, sizeof(r.cache_ops));
 				REQUIRE(write_full(a->rep_fd, &r, sizeof(r)) == 0, "reply");
 				if (cmd == CMD_END) {
 					sheaf_disconnect(pool);
@@ -332,11 +363,14 @@ static int worker(void *p)
 				    : (uint32_t)(xorshift(&seed) % (n + 1));
 		}
 		if (n < target) {
-			uint64_t *o = sheaf_alloc(c);
+			int k = (int)(xorshift(&seed) & 1);
+			uint64_t *o = sheaf_alloc(c[k]);
 
-			REQUIRE(o != NULL, "sheaf_alloc failed after %llu ops: %s",
+			REQUIRE(o != NULL, "sheaf_alloc(%s) failed after %llu ops: %s", names[k],
 			     (unsigned long long)ops, strerror(errno));
+			cache_ops[k]++;
 			live[n].obj = o;
+			live[n].cache = k;
 			live[n].gen = ++gen;
 			o[0] = stamp_of(o, gen);
 			o[7] = ~o[0];
@@ -347,10 +381,11 @@ static int worker(void *p)
 			int rc;
 
 			REQUIRE(o[0] == stamp_of(o, live[i].gen) && o[7] == ~o[0],
-			     "object %p changed", (void *)o);
-			rc = sheaf_free(c, o);
-			REQUIRE(rc == 0, "sheaf_free failed after %llu ops: %s",
-			     (unsigned long long)ops, strerror(-rc));
+			     "object %p of %s changed", (void *)o, names[live[i].cache]);
+			rc = sheaf_free(c[live[i].cache], o);
+			REQUIRE(rc == 0, "sheaf_free(%s) failed after %llu ops: %s",
+			     names[live[i].cache], (unsigned long long)ops, strerror(-rc));
+			cache_ops[live[i].cache]++;
 			live[i] = live[--n];
 		}
 		ops++;
@@ -432,10 +467,12 @@ static void restart_scenario(enum restart_mode mode, int rounds)
 	for (int round = 1; round <= rounds; round++) {
 		int64_t t_down, t_up;
 		uint64_t ops_before, ops_down = 0;
+		struct reply before, down;
 		int status0, fdstore0;
 
 		sleep_ms(200);                        /* let the worker run a while */
-		ops_before = worker_cmd(&w, CMD_PROGRESS, 10000).ops;
+		before = worker_cmd(&w, CMD_PROGRESS, 10000);
+		ops_before = before.ops;
 		svc_stop(&d, &n, mode == RESTART_CLEAN ? SIGTERM : SIGKILL);
 		t_down = now_ms();
 		status0 = n.status;
@@ -447,10 +484,17 @@ static void restart_scenario(enum restart_mode mode, int rounds)
 		}
 		sleep_ms(300);                        /* no daemon for 300 ms */
 		if (mode != RESTART_SOCKET) {
-			ops_down = worker_cmd(&w, CMD_PROGRESS, 10000).ops;
-			REQUIRE(ops_down > ops_before,
-				"the client made no progress while no daemon ran (%llu ops)",
-				(unsigned long long)ops_down);
+			down = worker_cmd(&w, CMD_PROGRESS, 10000);
+			ops_down = down.ops;
+			/* Both caches: the debug one and the plain one's fast paths. */
+			REQUIRE(down.cache_ops[CACHE_DEBUG] > before.cache_ops[CACHE_DEBUG] &&
+				down.cache_ops[CACHE_PLAIN] > before.cache_ops[CACHE_PLAIN],
+				"the client made no progress on both caches while no daemon ran "
+				"(debug %llu -> %llu, plain %llu -> %llu ops)",
+				(unsigned long long)before.cache_ops[CACHE_DEBUG],
+				(unsigned long long)down.cache_ops[CACHE_DEBUG],
+				(unsigned long long)before.cache_ops[CACHE_PLAIN],
+				(unsigned long long)down.cache_ops[CACHE_PLAIN]);
 		}
 		/* systemd starts sheafd again with the stored memfd. */
 		svc_start(&d, &n, lfd, n.store_fd, 0);
@@ -474,6 +518,14 @@ static void restart_scenario(enum restart_mode mode, int rounds)
 		}
 		REQUIRE(r.rc == 0, "the client's first request after restart %d failed: %s",
 			round, r.err);
+		REQUIRE(r.cache_ops[CACHE_DEBUG] > before.cache_ops[CACHE_DEBUG] &&
+			r.cache_ops[CACHE_PLAIN] > before.cache_ops[CACHE_PLAIN],
+			"restart %d: the client did not work on both caches across it (debug "
+			"%llu -> %llu, plain %llu -> %llu ops)", round,
+			(unsigned long long)before.cache_ops[CACHE_DEBUG],
+			(unsigned long long)r.cache_ops[CACHE_DEBUG],
+			(unsigned long long)before.cache_ops[CACHE_PLAIN],
+			(unsigned long long)r.cache_ops[CACHE_PLAIN]);
 		REQUIRE(file_contains(d.log, "resumed"), "the client did not resume its id");
 		if (mode == RESTART_SOCKET)
 			printf("  restart %d (%s): no daemon for %lld ms; the stats request sent "
@@ -497,9 +549,11 @@ static void restart_scenario(enum restart_mode mode, int rounds)
 	svc_stop(&d, &n, SIGTERM);
 	if (lfd >= 0)
 		close(lfd);
-	printf("  %d restarts (%s): the client did %llu ops, never failed; every object "
-	       "accounted for (pool check 0, in_use 0)\n", rounds, mode_name[mode],
-	       (unsigned long long)ops_total);
+	printf("  %d restarts (%s): the client did %llu ops (%llu on the debug cache, %llu "
+	       "on the plain one), never failed; every object accounted for (pool check "
+	       "0, in_use 0)\n", rounds, mode_name[mode], (unsigned long long)ops_total,
+	       (unsigned long long)r.cache_ops[CACHE_DEBUG],
+	       (unsigned long long)r.cache_ops[CACHE_PLAIN]);
 	notify_close(&n);
 	test_passed();
 }

@@ -1,7 +1,8 @@
 /*
  * util_ring.h - white-box helpers of the ring tests (test_ring,
- * test_ring_stress): a ring and an owner table in private memory, and a
- * look at the slots through the encoding documented in shm/ring.h.
+ * test_ring_stress, test_ring_crash): a ring and an owner table in private
+ * memory, a look at the slots through the encoding documented in
+ * shm/ring.h, and the names of the test-hook stop points (enum ring_step).
  * Header-only; the allocations fail the test (ck_assert) when they fail.
  */
 #ifndef SHEAF_TESTS_UTIL_RING_H
@@ -83,5 +84,47 @@ static inline void intent_zero(struct ring_intent *in)
 {
 	memset(in, 0, sizeof(*in));
 }
+
+/* Whether ring_put on @r would loop forever right now: tail sits on a slot
+ * that is already past "full for tail" (consumed), which no put advances. */
+static inline int put_would_spin(struct shm_ring *r)
+{
+	uint32_t t = atomic_load(&r->tail);
+	uint32_t base = t - (t & r->mask);
+	uint32_t seq = (uint32_t)(atomic_load(&r->slots[t & r->mask]) >> 32);
+
+	return (int32_t)(seq - base) > 1;
+}
+
+#ifdef SHEAF_TEST_HOOKS
+/*
+ * The name of stop point @step (enum ring_step in shm/ring.h), "?" for any
+ * other number.  Designated initializers tie each name to its enumerator,
+ * so the table cannot drift from the enum's order; a step added to the enum
+ * without a name here reads "?", which ring_step_names_ok() catches.
+ */
+static inline const char *ring_step_name(int step)
+{
+	static const char *const names[RS_NR] = {
+		[RS_PUT_INTENT] = "PUT_INTENT", [RS_PUT_OWNER] = "PUT_OWNER",
+		[RS_PUT_SLOT] = "PUT_SLOT",     [RS_PUT_TAIL] = "PUT_TAIL",
+		[RS_PUT_DONE] = "PUT_DONE",     [RS_GET_INTENT] = "GET_INTENT",
+		[RS_GET_SLOT] = "GET_SLOT",     [RS_GET_CLEAR] = "GET_CLEAR",
+		[RS_GET_HEAD] = "GET_HEAD",     [RS_GET_CLAIM] = "GET_CLAIM",
+		[RS_GET_DONE] = "GET_DONE",
+	};
+
+	return step > 0 && step < RS_NR && names[step] != NULL ? names[step] : "?";
+}
+
+/* 1 when every step 1..RS_NR-1 has a name. */
+static inline int ring_step_names_ok(void)
+{
+	for (int s = 1; s < RS_NR; s++)
+		if (ring_step_name(s)[0] == '?')
+			return 0;
+	return 1;
+}
+#endif
 
 #endif
