@@ -13,7 +13,8 @@
  *                    config), allocates and frees; PREFIX=/usr rewrites the
  *                    units' paths; `make uninstall` leaves no file behind.
  *
- * A test whose tool is missing (pkg-config, cc) prints SKIP and passes.
+ * A test whose tool is missing (pkg-config, cc) fails with SKIP
+ * (SHEAF_TEST_SKIP_OK=1 lets it pass).
  * Each test is its own TCase: CK_RUN_CASE=<name> runs one.  Loops use
  * REQUIRE (Check's passing assertions are slow); child processes report
  * through pipes, REQUIRE and exit statuses and never call Check.

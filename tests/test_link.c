@@ -37,7 +37,8 @@
  * must reference the slow paths they call (sheaf__alloc_slow,
  * sheaf__free_slow), which no other code of the program calls.
  *
- * A test whose tool is missing (cc, c++, pkg-config) prints SKIP and passes.
+ * A test whose tool is missing (cc, c++, pkg-config) fails with SKIP
+ * (SHEAF_TEST_SKIP_OK=1 lets it pass).
  * Each test is its own TCase: CK_RUN_CASE=<name> runs one.  The programs
  * are C (and C++) source below, written to files; they never call Check.
  */

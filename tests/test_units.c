@@ -18,7 +18,8 @@
  *                    is 0750 sheafd:sheaf, and the units name exactly those.
  *
  * A test whose tool is missing (systemd-analyze, systemd-sysusers,
- * systemd-tmpfiles) prints SKIP and passes.  Each test is its own TCase:
+ * systemd-tmpfiles) fails with SKIP (SHEAF_TEST_SKIP_OK=1 lets it pass).
+ * Each test is its own TCase:
  * CK_RUN_CASE=<name> runs one.  Loops use REQUIRE (Check's passing
  * assertions are slow); child processes report through pipes, REQUIRE and
  * exit statuses and never call Check.
