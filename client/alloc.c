@@ -258,13 +258,20 @@ void *sheaf__alloc_slow(sheaf_cache_t *c)
 {
 	struct tcache *t = tcache_get(c);
 	void *obj;
+	int rc;
 
 	if (t == NULL)
 		return NULL;
+	rc = tcache_enter(t);           /* no destroy decides meanwhile */
+	if (rc != 0) {
+		errno = -rc;
+		return NULL;
+	}
 	t->f->last = NULL;
 	tcache_fold(t);
 	obj = alloc_slow(t);
 	tcache_publish(t);
+	tcache_leave(t);
 	return obj;
 }
 
@@ -413,10 +420,14 @@ int sheaf__free_slow(sheaf_cache_t *c, void *obj)
 
 	if (t == NULL)
 		return -errno;
+	rc = tcache_enter(t);           /* no destroy decides meanwhile */
+	if (rc != 0)
+		return rc;
 	t->f->last = NULL;
 	tcache_fold(t);
 	rc = free_slow(t, obj);
 	tcache_publish(t);
+	tcache_leave(t);
 	return rc;
 }
 
