@@ -297,6 +297,7 @@ void *sheaf__alloc_slow(sheaf_cache_t *c)
 {
 	struct tcache *t;
 	void *obj;
+	int rc;
 
 	if (c->pool == NULL) {          /* its pool was destroyed or disconnected */
 		errno = EINVAL;
@@ -305,9 +306,15 @@ void *sheaf__alloc_slow(sheaf_cache_t *c)
 	t = tcache_get(c);
 	if (t == NULL)
 		return NULL;
+	rc = tcache_enter(t);           /* no destroy decides meanwhile */
+	if (rc != 0) {
+		errno = -rc;
+		return NULL;
+	}
 	tcache_fold(t);
 	obj = alloc_slow(t);
 	tcache_publish(t);
+	tcache_leave(t);
 	return obj;
 }
 
@@ -520,10 +527,11 @@ int sheaf__free_slow(sheaf_cache_t *c, void *obj)
 	t = tcache_get(c);
 	if (t == NULL) {
 		rc = -errno;
-	} else {
+	} else if ((rc = tcache_enter(t)) == 0) {   /* no destroy decides meanwhile */
 		tcache_fold(t);
 		rc = free_slow(t, obj);
 		tcache_publish(t);
+		tcache_leave(t);
 	}
 	errno = saved;
 	return rc;

@@ -58,7 +58,22 @@ struct sheaf_cache {
 	uint32_t id;                 /* cache id in the region */
 	sheaf_pool_t *pool;          /* NULL: a free slot */
 	struct shm_cache *sc;
+	uint32_t gen;                /* sc->generation of the cache it names:
+					another one there makes it stale (its
+					slot is never reused while @pool lives) */
 } __attribute__((aligned(64)));
+
+/* Whether @c still names its cache (LIVE, or DYING while a destroy
+ * decides, and of @c's generation); a stale handle fails with ESTALE. */
+static inline int cache_handle_live(const sheaf_cache_t *c)
+{
+	/* Acquire: pairs with the release stores of the state
+	 * (shm/engine_cache.c); the generation is written before them. */
+	uint32_t st = at_load_acquire(&c->sc->state);
+
+	return (st == CACHE_LIVE || st == CACHE_DYING) &&
+	       at_load_relaxed(&c->sc->generation) == c->gen;
+}
 
 /* Per thread, per pool. */
 struct tpool {
@@ -144,18 +159,25 @@ extern __thread struct tstate *tls_state __attribute__((tls_model("initial-exec"
 #define sheaf__tls_fast (tls_state->fast)
 
 /* The calling thread's tcache of @c, made on first use; NULL with errno
- * (ENOMEM, ECHILD in a fork() child, EMFILE: no lane). */
+ * (ENOMEM, ECHILD in a fork() child, EMFILE: no lane, ESTALE: a handle of
+ * a destroyed cache). */
 static inline struct tcache *tcache_get(sheaf_cache_t *c)
 {
 	struct tstate *ts = tls_state;
 	struct tcache *t;
 
 	if (likely(ts != NULL && !c->pool->forked) && (t = ts->tc[c->slot]) != NULL &&
-	    likely(t->cache == c && t->gen == c->pool->gen))
+	    likely(t->cache == c && t->gen == c->pool->gen && cache_handle_live(c)))
 		return t;
 	return tcache_get_slow(c);
 }
 void tcache_flush(struct tcache *t);                /* give sheaves back */
+/* cache.c: around anything that touches the cache's barns (a slow path, a
+ * flush), so that engine_cache_destroy never races it: 0 (then call
+ * tcache_leave), -ESTALE (the cache is gone) or -EAGAIN (a destroy stayed
+ * undecided for wait_ms: its engine died). */
+int tcache_enter(struct tcache *t);
+void tcache_leave(struct tcache *t);
 void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
 int registry_add_pool(sheaf_pool_t *pool);
 void registry_remove_pool(sheaf_pool_t *pool);

@@ -85,11 +85,16 @@ err_free:
 }
 
 static int local_cache_create(sheaf_pool_t *pool, const char *name,
-			      const struct engine_cache_params *cp)
+			      const struct engine_cache_params *cp, uint32_t *gen)
 {
 	char msg[160];
+	int id = engine_cache_create(&pool->engine, name, cp, msg, sizeof(msg));
 
-	return engine_cache_create(&pool->engine, name, cp, msg, sizeof(msg));
+	/* The engine is ours: only a thread of this process could have
+	 * destroyed it since. */
+	if (id >= 0)
+		*gen = at_load_relaxed(&pool->shm.caches[id].generation);
+	return id;
 }
 
 static int local_cache_tune(sheaf_cache_t *c, const struct tune_setting *s)

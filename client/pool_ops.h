@@ -32,9 +32,10 @@ struct pool_cache_stats {
 };
 
 struct pool_ops {
-	/* Create cache @name as @cp says: its id. */
+	/* Create cache @name as @cp says: its id, and its generation in
+	 * *@gen (-EEXIST when the name exists). */
 	int (*cache_create)(sheaf_pool_t *pool, const char *name,
-			    const struct engine_cache_params *cp);
+			    const struct engine_cache_params *cp, uint32_t *gen);
 	/* Apply setting @s of cache @c (tune_check passed it): 0. */
 	int (*cache_tune)(sheaf_cache_t *c, const struct tune_setting *s);
 	/* Flush @c's barns and release its empty slabs beyond min_partial

@@ -16,7 +16,7 @@
 #include "shm/tune.h"
 
 static int remote_cache_create(sheaf_pool_t *pool, const char *name,
-			       const struct engine_cache_params *cp)
+			       const struct engine_cache_params *cp, uint32_t *gen)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__CacheCreateRequest cc = SHEAF__V1__CACHE_CREATE_REQUEST__INIT;
@@ -33,8 +33,16 @@ static int remote_cache_create(sheaf_pool_t *pool, const char *name,
 	rc = rpc_call(&pool->conn, &rq, &r, NULL, NULL, 0);
 	if (rc != 0)
 		return rc;
-	id = r->body_case == SHEAF__V1__RESPONSE__BODY_CACHE_CREATE && r->cache_create->cache
+	id = r->body_case == SHEAF__V1__RESPONSE__BODY_CACHE_CREATE && r->cache_create->cache &&
+	     r->cache_create->cache->id < SHEAF_MAX_CACHES
 		? (int)r->cache_create->cache->id : -EPROTO;
+	/* The generation sheafd created (an older sheafd sends none, 0:
+	 * the mapped descriptor's, which a destroy since could have moved). */
+	if (id >= 0) {
+		*gen = r->cache_create->cache->generation;
+		if (*gen == 0)
+			*gen = at_load_relaxed(&pool->shm.caches[id].generation);
+	}
 	sheaf__v1__response__free_unpacked(r, NULL);
 	return id;
 }

@@ -166,16 +166,43 @@ struct sheaf_cache_config {
 };
 
 /*
+ * Handles.  A cache handle names one cache for the life of its pool in this
+ * process.  Once the cache is destroyed (`sheafctl destroy`, which sheafd
+ * refuses while any thread holds its sheaves or objects are in use), the
+ * handle is stale: every call on it fails with ESTALE (sheaf_alloc,
+ * sheaf_free, bulk, prefill, stats, capacity, shrink; object_size and
+ * capacity return 0 with errno ESTALE), even after a cache of the same
+ * name (or another) is created again; create or open that one for a new
+ * handle.  A stale handle keeps one of the process's 128 handle slots until
+ * the pool is closed.
+ */
+
+/*
  * Create cache @name (1..47 bytes) of objects of @size bytes (1..65536,
  * rounded up to the alignment) in @pool; @cfg may be NULL for defaults.
- * Returns a handle, valid until the pool is destroyed, or NULL with errno:
- * EINVAL (size, align, capacity or flags out of range), EEXIST (a cache of
- * that name exists; see sheaf_cache_open), ENOSPC (64 caches exist), EMFILE
- * (too many handles in this process).
+ * Returns a handle or NULL with errno: EINVAL (size, align, capacity or
+ * flags out of range), EEXIST (a cache of that name exists; see
+ * sheaf_cache_create_or_open), ENOSPC (64 caches exist), EMFILE (too many
+ * handles in this process).
  */
 SHEAF_API sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
 					    size_t size,
 					    const struct sheaf_cache_config *cfg);
+
+/*
+ * Create cache @name as sheaf_cache_create does, or open it when it exists
+ * with the same object size (after rounding) and alignment; its capacity
+ * and flags are then the existing cache's.  Of processes racing to create
+ * the same name exactly one creates.  *@created (may be NULL) is set to 1
+ * when this call created the cache, 0 when it opened it.
+ * Returns a handle or NULL with errno as sheaf_cache_create, except that
+ * EEXIST is never returned: EINVAL also when the existing cache has
+ * another object size or alignment (open it to see which).
+ */
+SHEAF_API sheaf_cache_t *sheaf_cache_create_or_open(sheaf_pool_t *pool, const char *name,
+						    size_t size,
+						    const struct sheaf_cache_config *cfg,
+						    int *created);
 
 /*
  * Open the existing cache @name.  Returns a handle or NULL with errno ENOENT
@@ -183,7 +210,8 @@ SHEAF_API sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name
  */
 SHEAF_API sheaf_cache_t *sheaf_cache_open(sheaf_pool_t *pool, const char *name);
 
-/* Object size (after rounding) and current sheaf capacity of a cache. */
+/* Object size (after rounding) and current sheaf capacity of a cache (0
+ * with errno ESTALE for a stale handle). */
 SHEAF_API size_t sheaf_cache_object_size(const sheaf_cache_t *cache);
 SHEAF_API unsigned sheaf_cache_capacity(const sheaf_cache_t *cache);
 
@@ -191,7 +219,8 @@ SHEAF_API unsigned sheaf_cache_capacity(const sheaf_cache_t *cache);
  * Set the sheaf capacity of @cache (0..256) at run time.  Threads pick it up
  * at their next sheaf exchange with the barn, without stopping.
  * On a connected pool the request goes to sheafd (a Tune request).
- * Returns 0, -EINVAL, or for a connected pool the error of the request.
+ * Returns 0, -EINVAL, -ESTALE, or for a connected pool the error of the
+ * request.
  */
 SHEAF_API int sheaf_cache_set_capacity(sheaf_cache_t *cache, unsigned capacity);
 
@@ -199,7 +228,8 @@ SHEAF_API int sheaf_cache_set_capacity(sheaf_cache_t *cache, unsigned capacity);
  * Return the calling thread's sheaves of @cache, flush every full sheaf in
  * the cache's barns back to slabs and give empty slabs beyond min_partial
  * back to the kernel (their memory is released: the region's allocated
- * blocks fall).  Returns the number of slabs released, or a negative errno.
+ * blocks fall).  Returns the number of slabs released, or a negative errno
+ * (-ESTALE for a stale handle).
  */
 SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
 
@@ -214,7 +244,8 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  *           (returned promptly, never after a hang);
  *   EAGAIN  the engine did not stock the barn within wait_ms;
  *   EMFILE  this thread could not get a lane (256 threads use the pool);
- *   ECHILD  the pool was inherited through fork() (see sheaf_connect).
+ *   ECHILD  the pool was inherited through fork() (see sheaf_connect);
+ *   ESTALE  @cache was destroyed (see "Handles" above).
  */
 SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
 
@@ -243,7 +274,8 @@ SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
  *              freed none within wait_ms (or, for a connected pool, no
  *              sheafd runs); the object stays allocated;
  *   -EMFILE    this thread could not get a lane (the object stays allocated);
- *   -ECHILD    the pool was inherited through fork().
+ *   -ECHILD    the pool was inherited through fork();
+ *   -ESTALE    @cache was destroyed (see "Handles" above).
  * errno is left alone.
  */
 SHEAF_API SHEAF__INLINE int sheaf_free(sheaf_cache_t *cache, void *obj);
@@ -303,7 +335,7 @@ struct sheaf_stats {
 /*
  * Statistics of @cache on @node (all nodes when < 0), kernel-named counters
  * summed over every thread that used the cache (live threads are not
- * stopped).  Returns 0 or -EINVAL (bad node).
+ * stopped).  Returns 0, -EINVAL (bad node) or -ESTALE (a stale handle).
  */
 SHEAF_API int sheaf_cache_stats(sheaf_cache_t *cache, int node,
 				struct sheaf_stats *out);

@@ -35,6 +35,8 @@ int sheaf_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out)
 
 	if (c->pool->forked)
 		return -ECHILD;
+	if (!cache_handle_live(c))      /* the slot may hold another cache */
+		return -ESTALE;
 	if (node >= (int)c->pool->shm.nodes)
 		return -EINVAL;
 	rc = c->pool->ops->cache_stats(c, node, &cs);

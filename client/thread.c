@@ -238,6 +238,10 @@ struct tcache *tcache_get_slow(sheaf_cache_t *c)
 		errno = ECHILD;
 		return NULL;
 	}
+	if (!cache_handle_live(c)) {         /* its cache was destroyed */
+		errno = ESTALE;
+		return NULL;
+	}
 	t = ts->tc[c->slot];
 	if (t != NULL && t->cache == c && t->gen == pool->gen)
 		return t;
@@ -316,8 +320,12 @@ static void thread_detach(sheaf_pool_t *only)
 		struct tcache *t = ts->tc[i];
 		if (t == NULL || (only != NULL && t->cache->pool != only))
 			continue;
-		if (pool_is_live(t->cache->pool, t->gen))
+		/* A stale handle's tcache holds nothing (its cache was
+		 * destroyed only once no thread held a sheaf of it). */
+		if (pool_is_live(t->cache->pool, t->gen) && tcache_enter(t) != -ESTALE) {
 			tcache_flush(t);
+			tcache_leave(t);
+		}
 		free(t);
 		ts->tc[i] = NULL;
 		fast_reset(i);

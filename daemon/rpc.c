@@ -94,6 +94,7 @@ static Sheaf__V1__CacheInfo *cache_info(struct daemon *d, struct arena *a, uint3
 	ci->barn_limit = at_load_relaxed(&sc->barn_limit);
 	ci->barn_low = at_load_relaxed(&sc->barn_low);
 	ci->barn_high = at_load_relaxed(&sc->barn_high);
+	ci->generation = at_load_relaxed(&sc->generation);
 	return ci->name != NULL ? ci : NULL;
 }
 

@@ -57,6 +57,9 @@ int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen);
  * before engine_init.  Returns the number of sheaves recovered.
  */
 int engine_adopt(struct shm_pool *p);
+/* Make every DYING cache LIVE again (a destroy that died with its engine
+ * decided nothing); engine_adopt does it first. */
+void engine_caches_revive(struct shm_pool *p);
 /* Start one worker per node (threads bound to the node when it is real). */
 int engine_start(struct engine *e, char *err, size_t errlen);
 /* Stop and join the workers (engine_start starts them again). */
@@ -88,9 +91,11 @@ int engine_cache_create(struct engine *e, const char *name,
 			char *err, size_t errlen);
 
 /*
- * Destroy cache @cache: refused with -EBUSY while objects are in use or a
- * client holds one of its sheaves; otherwise its barns are emptied, its
- * slabs released and its slot freed.  0 or -errno with @err.
+ * Destroy cache @cache: refused with -EBUSY while objects are in use, a
+ * client holds one of its sheaves, or a client thread stays inside its
+ * barns (it is DYING meanwhile: client slow paths wait); otherwise its
+ * barns are emptied, its slabs released and its slot freed (a later cache
+ * there gets a new generation).  0 or -errno with @err.
  */
 int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t errlen);
 

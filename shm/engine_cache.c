@@ -9,7 +9,14 @@
  * helpers below assume it held (they use e->ctl_lane's intent or e->ids).
  * A cache's descriptor is published by the release store of CACHE_LIVE:
  * readers load the state with acquire before any other field.
+ *
+ * Destroy and the clients (docs/design.md, "Cache handles and destroy"):
+ * destroy marks the cache DYING, then waits until no lane's thread is
+ * inside the cache's barns (shm_lane.in_cache; a client slow path that
+ * finds the cache DYING leaves and waits), so that what it then checks
+ * (holders, objects out of the slabs) cannot change before it decides.
  */
+#include <time.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +25,7 @@
 #include "check.h"
 #include "clients.h"
 #include "engine_internal.h"
+#include "futex.h"
 #include "slab.h"
 
 uint32_t engine_default_capacity(uint32_t obj_size)
@@ -94,7 +102,8 @@ static void do_cache_install(struct shm_cache *sc, const char *name,
 	sc->objs_per_slab = per_slab;
 	sc->slab_bytes = per_slab * obj_size;
 	sc->flags = cp->flags;
-	sc->generation++;
+	/* A handle of the slot's previous cache is stale from now on. */
+	at_store_relaxed(&sc->generation, at_load_relaxed(&sc->generation) + 1);
 	at_store_relaxed(&sc->sheaf_capacity, cap);
 	at_store_relaxed(&sc->min_partial, cp->min_partial ? cp->min_partial
 			 : slab_default_min_partial(obj_size));
@@ -263,11 +272,55 @@ static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_int
 			at_store_relaxed(&cn->stat[i], 0);
 		lock_release(&cn->lock);
 	}
-	/* Counters of the lanes for this cache start again from zero. */
+	/* Counters of the lanes for this cache start again from zero, and so
+	 * does each lane's base (net - base is a client's own in use: a base
+	 * left behind would make it negative). */
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
 		for (int i = 0; i < SHEAF_STAT_NR; i++)
 			at_store_relaxed(&p->lanes[l].stat[cache][i], 0);
+		at_store_relaxed(&p->lanes[l].base[cache], 0);
 		at_store_relaxed(&p->lanes[l].live[cache].sheaf, SHEAF_ID_NONE);
+	}
+}
+
+/* How long destroy waits for a client thread to leave the cache's barns. */
+#define QUIESCE_MS 250
+
+/*
+ * @cache is DYING: wait until no busy lane's thread is inside its barns
+ * (in_cache, set by a client before it loads the state: with this side's
+ * DYING store before its loads of in_cache, one of the two sees the other,
+ * all seq_cst), at most QUIESCE_MS.  Every thread that enters later sees
+ * DYING and leaves again.  0, or -EBUSY with the client that stayed.
+ */
+static int do_cache_quiesce(struct shm_pool *p, uint32_t cache, uint32_t *client)
+{
+	struct timespec nap = { 0, 100000 };
+	int64_t end = clock_ns() + (int64_t)QUIESCE_MS * 1000000;
+
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+
+		/* A lane no thread holds keeps a dead thread's value, if any:
+		 * nobody can be inside through it. */
+		while (at_load_seqcst(&ln->in_cache) == cache + 1 &&
+		       at_load_acquire(&ln->busy)) {
+			if (clock_ns() >= end) {
+				*client = at_load_relaxed(&ln->client);
+				return -EBUSY;
+			}
+			nanosleep(&nap, NULL);
+		}
+	}
+	return 0;
+}
+
+void engine_caches_revive(struct shm_pool *p)
+{
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		uint32_t dying = CACHE_DYING;
+
+		at_cas_acqrel(&p->caches[c].state, &dying, CACHE_LIVE);
 	}
 }
 
@@ -292,12 +345,23 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 		rc = -ENOENT;
 		goto out;
 	}
+	/* Clients stay out of the cache's barns from now on (seq_cst: the
+	 * handshake of do_cache_quiesce), so what follows is decided on a
+	 * cache nobody changes: no thread can take a sheaf between the
+	 * checks and the release. */
+	at_store_seqcst(&sc->state, CACHE_DYING);
+	if (do_cache_quiesce(p, cache, &holder) != 0) {
+		snprintf(err, errlen, "cache '%s': a thread of client %u is in an operation on it",
+			 sc->name, holder);
+		rc = -EBUSY;
+		goto revive;
+	}
 	holder = do_cache_holder(p, cache);
 	if (holder != OWNER_NONE) {
 		snprintf(err, errlen, "cache '%s': client %u still holds its sheaves",
 			 sc->name, holder);
 		rc = -EBUSY;
-		goto out;
+		goto revive;
 	}
 	do_cache_flush_barns(p, cache, in);
 	/*
@@ -310,12 +374,16 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 		snprintf(err, errlen, "cache '%s': %llu objects in use", sc->name,
 			 (unsigned long long)in_use);
 		rc = -EBUSY;
-		goto out;
+		goto revive;
 	}
-	/* No new refill may start once the state is not LIVE (release: pairs
-	 * with the acquire loads of state). */
+	/* Release: pairs with the acquire loads of state (waiting clients
+	 * then fail with ESTALE; no refill starts). */
 	at_store_release(&sc->state, CACHE_FREE);
 	do_cache_release(p, cache, in);
+	goto out;
+revive:
+	/* Release: waiting clients go on with the cache as it was. */
+	at_store_release(&sc->state, CACHE_LIVE);
 out:
 	lock_release(&e->ctl_lock);
 	if (workers && engine_start(e, msg, sizeof(msg)) != 0 && rc == 0) {

@@ -117,6 +117,7 @@ int engine_adopt(struct shm_pool *p)
 
 	if (ids == NULL)
 		return -ENOMEM;
+	engine_caches_revive(p);         /* before the rebuild skips them */
 	slab_rebuild(p);
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */

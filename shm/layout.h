@@ -94,7 +94,10 @@ struct shm_header {
 };
 _Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
 
-enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1 };
+/* A slot's state: FREE, LIVE, or DYING while engine_cache_destroy decides
+ * (client slow paths wait, then go on if it is LIVE again; engine_adopt
+ * makes a DYING cache LIVE again, its destroy having died with the engine). */
+enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2 };
 #define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
 
 struct shm_cache {
@@ -106,7 +109,9 @@ struct shm_cache {
 	uint32_t slab_bytes;         /* objs_per_slab * obj_size */
 	uint64_t reserved;
 	uint32_t flags;
-	uint32_t generation;         /* bumped each time the slot is reused */
+	_Atomic uint32_t generation; /* bumped each time the slot is reused: a
+					client's handle records it (a handle of
+					another generation is stale) */
 	_Atomic uint32_t sheaf_capacity;  /* 0: sheaves disabled */
 	_Atomic uint32_t min_partial;
 	_Atomic uint32_t barn_limit;      /* full sheaves kept before flushing */
@@ -285,7 +290,11 @@ struct shm_lane {
 	_Atomic uint32_t fold_cache;
 	_Atomic uint64_t fold_alloc;
 	_Atomic uint64_t fold_free;
-	char pad1[SHEAF_CACHELINE - 56];
+	/* The cache + 1 whose barns the lane's thread may touch now (a
+	 * client slow path or flush, client/cache.c's tcache_enter), 0 when
+	 * none: engine_cache_destroy waits for it.  Former padding. */
+	_Atomic uint32_t in_cache;
+	uint32_t reserved;
 	_Atomic int64_t base[SHEAF_MAX_CACHES];
 	_Atomic uint64_t stat[SHEAF_MAX_CACHES][SHEAF_STAT_NR];
 	struct shm_live live[SHEAF_MAX_CACHES];
