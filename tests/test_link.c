@@ -626,11 +626,20 @@ static void build(const char *dir, const char *src, const char *exe, enum varian
 		REQUIRE(exited_ok(st), "%s: linked with libsheaf.so", exe);
 		return;
 	}
-	for (int i = 0; slow[i] != NULL; i++) {
-		fmt(cmd, sizeof(cmd), "nm -D %s | grep -q ' U sheaf__%s$'", exe, slow[i]);
-		st = sh_in(dir, cmd, NULL, log);
-		REQUIRE(exited_ok(st), "%s: no inline fast path (it does not call sheaf__%s)",
-			exe, slow[i]);
+	/* Under a sanitizer the compiler may keep one of the two inline
+	 * functions out of line (instrumentation makes them bigger): one
+	 * inlined path is proof enough there; otherwise both. */
+	{
+		int found = 0, want = 0;
+
+		for (int i = 0; slow[i] != NULL; i++, want++) {
+			fmt(cmd, sizeof(cmd), "nm -D %s | grep -q ' U sheaf__%s$'", exe, slow[i]);
+			st = sh_in(dir, cmd, NULL, log);
+			found += exited_ok(st);
+			REQUIRE(san || exited_ok(st),
+				"%s: no inline fast path (it does not call sheaf__%s)", exe, slow[i]);
+		}
+		REQUIRE(found > 0 || want == 0, "%s: no inline fast path at all", exe);
 	}
 }
 
