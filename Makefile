@@ -81,7 +81,9 @@ all: lib $(SHEAFD) $(SHEAFCTL) tests $(BENCH_BIN)
 
 lib: $(BUILD)/libsheaf.a $(BUILD)/libsheaf.so
 
-$(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h: proto/sheaf.proto
+# One run of protoc-c makes both files (a grouped target: never two runs
+# at once under -j).
+$(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h &: proto/sheaf.proto
 	@mkdir -p $(BUILD)/proto
 	protoc-c --proto_path=proto --c_out=$(BUILD)/proto $<
 

@@ -1,7 +1,8 @@
 /*
  * connect.c - a pool of sheafd: sheaf_connect connects to its socket and
- * attaches (rpc.c), maps the pool's memfd at the daemon's address
- * (engine-owned pages read-only) and gives the pool remote.c's operations;
+ * attaches (rpc.c), maps the pool's two memfds at the daemon's address
+ * (META, the engine-owned pages, read-only: its descriptor cannot write) and
+ * gives the pool remote.c's operations;
  * sheaf_disconnect is sheaf_pool_destroy (pool.c).  fork(): a child cannot
  * use its parent's pools (their sheaves and lanes are the parent's); its
  * calls fail with ECHILD (pool.c, cache.c, stats.c) until it connects on
@@ -22,7 +23,7 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 {
 	char def[108], msg[256] = "";
 	sheaf_pool_t *pool;
-	int fd = -1, rc;
+	int fds[2] = { -1, -1 }, rc;
 
 	if (flags & ~SHEAF_CONNECT_RELOCATE) {
 		snprintf(msg, sizeof(msg), "unknown flags 0x%x", flags);
@@ -41,12 +42,12 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 	}
 	pool->ops = &remote_pool_ops;
 	pthread_mutex_init(&pool->lock, NULL);
-	pool->shm.fd = -1;
+	pool->shm.meta_fd = pool->shm.shared_fd = pool->shm.meta_ro_fd = -1;
 	pool->wait_ns = 5000000000ll;
 	rc = rpc_open(&pool->conn, path, msg, sizeof(msg));
 	if (rc != 0)
 		goto err_free;
-	rc = rpc_attach(&pool->conn, name, &fd, msg, sizeof(msg));
+	rc = rpc_attach(&pool->conn, name, fds, msg, sizeof(msg));
 	if (rc != 0)
 		goto err_conn;
 	pool->client = pool->conn.client;
@@ -56,8 +57,8 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 			 SHEAF_POOLS_MAX);
 		goto err_conn;
 	}
-	rc = pool_map_fd(&pool->shm, fd, 1, (flags & SHEAF_CONNECT_RELOCATE) != 0,
-			 msg, sizeof(msg));
+	rc = pool_map_fds(&pool->shm, fds[0], fds[1], 1,
+			  (flags & SHEAF_CONNECT_RELOCATE) != 0, msg, sizeof(msg));
 	if (rc != 0) {
 		registry_remove_pool(pool);
 		goto err_conn;
@@ -65,8 +66,10 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 	return pool;
 
 err_conn:
-	if (fd >= 0)
-		close(fd);
+	for (int i = 0; i < 2; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
 	rpc_close(&pool->conn);
 err_free:
 	pthread_mutex_destroy(&pool->lock);

@@ -92,11 +92,11 @@ void rpc_close(struct rpc_conn *c)
 
 /* One request and its response (proto/call.h); the caller holds c->lock. */
 static int roundtrip(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Response **out,
-		     int *recv_fd, char *err, size_t errlen)
+		     int *recv_fds, char *err, size_t errlen)
 {
 	struct proto_call call = {
 		.sock = c->sock, .next_id = &c->next_id, .cap = RPC_REPLY_CAP,
-		.recv_fd = recv_fd, .err = err, .errlen = errlen,
+		.recv_fds = recv_fds, .err = err, .errlen = errlen,
 		.timeout_ms = at_load_relaxed(&c->timeout_ms),
 	};
 	int rc = proto_call(&call, rq, out);
@@ -122,26 +122,38 @@ static void attach_request(const struct rpc_conn *c, const char *name, int resum
 	rq->attach = ar;
 }
 
-int rpc_attach(struct rpc_conn *c, const char *name, int *pool_fd, char *err, size_t errlen)
+/* Close the descriptors in @fds[0..FRAME_MAX_FDS). */
+static void close_fds(int *fds)
+{
+	for (unsigned i = 0; i < FRAME_MAX_FDS; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+int rpc_attach(struct rpc_conn *c, const char *name, int pool_fds[2], char *err,
+	       size_t errlen)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__AttachRequest ar = SHEAF__V1__ATTACH_REQUEST__INIT;
 	Sheaf__V1__Response *r;
-	int fd = -1, rc;
+	int fds[FRAME_MAX_FDS], rc;
 
+	_Static_assert(FRAME_MAX_FDS == 2, "Attach passes META and SHARED");
 	attach_request(c, name, 0, &rq, &ar);
-	rc = rpc_call(c, &rq, &r, &fd, err, errlen);
+	rc = rpc_call(c, &rq, &r, fds, err, errlen);
 	if (rc != 0)
 		return rc;
-	if (r->body_case != SHEAF__V1__RESPONSE__BODY_ATTACH || fd < 0) {
-		snprintf(err, errlen, "sheafd's attach reply carried no pool");
-		if (fd >= 0)
-			close(fd);
+	if (r->body_case != SHEAF__V1__RESPONSE__BODY_ATTACH || fds[0] < 0 || fds[1] < 0) {
+		snprintf(err, errlen, "sheafd's attach reply did not carry the pool's two memfds");
+		close_fds(fds);
 		rc = -EPROTO;
 	} else {
 		c->client = r->attach->client_id;
 		c->attached = 1;
-		*pool_fd = fd;
+		pool_fds[0] = fds[0];
+		pool_fds[1] = fds[1];
 	}
 	sheaf__v1__response__free_unpacked(r, NULL);
 	return rc;
@@ -149,7 +161,7 @@ int rpc_attach(struct rpc_conn *c, const char *name, int *pool_fd, char *err, si
 
 /*
  * The daemon went away (restart): connect again and resume our client id.
- * The pool stays mapped; the memfd the reply carries is the same pool.
+ * The pool stays mapped; the memfds the reply carries are the same pool's.
  * Caller holds c->lock.
  */
 static int reconnect_locked(struct rpc_conn *c)
@@ -158,7 +170,7 @@ static int reconnect_locked(struct rpc_conn *c)
 	Sheaf__V1__AttachRequest ar = SHEAF__V1__ATTACH_REQUEST__INIT;
 	Sheaf__V1__Response *r;
 	char msg[160];
-	int fd = -1, rc;
+	int fds[FRAME_MAX_FDS], rc;
 
 	if (c->sock >= 0)
 		close(c->sock);
@@ -166,9 +178,8 @@ static int reconnect_locked(struct rpc_conn *c)
 	if (c->sock < 0)
 		return c->sock;
 	attach_request(c, NULL, 1, &rq, &ar);
-	rc = roundtrip(c, &rq, &r, &fd, NULL, 0);
-	if (fd >= 0)
-		close(fd);
+	rc = roundtrip(c, &rq, &r, fds, NULL, 0);
+	close_fds(fds);
 	if (rc == 0) {
 		c->reconnects++;
 		sheaf__v1__response__free_unpacked(r, NULL);
@@ -182,7 +193,7 @@ static int reconnect_locked(struct rpc_conn *c)
 }
 
 int rpc_call(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Response **out,
-	     int *recv_fd, char *err, size_t errlen)
+	     int *recv_fds, char *err, size_t errlen)
 {
 	int rc;
 
@@ -190,10 +201,10 @@ int rpc_call(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 	if (c->stale) {
 		rc = -ESTALE;
 	} else {
-		rc = roundtrip(c, rq, out, recv_fd, err, errlen);
+		rc = roundtrip(c, rq, out, recv_fds, err, errlen);
 		if (rc == -EPIPE && c->attached) {
 			int rr = reconnect_locked(c);
-			rc = rr == 0 ? roundtrip(c, rq, out, recv_fd, err, errlen)
+			rc = rr == 0 ? roundtrip(c, rq, out, recv_fds, err, errlen)
 				     : rr == -ESTALE || rr == -ETIMEDOUT ? rr : rc;
 		}
 		if (rc == -ETIMEDOUT && c->sock >= 0) {

@@ -43,10 +43,12 @@ int rpc_open(struct rpc_conn *c, const char *path, char *err, size_t errlen);
 
 /*
  * Attach as @name (may be NULL): sheafd's reply names our client id (kept in
- * c->client; later reconnects resume it) and carries the pool's memfd in
- * *@pool_fd (the caller closes it).  0, or -errno with @err.
+ * c->client; later reconnects resume it) and carries the pool's memfds:
+ * META (read-only) in @pool_fds[0], SHARED in @pool_fds[1] (the caller
+ * closes them).  0, or -errno with @err.
  */
-int rpc_attach(struct rpc_conn *c, const char *name, int *pool_fd, char *err, size_t errlen);
+int rpc_attach(struct rpc_conn *c, const char *name, int pool_fds[2], char *err,
+	       size_t errlen);
 
 /*
  * Send @rq and receive its response: 0 with *@out (free it with
@@ -54,14 +56,15 @@ int rpc_attach(struct rpc_conn *c, const char *name, int *pool_fd, char *err, si
  * refusal maps to its errno, a malformed reply is -EPROTO).  When sheafd
  * went away after Attach, reconnects and resumes our client id once; when
  * the new sheafd runs another pool, this and every later call fail with
- * -ESTALE.  @recv_fd: NULL, or where the reply's descriptor goes (-1: none).
+ * -ESTALE.  @recv_fds: NULL, or FRAME_MAX_FDS slots for the reply's
+ * descriptors (-1: none).
  * No reply within c->timeout_ms: -ETIMEDOUT, and the connection is closed
  * (a late reply must not answer the next request); the next call connects
  * again and resumes our client id.  sheafd does not take a client for dead
  * on a closed connection, only when its process is gone.
  */
 int rpc_call(struct rpc_conn *c, struct Sheaf__V1__Request *rq,
-	     struct Sheaf__V1__Response **out, int *recv_fd, char *err, size_t errlen);
+	     struct Sheaf__V1__Response **out, int *recv_fds, char *err, size_t errlen);
 
 /* Set the longest wait of later calls (1..RPC_TIMEOUT_MAX_MS, checked by
  * the caller).  Safe on a struct rpc_conn that was never opened. */

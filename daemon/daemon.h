@@ -15,7 +15,7 @@
 #include "config.h"
 #include "shm/engine.h"
 #include "shm/pool.h"
-
+#include "proto/frame.h"
 #include "proto/version.h"
 
 /* What request handling knows of a connection's peer: plain data, so that
@@ -38,7 +38,8 @@ struct conn {
 	size_t in_len, in_cap;
 	uint8_t *out;                /* bytes to send */
 	size_t out_len, out_off;
-	int out_fd;                  /* descriptor to pass with the next byte */
+	int out_fds[FRAME_MAX_FDS];  /* descriptors to pass with the next byte */
+	unsigned out_nfds;           /* how many (0: none) */
 	struct conn_info peer;
 	int closing;                 /* close once out is flushed */
 	struct conn *next, *prev;
@@ -114,7 +115,8 @@ void daemon_status(struct daemon *d);
 struct rpc_out {
 	uint8_t *buf;                /* the packed Response (malloc'd) */
 	size_t len;
-	int pass_fd;                 /* descriptor to pass with it, or -1 */
+	int pass_fds[FRAME_MAX_FDS]; /* descriptors to pass with it (not owned) */
+	unsigned npass;              /* how many (0: none) */
 	int close_after;             /* close the connection once it is sent */
 };
 

@@ -4,10 +4,11 @@
  * libevent until SIGTERM/SIGINT; SIGHUP re-reads the configuration file.
  *
  * Under systemd (notify.h): the listening socket may come from socket
- * activation; the pool's memfd is handed to the fd store (FDSTORE=1,
- * FDNAME=pool) and, when a restarted sheafd finds it among its passed
- * descriptors, it adopts that pool (engine_adopt) instead of creating one,
- * so attached clients keep their objects.  READY/STATUS/RELOADING/STOPPING
+ * activation; the pool's two memfds are handed to the fd store (FDSTORE=1,
+ * FDNAME=pool-meta and FDNAME=pool-shared) and, when a restarted sheafd
+ * finds both among its passed descriptors, it adopts that pool
+ * (engine_adopt) instead of creating one, so attached clients keep their
+ * objects.  READY/STATUS/RELOADING/STOPPING
  * and WATCHDOG (at half of WATCHDOG_USEC) are sent as the protocol asks.
  */
 #include <errno.h>
@@ -92,40 +93,90 @@ static int detach(void)
 	return 0;
 }
 
-/* Sort the descriptors systemd passed: a listening socket, and the pool's
- * memfd kept in the fd store (named "pool", or any non-socket). */
-static void passed_fds(int *listen_fd, int *pool_fd)
+/* Close a stored descriptor that cannot be adopted, and have systemd drop
+ * it (and any other of its name) from the fd store. */
+static void store_drop(int fd, const char *name, const char *why)
+{
+	char msg[96];
+
+	log_warn("fd store: dropping descriptor %d (FDNAME=%s): %s", fd,
+		 name[0] ? name : "(none)", why);
+	if (name[0] != '\0') {
+		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
+		notify_send(msg, -1);
+	}
+	close(fd);
+}
+
+/* An unnamed stored memfd is META when it starts with a pool header. */
+static int starts_with_magic(int fd)
+{
+	uint64_t magic = 0;
+
+	return pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	       magic == SHEAF_MAGIC;
+}
+
+/*
+ * Sort the descriptors systemd passed: a listening socket, and the pool's
+ * META and SHARED memfds kept in the fd store (named "pool-meta" and
+ * "pool-shared"; unnamed ones told apart by META's header).  Any other
+ * memfd (such as "pool": a whole region stored by a sheafd of layout 2),
+ * or one of the pair without the other, cannot be adopted and is dropped.
+ */
+static void passed_fds(int *listen_fd, int *meta_fd, int *shared_fd)
 {
 	int n = activation_fds();
-	char name[64];
+	char name[64], meta_name[64] = "", shared_name[64] = "";
 
-	*listen_fd = *pool_fd = -1;
+	*listen_fd = *meta_fd = *shared_fd = -1;
 	for (int i = 0; i < n; i++) {
-		int fd = ACTIVATION_FD_START + i, acc = 0;
+		int fd = ACTIVATION_FD_START + i, acc = 0, *slot;
 		socklen_t len = sizeof(acc);
 
 		activation_fd_name(i, name, sizeof(name));
-		if (strcmp(name, "pool") != 0 &&
+		if (strncmp(name, "pool", 4) != 0 &&
 		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) == 0) {
 			if (acc && *listen_fd < 0)
 				*listen_fd = fd;
 			continue;
 		}
-		if (*pool_fd < 0 && fcntl(fd, F_GET_SEALS) >= 0)
-			*pool_fd = fd;
+		if (fcntl(fd, F_GET_SEALS) < 0)
+			continue;
+		if (strcmp(name, "pool-meta") == 0 || (name[0] == '\0' && starts_with_magic(fd)))
+			slot = meta_fd;
+		else if (strcmp(name, "pool-shared") == 0 || name[0] == '\0')
+			slot = shared_fd;
+		else {
+			store_drop(fd, name, "not a pool memfd of this sheafd's layout");
+			continue;
+		}
+		if (*slot >= 0) {
+			store_drop(fd, name, "a second memfd of the same part");
+			continue;
+		}
+		*slot = fd;
+		snprintf(slot == meta_fd ? meta_name : shared_name, sizeof(name), "%s", name);
+	}
+	if ((*meta_fd < 0) != (*shared_fd < 0)) {
+		if (*meta_fd >= 0)
+			store_drop(*meta_fd, meta_name, "the pool's SHARED memfd is missing");
+		else
+			store_drop(*shared_fd, shared_name, "the pool's META memfd is missing");
+		*meta_fd = *shared_fd = -1;
 	}
 	unsetenv("LISTEN_PID");
 	unsetenv("LISTEN_FDS");
 	unsetenv("LISTEN_FDNAMES");
 }
 
-static int make_pool(struct daemon *d, int pool_fd, char *err, size_t errlen)
+static int make_pool(struct daemon *d, int meta_fd, int shared_fd, char *err, size_t errlen)
 {
 	struct pool_params pp = { 0 };
 	int rc;
 
-	if (pool_fd >= 0) {
-		rc = pool_map_fd(&d->pool, pool_fd, 0, 0, err, errlen);
+	if (meta_fd >= 0) {
+		rc = pool_map_fds(&d->pool, meta_fd, shared_fd, 0, 0, err, errlen);
 		if (rc != 0)
 			return rc;
 		rc = engine_adopt(&d->pool);
@@ -194,7 +245,7 @@ int main(int argc, char **argv)
 {
 	static struct daemon d;
 	char err[256];
-	int rc, ret = 1, listen_fd, pool_fd;
+	int rc, ret = 1, listen_fd, meta_fd, shared_fd;
 
 	rc = config_from_args(&d.cfg, argc, argv, err, sizeof(err));
 	if (rc != 0) {
@@ -206,7 +257,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	d.listen_fd = d.lock_fd = -1;
 	d.started = time(NULL);
-	passed_fds(&listen_fd, &pool_fd);
+	passed_fds(&listen_fd, &meta_fd, &shared_fd);
 	d.base = event_base_new();
 	if (d.base == NULL) {
 		snprintf(err, sizeof(err), "event_base_new failed");
@@ -214,8 +265,11 @@ int main(int argc, char **argv)
 	}
 	if (server_listen(&d, listen_fd, err, sizeof(err)) != 0)
 		goto out_base;
-	if (make_pool(&d, pool_fd, err, sizeof(err)) != 0)
+	if (make_pool(&d, meta_fd, shared_fd, err, sizeof(err)) != 0)
 		goto out_server;
+	/* Clients get META only through this descriptor (rpc.c, Attach). */
+	if (pool_meta_readonly_fd(&d.pool, err, sizeof(err)) < 0)
+		goto out_pool;
 	if (engine_init(&d.engine, &d.pool, err, sizeof(err)) != 0)
 		goto out_pool;
 	/* Detach before any thread starts: fork keeps only the caller. */
@@ -228,8 +282,10 @@ int main(int argc, char **argv)
 	add_events(&d);
 	if (d.adopted)
 		daemon_watch_existing(&d);
-	if (!d.adopted)         /* an adopted pool's memfd is in the store already */
-		notify_send("FDSTORE=1\nFDNAME=pool", d.pool.fd);
+	if (!d.adopted) {       /* an adopted pool's memfds are in the store already */
+		notify_send("FDSTORE=1\nFDNAME=pool-meta", d.pool.meta_fd);
+		notify_send("FDSTORE=1\nFDNAME=pool-shared", d.pool.shared_fd);
+	}
 	notify_send("READY=1", -1);
 	daemon_status(&d);
 	log_info("serving %s: pool %llu MiB (%u %s node%s, %u sheaves)%s, pid %d",

@@ -31,7 +31,7 @@ int notify_send(const char *msg, int fd)
 		sa.sun_path[0] = '\0';          /* abstract namespace */
 	mh.msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
 	if (fd >= 0)
-		frame_attach_fd(&mh, &u, fd);
+		frame_attach_fds(&mh, &u, &fd, 1);
 	s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;

@@ -29,7 +29,8 @@ struct reply {
 	Sheaf__V1__Response r;
 	struct arena a;
 	char err[256];
-	int pass_fd;
+	int pass_fds[FRAME_MAX_FDS];
+	unsigned npass;
 	int close_after;
 };
 
@@ -138,7 +139,11 @@ static void handle_attach(struct daemon *d, struct conn_info *peer,
 	ar->client_id = (uint32_t)id;
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_ATTACH;
 	rp->r.attach = ar;
-	rp->pass_fd = d->pool.fd;
+	/* META only as the descriptor that cannot write it (main.c made it
+	 * before serving), then SHARED: the order the protocol gives. */
+	rp->pass_fds[0] = d->pool.meta_ro_fd;
+	rp->pass_fds[1] = d->pool.shared_fd;
+	rp->npass = 2;
 }
 
 static void handle_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateRequest *rq,
@@ -538,14 +543,12 @@ int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	out->pass_fd = -1;
 	if (rp == NULL) {
 		if (rq != NULL)
 			sheaf__v1__request__free_unpacked(rq, NULL);
 		return -ENOMEM;
 	}
 	sheaf__v1__response__init(&rp->r);
-	rp->pass_fd = -1;
 	d->n.requests++;
 	if (rq == NULL) {
 		d->n.bad_frames++;
@@ -559,7 +562,8 @@ int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
 	out->buf = malloc(out->len ? out->len : 1);
 	if (out->buf != NULL) {
 		sheaf__v1__response__pack(&rp->r, out->buf);
-		out->pass_fd = rp->pass_fd;
+		memcpy(out->pass_fds, rp->pass_fds, sizeof(out->pass_fds));
+		out->npass = rp->npass;
 		out->close_after = rp->close_after;
 	} else {
 		out->len = 0;

@@ -146,7 +146,7 @@ static struct conn *conn_new(struct daemon *d, int fd, const struct ucred *cred)
 	c->peer.uid = cred->uid;
 	c->peer.gid = cred->gid;
 	c->peer.client = -1;
-	c->out_fd = -1;
+	c->out_nfds = 0;
 	c->ev_read = event_new(d->base, fd, EV_READ | EV_PERSIST, on_read, c);
 	c->ev_write = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
 	c->next = d->conns;
@@ -188,8 +188,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	log_debug("connection from pid %d uid %u", (int)cred.pid, cred.uid);
 }
 
-/* Queue a serialised response on @c (with @pass_fd when >= 0). */
-static int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd)
+/* Queue a serialised response on @c (with @fds[0..@nfds) when @nfds > 0). */
+static int conn_send(struct conn *c, const void *msg, size_t len, const int *fds,
+		     unsigned nfds)
 {
 	size_t need = c->out_len + FRAME_HDR + len;
 	uint8_t *p;
@@ -202,8 +203,10 @@ static int conn_send(struct conn *c, const void *msg, size_t len, int pass_fd)
 	if (p == NULL)
 		return -1;
 	c->out = p;
-	if (pass_fd >= 0 && c->out_len == c->out_off)
-		c->out_fd = pass_fd;
+	if (nfds > 0 && c->out_len == c->out_off) {
+		memcpy(c->out_fds, fds, nfds * sizeof(int));
+		c->out_nfds = nfds;
+	}
 	frame_put_len(c->out + c->out_len, (uint32_t)len);
 	memcpy(c->out + c->out_len + FRAME_HDR, msg, len);
 	c->out_len = need;
@@ -222,8 +225,8 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 		ssize_t k;
 
-		if (c->out_fd >= 0)
-			frame_attach_fd(&mh, &u, c->out_fd);
+		if (c->out_nfds > 0)
+			frame_attach_fds(&mh, &u, c->out_fds, c->out_nfds);
 		k = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k < 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -232,7 +235,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		c->out_off += (size_t)k;
-		c->out_fd = -1;
+		c->out_nfds = 0;
 	}
 	c->out_off = c->out_len = 0;
 	event_del(c->ev_write);
@@ -247,7 +250,7 @@ static void handle_frame(struct conn *c, const uint8_t *buf, size_t len)
 	struct rpc_out out;
 
 	if (rpc_handle(c->d, &c->peer, buf, len, &out) != 0 ||
-	    conn_send(c, out.buf, out.len, out.pass_fd) != 0 || out.close_after)
+	    conn_send(c, out.buf, out.len, out.pass_fds, out.npass) != 0 || out.close_after)
 		c->closing = 1;
 	rpc_out_free(&out);
 }
@@ -291,7 +294,7 @@ static void deny(struct conn *c)
 	event_del(c->ev_read);
 	c->closing = 1;
 	if (sheaf__v1__response__get_packed_size(&r) > sizeof(buf) ||
-	    conn_send(c, buf, sheaf__v1__response__pack(&r, buf), -1) != 0)
+	    conn_send(c, buf, sheaf__v1__response__pack(&r, buf), NULL, 0) != 0)
 		conn_close(c, "denied");
 }
 

@@ -34,9 +34,10 @@ static int fail(struct proto_call *call, int rc, const char *fmt, const char *wh
 {
 	if (call->err != NULL && call->errlen > 0)
 		snprintf(call->err, call->errlen, fmt, what);
-	if (call->recv_fd != NULL && *call->recv_fd >= 0) {
-		close(*call->recv_fd);
-		*call->recv_fd = -1;
+	for (unsigned i = 0; call->recv_fds != NULL && i < FRAME_MAX_FDS; i++) {
+		if (call->recv_fds[i] >= 0)
+			close(call->recv_fds[i]);
+		call->recv_fds[i] = -1;
 	}
 	return rc;
 }
@@ -53,12 +54,12 @@ static int exchange(struct proto_call *call, Sheaf__V1__Request *rq, uint8_t **i
 	if ((buf = malloc(n ? n : 1)) == NULL)
 		return -ENOMEM;
 	sheaf__v1__request__pack(rq, buf);
-	rc = frame_send(call->sock, buf, n, -1);
+	rc = frame_send(call->sock, buf, n, NULL, 0);
 	free(buf);
 	if (rc == 0)
 		rc = frame_recv(call->sock, in, len, call->cap,
 				call->timeout_ms ? (int)call->timeout_ms : PROTO_CALL_TIMEOUT_MS,
-				call->recv_fd);
+				call->recv_fds);
 	return rc;
 }
 
@@ -71,8 +72,8 @@ int proto_call(struct proto_call *call, Sheaf__V1__Request *rq, Sheaf__V1__Respo
 
 	*out = NULL;
 	call->status = SHEAF__V1__STATUS__STATUS_OK;
-	if (call->recv_fd != NULL)
-		*call->recv_fd = -1;
+	for (unsigned i = 0; call->recv_fds != NULL && i < FRAME_MAX_FDS; i++)
+		call->recv_fds[i] = -1;
 	rq->id = ++*call->next_id;
 	rc = exchange(call, rq, &in, &len);
 	if (rc != 0)

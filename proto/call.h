@@ -23,7 +23,8 @@ struct proto_call {
 	int sock;                  /* connected control socket; < 0: -EPIPE */
 	uint64_t *next_id;         /* the connection's last request id */
 	uint32_t cap;              /* the largest reply frame accepted */
-	int *recv_fd;              /* the reply's descriptor (-1: none); NULL: closed */
+	int *recv_fds;             /* FRAME_MAX_FDS slots for the reply's descriptors
+	                              (-1: none); NULL: they are closed */
 	char *err;                 /* the failure's one-line cause; may be NULL */
 	size_t errlen;
 	unsigned timeout_ms;       /* longest wait for the reply; 0: PROTO_CALL_TIMEOUT_MS */
@@ -36,7 +37,7 @@ struct proto_call {
  *
  * Returns 0 with *@out, a reply to this request with STATUS_OK and the
  * request's body case (free it with sheaf__v1__response__free_unpacked);
- * else *@out is NULL, a descriptor that came with the reply is closed, and
+ * else *@out is NULL, descriptors that came with the reply are closed, and
  * a one-line cause is in call->err:
  *   frame_send/frame_recv's errors: -EPIPE (closed, or no socket),
  *              -ETIMEDOUT, -EMSGSIZE (reply over call->cap), -ENOMEM, ...

@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include "frame.h"
 
-static int send_all(int sock, const uint8_t *p, size_t n, int pass_fd)
+static int send_all(int sock, const uint8_t *p, size_t n, const int *fds, unsigned nfds)
 {
 	while (n > 0) {
 		struct iovec iov = { (void *)p, n };
@@ -16,8 +16,8 @@ static int send_all(int sock, const uint8_t *p, size_t n, int pass_fd)
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 		ssize_t k;
 
-		if (pass_fd >= 0)
-			frame_attach_fd(&mh, &u, pass_fd);
+		if (nfds > 0)
+			frame_attach_fds(&mh, &u, fds, nfds);
 		k = sendmsg(sock, &mh, MSG_NOSIGNAL);
 		if (k < 0) {
 			if (errno == EINTR)
@@ -31,17 +31,17 @@ static int send_all(int sock, const uint8_t *p, size_t n, int pass_fd)
 		}
 		p += k;
 		n -= (size_t)k;
-		pass_fd = -1;
+		nfds = 0;
 	}
 	return 0;
 }
 
-int frame_send(int sock, const void *msg, size_t len, int pass_fd)
+int frame_send(int sock, const void *msg, size_t len, const int *fds, unsigned nfds)
 {
 	uint8_t *buf;
 	int rc;
 
-	if (len > UINT32_MAX)
+	if (len > UINT32_MAX || nfds > FRAME_MAX_FDS)
 		return -EMSGSIZE;
 	buf = malloc(FRAME_HDR + len);
 	if (buf == NULL)
@@ -49,7 +49,7 @@ int frame_send(int sock, const void *msg, size_t len, int pass_fd)
 	frame_put_len(buf, (uint32_t)len);
 	if (len > 0)
 		memcpy(buf + FRAME_HDR, msg, len);
-	rc = send_all(sock, buf, FRAME_HDR + len, pass_fd);
+	rc = send_all(sock, buf, FRAME_HDR + len, fds, nfds);
 	free(buf);
 	return rc;
 }
@@ -61,8 +61,28 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Read exactly @n bytes, collecting a passed descriptor if any. */
-static int recv_all(int sock, uint8_t *p, size_t n, int64_t deadline, int *fd)
+/* Keep the descriptors of SCM_RIGHTS message @c in the free slots of
+ * @fds[0..FRAME_MAX_FDS); close any that do not fit. */
+static void take_fds(struct cmsghdr *c, int *fds)
+{
+	size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	unsigned slot = 0;
+
+	for (size_t i = 0; i < cnt; i++) {
+		int got;
+
+		memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+		while (slot < FRAME_MAX_FDS && fds[slot] >= 0)
+			slot++;
+		if (slot < FRAME_MAX_FDS)
+			fds[slot] = got;
+		else
+			close(got);
+	}
+}
+
+/* Read exactly @n bytes, collecting passed descriptors into @fds. */
+static int recv_all(int sock, uint8_t *p, size_t n, int64_t deadline, int *fds)
 {
 	while (n > 0) {
 		struct iovec iov = { p, n };
@@ -89,14 +109,8 @@ static int recv_all(int sock, uint8_t *p, size_t n, int64_t deadline, int *fd)
 		if (k == 0)
 			return -EPIPE;
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-				int got;
-				memcpy(&got, CMSG_DATA(c), sizeof(int));
-				if (*fd >= 0)
-					close(got);     /* one descriptor per frame */
-				else
-					*fd = got;
-			}
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+				take_fds(c, fds);
 		}
 		p += k;
 		n -= (size_t)k;
@@ -104,17 +118,29 @@ static int recv_all(int sock, uint8_t *p, size_t n, int64_t deadline, int *fd)
 	return 0;
 }
 
+/* Close the descriptors in @fds[0..FRAME_MAX_FDS). */
+static void close_fds(int *fds)
+{
+	for (unsigned i = 0; i < FRAME_MAX_FDS; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
 int frame_recv(int sock, uint8_t **msg, size_t *len, uint32_t cap,
-	       int timeout_ms, int *recv_fd)
+	       int timeout_ms, int *recv_fds)
 {
 	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 	uint8_t hdr[FRAME_HDR];
 	uint32_t n;
-	int fd = -1, rc;
+	int fds[FRAME_MAX_FDS], rc;
 
+	for (unsigned i = 0; i < FRAME_MAX_FDS; i++)
+		fds[i] = -1;
 	*msg = NULL;
 	*len = 0;
-	rc = recv_all(sock, hdr, FRAME_HDR, deadline, &fd);
+	rc = recv_all(sock, hdr, FRAME_HDR, deadline, fds);
 	if (rc == 0) {
 		n = frame_get_len(hdr);
 		if (n == 0 || n > cap) {
@@ -122,7 +148,7 @@ int frame_recv(int sock, uint8_t **msg, size_t *len, uint32_t cap,
 		} else if ((*msg = malloc(n)) == NULL) {
 			rc = -ENOMEM;
 		} else {
-			rc = recv_all(sock, *msg, n, deadline, &fd);
+			rc = recv_all(sock, *msg, n, deadline, fds);
 			if (rc == 0)
 				*len = n;
 		}
@@ -130,13 +156,12 @@ int frame_recv(int sock, uint8_t **msg, size_t *len, uint32_t cap,
 	if (rc != 0) {
 		free(*msg);
 		*msg = NULL;
-		if (fd >= 0)
-			close(fd);
+		close_fds(fds);
 		return rc;
 	}
-	if (recv_fd != NULL)
-		*recv_fd = fd;
-	else if (fd >= 0)
-		close(fd);
+	if (recv_fds != NULL)
+		memcpy(recv_fds, fds, sizeof(fds));
+	else
+		close_fds(fds);
 	return 0;
 }

@@ -34,40 +34,48 @@ static inline uint32_t frame_get_len(const uint8_t *hdr)
 	       (uint32_t)hdr[2] << 8 | hdr[3];
 }
 
-/* Room for one descriptor in a message's control data. */
+/* The most descriptors one frame carries (Attach: the pool's META and
+ * SHARED memfds). */
+#define FRAME_MAX_FDS      2u
+
+/* Room for FRAME_MAX_FDS descriptors in a message's control data. */
 union frame_cmsg {
 	struct cmsghdr h;
-	char buf[CMSG_SPACE(sizeof(int))];
+	char buf[CMSG_SPACE(sizeof(int) * FRAME_MAX_FDS)];
 };
 
-/* Attach descriptor @fd to @mh as SCM_RIGHTS, in @u. */
-static inline void frame_attach_fd(struct msghdr *mh, union frame_cmsg *u, int fd)
+/* Attach descriptors @fds[0..@n) (1 <= @n <= FRAME_MAX_FDS) to @mh as one
+ * SCM_RIGHTS message, in @u. */
+static inline void frame_attach_fds(struct msghdr *mh, union frame_cmsg *u,
+				    const int *fds, unsigned n)
 {
 	struct cmsghdr *c;
 
 	memset(u, 0, sizeof(*u));
 	mh->msg_control = u->buf;
-	mh->msg_controllen = sizeof(u->buf);
+	mh->msg_controllen = CMSG_SPACE(sizeof(int) * n);
 	c = CMSG_FIRSTHDR(mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
 }
 
 /*
- * Send one frame (header + @len bytes), blocking until written.  When
- * @pass_fd >= 0 it travels as SCM_RIGHTS with the first byte.
+ * Send one frame (header + @len bytes), blocking until written.  When @nfds
+ * > 0, @fds[0..@nfds) (at most FRAME_MAX_FDS) travel as SCM_RIGHTS with the
+ * first byte.
  */
-int frame_send(int sock, const void *msg, size_t len, int pass_fd);
+int frame_send(int sock, const void *msg, size_t len, const int *fds, unsigned nfds);
 
 /*
  * Receive one frame into a malloc'd buffer (*@msg, *@len; the caller frees
- * it), waiting at most @timeout_ms (< 0: forever).  A descriptor passed with
- * the frame is stored in *@recv_fd (else -1; @recv_fd may be NULL, then any
- * passed descriptor is closed).
+ * it), waiting at most @timeout_ms (< 0: forever).  Descriptors passed with
+ * the frame are stored in @recv_fds[0..FRAME_MAX_FDS) in the order sent, the
+ * rest set to -1 (@recv_fds may be NULL: then any passed descriptor is
+ * closed; so are any beyond FRAME_MAX_FDS).
  */
 int frame_recv(int sock, uint8_t **msg, size_t *len, uint32_t cap,
-	       int timeout_ms, int *recv_fd);
+	       int timeout_ms, int *recv_fds);
 
 #endif

@@ -1,16 +1,18 @@
 /*
  * layout.h - every structure that lives in a pool's shared-memory region.
  *
- * One memfd holds a pool.  It holds offsets and indices only, never pointers;
- * each process turns offsets into addresses with its own struct shm_pool
- * (pool.h).  The region is split in two parts:
+ * A pool's region holds offsets and indices only, never pointers; each
+ * process turns offsets into addresses with its own struct shm_pool
+ * (pool.h).  The region is split in two parts, each its own memfd, mapped
+ * back to back (offsets are region offsets in both):
  *
- *   [0, off_rw)        engine-owned: header, cache descriptors, per cache-node
- *                      slab lists, node frame allocators, the slab table,
- *                      client slots, the free-object bitmaps, the
+ *   [0, off_rw)        META, engine-owned: header, cache descriptors, per
+ *                      cache-node slab lists, node frame allocators, the slab
+ *                      table, client slots, the free-object bitmaps, the
  *                      frame->cache map.  Only the engine (sheafd) writes it;
- *                      clients map it read-only.
- *   [off_rw, size)     shared: sheaf owner table, sheaves, rings, barns, node
+ *                      clients get it as a read-only descriptor and cannot
+ *                      map it writable (pool_meta_readonly_fd).
+ *   [off_rw, size)     SHARED: sheaf owner table, sheaves, rings, barns, node
  *                      doorbells, thread lanes, debug in-use bitmaps and,
  *                      last, one data region per NUMA node.
  *
@@ -49,7 +51,7 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  2u
+#define SHEAF_LAYOUT_VERSION  3u      /* 3: META and SHARED memfds */
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_MAX_CACHES      64u

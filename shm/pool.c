@@ -1,5 +1,6 @@
 /*
- * pool.c - create and map a pool region; see pool.h and layout.h.
+ * pool.c - create and map a pool region (its META and SHARED memfds); see
+ * pool.h and layout.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -84,8 +85,9 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	o = align_up(o, PAGE);
 	h->off_data = o;         o += frames << SLAB_SHIFT;
 	h->region_size = o;
-	/* Segments in order, the client-writable part page-aligned (clients
-	 * map [0, off_rw) read-only), the owner map off its page's start. */
+	/* Segments in order, the client-writable part page-aligned (META's
+	 * memfd holds [0, off_rw), SHARED's the rest), the owner map off its
+	 * page's start. */
 	SHEAF_ASSERT(h->off_caches < h->off_cache_nodes && h->off_cache_nodes < h->off_node_alloc &&
 		     h->off_node_alloc < h->off_slabs && h->off_slabs < h->off_clients &&
 		     h->off_clients < h->off_bitmaps && h->off_bitmaps < h->off_frame_owner &&
@@ -181,27 +183,80 @@ static uint32_t discover_nodes(void)
 	return n > (int)SHEAF_MAX_NODES ? SHEAF_MAX_NODES : (uint32_t)n;
 }
 
+/* Seals of both memfds: their sizes are what the header says for good (a
+ * mapping never runs past its file), and no one may add a seal later (a
+ * client holding SHARED could otherwise add F_SEAL_FUTURE_WRITE and stop a
+ * restarted sheafd from mapping it writable again). */
+#define POOL_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* A new memfd of @size bytes, sealed: the descriptor, or -errno. */
+static int memfd_sealed(const char *name, uint64_t size, char *err, size_t errlen)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
+
+	if (fd < 0)
+		return fail(err, errlen, -errno, "memfd_create: %s", strerror(errno));
+	if (ftruncate(fd, (off_t)size) < 0) {
+		e = errno;
+		close(fd);
+		return fail(err, errlen, -e, "ftruncate %s to %llu: %s", name,
+			    (unsigned long long)size, strerror(e));
+	}
+	if (fcntl(fd, F_ADD_SEALS, POOL_SEALS) < 0) {
+		e = errno;
+		close(fd);
+		return fail(err, errlen, -e, "seal %s: %s", name, strerror(e));
+	}
+	return fd;
+}
+
+/* Reserve @size bytes of address space (no memory) exactly at @want, or
+ * anywhere when @want is NULL.  MAP_FAILED with errno EEXIST when @want is
+ * taken. */
+static void *reserve(void *want, uint64_t size)
+{
+	void *at = mmap(want, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+			(want != NULL ? MAP_FIXED_NOREPLACE : 0), -1, 0);
+
+	if (at != MAP_FAILED && want != NULL && at != want) {
+		munmap(at, size);       /* an old kernel took it as a hint */
+		errno = EEXIST;
+		return MAP_FAILED;
+	}
+	return at;
+}
+
 /*
- * Map a new region where other processes are likely to have room for it
- * too: every client maps it at this same address.  The kernel's own choice
- * (the top-down mmap area) is where every process keeps its libraries and
- * thread stacks, so it would often be taken in a client; instead try a few
- * 1 TiB-aligned addresses in the middle of the 47-bit user address space,
- * which nothing uses by default, and fall back to the kernel's choice.
+ * Reserve room for a new region where other processes are likely to have
+ * room for it too: every client maps it at this same address.  The kernel's
+ * own choice (the top-down mmap area) is where every process keeps its
+ * libraries and thread stacks, so it would often be taken in a client;
+ * instead try a few 1 TiB-aligned addresses in the middle of the 47-bit user
+ * address space, which nothing uses by default, and fall back to the
+ * kernel's choice.
  */
-static void *map_shared_region(int fd, uint64_t size)
+static void *reserve_new_region(uint64_t size)
 {
 #ifndef __SANITIZE_THREAD__     /* TSan allows application memory only where it says */
 	for (uint64_t a = 0x200000000000ull; a + size < 0x600000000000ull; a += 1ull << 40) {
-		void *at = mmap((void *)(uintptr_t)a, size, PROT_READ | PROT_WRITE,
-				MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-		if (at == (void *)(uintptr_t)a)
-			return at;
+		void *at = reserve((void *)(uintptr_t)a, size);
 		if (at != MAP_FAILED)
-			munmap(at, size);   /* an old kernel took it as a hint */
+			return at;
 	}
 #endif
-	return mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return reserve(NULL, size);
+}
+
+/* Map META at @base and SHARED at @base + off_rw over the reservation at
+ * @base (which stays the caller's to unmap on failure).  0, or -errno. */
+static int map_parts(char *base, const struct shm_header *h, int meta_fd,
+		     int shared_fd, int meta_prot)
+{
+	if (mmap(base, h->off_rw, meta_prot, MAP_SHARED | MAP_FIXED, meta_fd, 0) == MAP_FAILED ||
+	    mmap(base + h->off_rw, h->region_size - h->off_rw, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, shared_fd, 0) == MAP_FAILED)
+		return -errno;
+	return 0;
 }
 
 int pool_create(struct shm_pool *p, const struct pool_params *pp,
@@ -212,10 +267,11 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 	uint32_t nodes = pp->nodes ? pp->nodes : discover_nodes();
 	uint32_t sheaves = pp->sheaf_count ? pp->sheaf_count : POOL_DEFAULT_SHEAVES;
 	uint64_t fpn;
-	int fd;
+	char *base;
+	int rc;
 
 	memset(p, 0, sizeof(*p));
-	p->fd = -1;
+	p->meta_fd = p->shared_fd = p->meta_ro_fd = -1;
 	if (pp->nodes > SHEAF_MAX_NODES)
 		return fail(err, errlen, -EINVAL, "nodes %u out of range 1..%u",
 			    pp->nodes, SHEAF_MAX_NODES);
@@ -234,29 +290,28 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 	memset(&h, 0, sizeof(h));
 	layout_compute(&h, nodes, pow2_ceil((uint32_t)fpn), sheaves);
 
-	fd = memfd_create("sheaf-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return fail(err, errlen, -errno, "memfd_create: %s", strerror(errno));
-	if (ftruncate(fd, (off_t)h.region_size) < 0) {
-		int e = errno;
-		close(fd);
-		return fail(err, errlen, -e, "ftruncate %llu: %s",
-			    (unsigned long long)h.region_size, strerror(e));
+	p->meta_fd = memfd_sealed("sheaf-pool-meta", h.off_rw, err, errlen);
+	if (p->meta_fd < 0)
+		return p->meta_fd;
+	p->shared_fd = memfd_sealed("sheaf-pool-shared", h.region_size - h.off_rw, err, errlen);
+	if (p->shared_fd < 0) {
+		rc = p->shared_fd;
+		goto out_close;
 	}
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
-		int e = errno;
-		close(fd);
-		return fail(err, errlen, -e, "seal: %s", strerror(e));
+	base = reserve_new_region(h.region_size);
+	if (base == MAP_FAILED) {
+		rc = fail(err, errlen, -errno, "reserving %llu bytes of address space: %s",
+			  (unsigned long long)h.region_size, strerror(errno));
+		goto out_close;
 	}
-	p->base = map_shared_region(fd, h.region_size);
-	if (p->base == MAP_FAILED) {
-		int e = errno;
-		close(fd);
-		p->base = NULL;
-		return fail(err, errlen, -e, "mmap %llu bytes: %s",
-			    (unsigned long long)h.region_size, strerror(e));
+	rc = map_parts(base, &h, p->meta_fd, p->shared_fd, PROT_READ | PROT_WRITE);
+	if (rc != 0) {
+		munmap(base, h.region_size);
+		fail(err, errlen, rc, "mmap %llu bytes: %s",
+		     (unsigned long long)h.region_size, strerror(-rc));
+		goto out_close;
 	}
-	p->fd = fd;
+	p->base = base;
 	p->size = h.region_size;
 	h.magic = SHEAF_MAGIC;
 	h.version = SHEAF_LAYOUT_VERSION;
@@ -273,50 +328,87 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 			numa_tonode_memory(p->data + n * h.node_bytes, h.node_bytes, (int)n);
 	}
 	return 0;
+
+out_close:
+	if (p->shared_fd >= 0)
+		close(p->shared_fd);
+	close(p->meta_fd);
+	p->meta_fd = p->shared_fd = -1;
+	return rc;
 }
 
-int pool_map_fd(struct shm_pool *p, int fd, int client, int relocate,
-		char *err, size_t errlen)
+/* The size of memfd @fd, which must carry @seals when they are not 0:
+ * -1 when it cannot be read or lacks them. */
+static int64_t memfd_size(int fd, int seals)
+{
+	struct stat st;
+	int have;
+
+	if (fstat(fd, &st) < 0)
+		return -1;
+	if (seals != 0 && ((have = fcntl(fd, F_GET_SEALS)) < 0 || (have & seals) != seals))
+		return -1;
+	return (int64_t)st.st_size;
+}
+
+/* Check what the header in META says against the two memfds, before any of
+ * it is trusted for mapping.  0, or -errno with @err filled. */
+static int header_check(const struct shm_header *h, int meta_fd, int shared_fd,
+			int seals, char *err, size_t errlen)
+{
+	if (h->magic != SHEAF_MAGIC)
+		return fail(err, errlen, -EINVAL, "not a sheaf pool (bad magic)");
+	if (h->version != SHEAF_LAYOUT_VERSION)
+		return fail(err, errlen, -EPROTO, "layout version %u, expected %u",
+			    h->version, SHEAF_LAYOUT_VERSION);
+	if (h->off_rw < sizeof(*h) || h->off_rw % PAGE != 0 || h->region_size % PAGE != 0 ||
+	    h->off_rw >= h->region_size || h->map_addr == 0 || h->map_addr % PAGE != 0)
+		return fail(err, errlen, -EINVAL, "region geometry out of range "
+			    "(off_rw %llu, size %llu)", (unsigned long long)h->off_rw,
+			    (unsigned long long)h->region_size);
+	if (memfd_size(meta_fd, seals) != (int64_t)h->off_rw ||
+	    memfd_size(shared_fd, seals) != (int64_t)(h->region_size - h->off_rw))
+		return fail(err, errlen, -EINVAL, "the pool's memfds do not match its header "
+			    "(sizes, or seals against resizing)");
+	return 0;
+}
+
+int pool_map_fds(struct shm_pool *p, int meta_fd, int shared_fd, int client,
+		 int relocate, char *err, size_t errlen)
 {
 	struct shm_header h;
-	struct stat st;
-	void *want, *at;
+	char *want, *at;
+	int rc;
 
 	memset(p, 0, sizeof(*p));
-	p->fd = -1;
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+	p->meta_fd = p->shared_fd = p->meta_ro_fd = -1;
+	if (pread(meta_fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
 		return fail(err, errlen, -EINVAL, "region too small for a header");
-	if (h.magic != SHEAF_MAGIC)
-		return fail(err, errlen, -EINVAL, "not a sheaf pool (bad magic)");
-	if (h.version != SHEAF_LAYOUT_VERSION)
-		return fail(err, errlen, -EPROTO, "layout version %u, expected %u",
-			    h.version, SHEAF_LAYOUT_VERSION);
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != h.region_size)
-		return fail(err, errlen, -EINVAL, "region size does not match its header");
-	want = (void *)(uintptr_t)h.map_addr;
-	at = mmap(want, h.region_size, PROT_READ | PROT_WRITE, MAP_SHARED |
-		  (relocate ? 0 : MAP_FIXED_NOREPLACE), fd, 0);
+	rc = header_check(&h, meta_fd, shared_fd, client ? 0 : F_SEAL_SHRINK | F_SEAL_GROW,
+			  err, errlen);
+	if (rc != 0)
+		return rc;
+	want = (char *)(uintptr_t)h.map_addr;
+	at = reserve(want, h.region_size);
+	if (at == MAP_FAILED && errno == EEXIST && relocate)
+		at = reserve(NULL, h.region_size);
 	if (at == MAP_FAILED) {
 		if (errno == EEXIST)
 			return fail(err, errlen, -EADDRINUSE,
 				    "pool address %p..+%llu is taken in this process",
-				    want, (unsigned long long)h.region_size);
+				    (void *)want, (unsigned long long)h.region_size);
 		return fail(err, errlen, -errno, "mmap: %s", strerror(errno));
 	}
-	if (at != want && !relocate) {
+	rc = map_parts(at, &h, meta_fd, shared_fd, client ? PROT_READ : PROT_READ | PROT_WRITE);
+	if (rc != 0) {
 		munmap(at, h.region_size);
-		return fail(err, errlen, -EADDRINUSE,
-			    "pool address %p is taken in this process", want);
+		return fail(err, errlen, rc, "mmap: %s", strerror(-rc));
 	}
 	p->base = at;
 	p->size = h.region_size;
-	p->fd = fd;
+	p->meta_fd = meta_fd;
+	p->shared_fd = shared_fd;
 	pool_bind(p);
-	if (client && mprotect(p->base, h.off_rw, PROT_READ) < 0) {
-		int e = errno;
-		pool_unmap(p);
-		return fail(err, errlen, -e, "mprotect: %s", strerror(e));
-	}
 	return 0;
 }
 
@@ -324,18 +416,65 @@ void pool_unmap(struct shm_pool *p)
 {
 	if (p->base != NULL)
 		munmap(p->base, p->size);
-	if (p->fd >= 0)
-		close(p->fd);
+	if (p->meta_ro_fd >= 0)
+		close(p->meta_ro_fd);
+	if (p->shared_fd >= 0)
+		close(p->shared_fd);
+	if (p->meta_fd >= 0)
+		close(p->meta_fd);
 	p->base = NULL;
-	p->fd = -1;
+	p->meta_fd = p->shared_fd = p->meta_ro_fd = -1;
+}
+
+int pool_meta_readonly_fd(struct shm_pool *p, char *err, size_t errlen)
+{
+	struct stat st, ro;
+	char path[64];
+	int fd;
+
+	if (p->meta_ro_fd >= 0)
+		return p->meta_ro_fd;
+	/* Mode 0400: only sheafd's uid may open the inode at all, and only
+	 * for reading; sheafd itself writes through the O_RDWR descriptor it
+	 * made (or adopted), which no mode change affects. */
+	if (fchmod(p->meta_fd, 0400) < 0 || fstat(p->meta_fd, &st) < 0)
+		return fail(err, errlen, -errno, "fchmod of the pool's META memfd: %s",
+			    strerror(errno));
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", p->meta_fd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(err, errlen, -errno, "reopening the pool's META memfd read-only "
+			    "(%s): %s; is /proc mounted?", path, strerror(errno));
+	if (fstat(fd, &ro) < 0 || ro.st_ino != st.st_ino || ro.st_dev != st.st_dev ||
+	    (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY) {
+		close(fd);
+		return fail(err, errlen, -EIO, "%s is not the pool's META memfd", path);
+	}
+	p->meta_ro_fd = fd;
+	return fd;
+}
+
+/* Punch [off, off + len) of the memfd that holds region offsets from
+ * @start (the memfd's offset 0) to @end. */
+static int punch_part(int fd, uint64_t start, uint64_t end, uint64_t off, uint64_t len)
+{
+	uint64_t lo = off > start ? off : start;
+	uint64_t hi = off + len < end ? off + len : end;
+
+	if (lo >= hi)
+		return 0;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)(lo - start), (off_t)(hi - lo)) < 0)
+		return -errno;
+	return 0;
 }
 
 int pool_punch(struct shm_pool *p, uint64_t off, uint64_t len)
 {
-	if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)off, (off_t)len) < 0)
-		return -errno;
-	return 0;
+	uint64_t rw = p->hdr->off_rw;
+	int rc = punch_part(p->meta_fd, 0, rw, off, len);
+
+	return rc != 0 ? rc : punch_part(p->shared_fd, rw, p->size, off, len);
 }
 
 struct shm_ring *pool_ring_of(void *ctx, uint32_t id)

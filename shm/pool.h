@@ -2,6 +2,12 @@
  * pool.h - one process's view of a pool region: create, map, unmap, and the
  * address arithmetic from offsets (layout.h) to pointers.
  *
+ * A region is two memfds mapped back to back inside one reservation of the
+ * whole range: META holds [0, off_rw) (engine-owned) and SHARED holds
+ * [off_rw, region_size) (client-writable).  Offsets are region offsets
+ * either way.  Clients receive META only as a descriptor that cannot write
+ * it (pool_meta_readonly_fd; docs/design.md, "Trust boundary").
+ *
  * Who may call: the engine (create) and clients (map an existing region).
  * Errors: functions return 0 or a negative errno and fill @err, a caller's
  * buffer; they never print.
@@ -17,7 +23,9 @@
 struct shm_pool {
 	char *base;                  /* mapping of the whole region */
 	size_t size;
-	int fd;                      /* the memfd (owned by this struct) */
+	int meta_fd;                 /* memfd of [0, off_rw) (owned by this struct) */
+	int shared_fd;               /* memfd of [off_rw, size) (owned) */
+	int meta_ro_fd;              /* pool_meta_readonly_fd's, or -1 (owned) */
 	uint32_t nodes;
 	uint32_t sheaf_count;
 	uint32_t frames_per_node;
@@ -54,23 +62,38 @@ struct pool_params {
 #define POOL_DEFAULT_SIZE        (1ull << 30)
 #define POOL_DEFAULT_SHEAVES     32768u
 
-/* Create a new region (memfd, sized, sealed against shrinking, mapped, all
- * segments initialised).  0, or -errno with @err filled. */
+/* Create a new region (META and SHARED memfds, sized, sealed against
+ * resizing and further seals, mapped read-write, all segments initialised).
+ * 0, or -errno with @err filled. */
 int pool_create(struct shm_pool *p, const struct pool_params *pp,
 		char *err, size_t errlen);
 
 /*
- * Map an existing region from @fd (which this call takes ownership of on
- * success).  The engine-owned part is mapped read-only when @client is set.
- * The region is mapped at the address its header publishes; when that range
- * is taken, -EADDRINUSE, unless @relocate, in which case anywhere.
+ * Map an existing region from @meta_fd and @shared_fd (this call takes
+ * ownership of both on success, of neither on failure).  META is mapped
+ * read-only when @client is set, read-write otherwise (the engine adopting
+ * a pool: then both memfds must be sealed against resizing).  The header is
+ * checked against both memfds' sizes before anything is mapped.  The region
+ * is mapped at the address its header publishes; when that range is taken,
+ * -EADDRINUSE, unless @relocate, in which case anywhere.
  */
-int pool_map_fd(struct shm_pool *p, int fd, int client, int relocate,
-		char *err, size_t errlen);
+int pool_map_fds(struct shm_pool *p, int meta_fd, int shared_fd, int client,
+		 int relocate, char *err, size_t errlen);
 
+/* Unmap the region and close every descriptor @p owns. */
 void pool_unmap(struct shm_pool *p);
 
-/* Give a range of the region back to the kernel (fallocate PUNCH_HOLE). */
+/*
+ * The descriptor of META to hand to clients (the engine's; made on first
+ * call, owned by @p): META's inode is made mode 0400 and reopened O_RDONLY
+ * through /proc/self/fd, so its holder can neither write nor map it
+ * writable, nor (unless it has sheafd's uid or CAP_DAC_OVERRIDE) reopen it
+ * for writing.  The descriptor, or -errno with @err filled.
+ */
+int pool_meta_readonly_fd(struct shm_pool *p, char *err, size_t errlen);
+
+/* Give a range of the region back to the kernel (fallocate PUNCH_HOLE on
+ * whichever memfd holds it). */
 int pool_punch(struct shm_pool *p, uint64_t off, uint64_t len);
 
 /* The accessors below assert their indices in a SHEAF_DEBUG build: callers

@@ -283,21 +283,21 @@ static void malformed_round(struct dmn *d, int round)
 	}
 	close(fd);
 
-	/* (f) Attach speaking protocol version 2: UNSUPPORTED, then closed. */
+	/* (f) Attach speaking protocol version 3: UNSUPPORTED, then closed. */
 	fd = must_connect(d);
 	rq = (Sheaf__V1__Request)SHEAF__V1__REQUEST__INIT;
 	rq.id = id + 20;
-	ar.protocol_version = 2;
+	ar.protocol_version = 3;
 	ar.pid = (uint32_t)getpid();
 	ar.name = (char *)"from-the-future";
 	rq.body_case = SHEAF__V1__REQUEST__BODY_ATTACH;
 	rq.attach = &ar;
 	n = pack_req(&rq, buf, sizeof(buf));
 	REQUIRE(send_frame(fd, buf, n) == 0, "send");
-	r = expect_status(fd, SHEAF__V1__STATUS__STATUS_UNSUPPORTED, "Attach version 2");
-	REQUIRE(r->id == id + 20, "Attach version 2: reply id %llu", (unsigned long long)r->id);
+	r = expect_status(fd, SHEAF__V1__STATUS__STATUS_UNSUPPORTED, "Attach version 3");
+	REQUIRE(r->id == id + 20, "Attach version 3: reply id %llu", (unsigned long long)r->id);
 	sheaf__v1__response__free_unpacked(r, NULL);
-	expect_closed(fd, "after Attach version 2");
+	expect_closed(fd, "after Attach version 3");
 	close(fd);
 }
 
@@ -339,8 +339,8 @@ START_TEST(malformed)
 	for (unsigned i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
 		REQUIRE(file_contains(d.log, reasons[i]), "sheafd's log does not mention '%s'",
 			reasons[i]);
-	REQUIRE(file_contains(d.log, "protocol version 2"),
-		"sheafd's log does not mention the refused Attach of protocol version 2");
+	REQUIRE(file_contains(d.log, "protocol version 3"),
+		"sheafd's log does not mention the refused Attach of protocol version 3");
 	dmn_stop(&d, 10000);
 	dmn_cleanup(&d);
 }

@@ -763,16 +763,16 @@ START_TEST(shrink_releases_memory)
 	struct stat sb;
 	blkcnt_t before, peak, after;
 
-	fstat(p->shm.fd, &sb);
+	fstat(p->shm.shared_fd, &sb);
 	before = sb.st_blocks;
 	for (int i = 0; i < N; i++)
 		o[i] = xalloc(c);
-	fstat(p->shm.fd, &sb);
+	fstat(p->shm.shared_fd, &sb);
 	peak = sb.st_blocks;
 	for (int i = 0; i < N; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_int_ge(sheaf_cache_shrink(c), 1);
-	fstat(p->shm.fd, &sb);
+	fstat(p->shm.shared_fd, &sb);
 	after = sb.st_blocks;
 	ck_assert_msg(peak - after >= (peak - before) * 8 / 10,
 		      "blocks before %ld peak %ld after %ld", (long)before,

@@ -66,13 +66,13 @@ START_TEST(test_info)
 	ck_assert_msg(strstr(line_with(r.out, "pool_size"), "536870912 bytes") != NULL, "%s", r.out);
 	ck_assert_int_eq(table_value(r.out, "max_caches"), 64);
 	ck_assert_int_eq(table_value(r.out, "max_clients"), 64);
-	ck_assert_int_eq(table_value(r.out, "protocol_version"), 1);
+	ck_assert_int_eq(table_value(r.out, "protocol_version"), 2);
 	ck_assert(line_with(r.out, "uptime") != NULL);
 	run_free(&r);
 
 	v = CTLJ("info");
 	ck_assert_str_eq(jstr(v, "version"), SHEAF_VERSION);
-	ck_assert_int_eq(ju64(v, "protocol_version"), 1);
+	ck_assert_int_eq(ju64(v, "protocol_version"), 2);
 	ck_assert_str_eq(jstr(v, "socket"), D.sock);
 	ck_assert_int_eq(ju64(v, "nodes"), 2);
 	ck_assert(jbool(v, "simulated_nodes"));

@@ -86,10 +86,11 @@ START_TEST(test_shrink_burst)
 	int fd;
 
 	create_cache("burst", "64");
-	/* The region's memfd: libsheaf maps it; keep a descriptor and let go. */
+	/* The region's SHARED memfd (the slab frames): libsheaf maps it; keep a
+	 * descriptor and let go. */
 	p = sheaf_connect(D.sock, "memfd-probe", 0, err, sizeof(err));
 	ck_assert_msg(p != NULL, "connect: %s", err);
-	fd = dup(p->shm.fd);
+	fd = dup(p->shm.shared_fd);
 	ck_assert_int_ge(fd, 0);
 	sheaf_disconnect(p);
 

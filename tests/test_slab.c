@@ -103,29 +103,31 @@ START_TEST(test_pool_create_params)
 		pool_unmap(&P);
 	}
 	memset(&P, 0, sizeof(P));
-	P.fd = -1;
+	P.meta_fd = P.shared_fd = P.meta_ro_fd = -1;
 }
 END_TEST
 
-/* A second mapping of the same memfd sees the same region. */
+/* A second mapping of the same memfds sees the same region. */
 START_TEST(test_pool_map_second_view)
 {
 	struct shm_pool q;
 	uint32_t c;
 	uint64_t obj;
-	int fd;
+	int mfd, sfd;
 
 	pool_up(2, 64 * MIB);
 	c = cache_new("view", 64, 8, 0);
 	ck_assert_uint_eq(slab_alloc_objs(&P, c, 1, &obj, 1, 0), 1);
 	memset(P.base + obj, 0x5a, 64);
 
-	fd = dup(P.fd);
-	ck_assert_int_ge(fd, 0);
+	mfd = dup(P.meta_fd);
+	sfd = dup(P.shared_fd);
+	ck_assert_int_ge(mfd, 0);
+	ck_assert_int_ge(sfd, 0);
 	/* Its published address is taken in this process. */
-	ck_assert_int_eq(pool_map_fd(&q, fd, 1, 0, ERR, sizeof ERR), -EADDRINUSE);
+	ck_assert_int_eq(pool_map_fds(&q, mfd, sfd, 1, 0, ERR, sizeof ERR), -EADDRINUSE);
 	printf("map at the same address refused: %s\n", ERR);
-	ck_assert_int_eq(pool_map_fd(&q, fd, 1, 1, ERR, sizeof ERR), 0);
+	ck_assert_int_eq(pool_map_fds(&q, mfd, sfd, 1, 1, ERR, sizeof ERR), 0);
 	ck_assert_ptr_ne(q.base, P.base);
 	ck_assert_uint_eq(q.size, P.size);
 	ck_assert_uint_eq(q.data_off, P.data_off);

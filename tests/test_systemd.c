@@ -12,7 +12,8 @@
  *                    the pool check passes; sheafd neither binds nor
  *                    removes the socket file nor takes the lock.
  *   notify           a datagram socket as NOTIFY_SOCKET sees FDSTORE=1 +
- *                    FDNAME=pool carrying the memfd, READY=1 (the socket
+ *                    FDNAME=pool-meta / pool-shared carrying the pool's two
+ *                    memfds, READY=1 (the socket
  *                    accepts by then), STATUS=, WATCHDOG=1 about every half
  *                    of WATCHDOG_USEC, RELOADING=1 + READY=1 on SIGHUP and
  *                    STOPPING=1 on SIGTERM (exit 0).
@@ -22,9 +23,11 @@
  *                    SHEAF_CACHE_DEBUG one (every object tracked by the
  *                    library) and a plain one (the inline fast paths and
  *                    the stash, which the debug cache never runs), both
- *                    required to see work between restarts; each new sheafd gets the stored memfd as
- *                    systemd passes it (fd 3, LISTEN_FDS=1, LISTEN_PID=its
- *                    pid, LISTEN_FDNAMES=pool), adopts the pool (STATUS says
+ *                    required to see work between restarts; each new
+ *                    sheafd gets the stored memfds as systemd passes them
+ *                    (fd 3 and 4, LISTEN_FDS=2, LISTEN_PID=its pid,
+ *                    LISTEN_FDNAMES=pool-meta:pool-shared), adopts
+ *                    the pool (STATUS says
  *                    so, and it sends no second FDSTORE); the client keeps
  *                    going while no daemon runs, never fails an operation,
  *                    reconnects on its next request (sheaf_cache_stats must
@@ -35,7 +38,8 @@
  *                    the queued start.
  *   restart_socket   systemd's full shape: the test holds the listening
  *                    socket (as sheafd.socket does) and passes it with the
- *                    memfd (LISTEN_FDS=2, LISTEN_FDNAMES=sheafd.socket:pool);
+ *                    memfds (LISTEN_FDS=3, LISTEN_FDNAMES=sheafd.socket:
+ *                    pool-meta:pool-shared);
  *                    sheafd is killed, the client's stats request goes out
  *                    while no daemon runs, waits in the socket's backlog and
  *                    succeeds once the next sheafd adopts the pool.
@@ -193,9 +197,11 @@ START_TEST(notify)
 	make_test_dir();
 	notify_open(&n);
 	fmt(d.sock, sizeof(d.sock), "%s/s.sock", test_dir);
-	svc_start(&d, &n, -1, -1, 200000);          /* watchdog: 200 ms */
-	REQUIRE(n.fdstore == 1 && n.store_fd >= 0, "no FDSTORE=1 carrying the pool's memfd");
-	REQUIRE(strcmp(n.fdname, "pool") == 0, "the stored fd is named '%s', not 'pool'",
+	svc_start(&d, &n, -1, 0, 200000);           /* watchdog: 200 ms */
+	notify_wait(&n, &n.fdstore, 2, 2000);
+	REQUIRE(n.fdstore == 2 && n.store_fd >= 0 && n.store_shared_fd >= 0,
+		"no two FDSTORE=1 carrying the pool's memfds (%d)", n.fdstore);
+	REQUIRE(strcmp(n.fdname, "pool-meta") == 0, "the stored fd is named '%s', not 'pool-meta'",
 		n.fdname);
 	REQUIRE(notify_wait(&n, &n.status, 1, 2000), "no STATUS= after READY=1");
 	REQUIRE(strstr(n.last_status, "clients") != NULL && strstr(n.last_status, "caches"),
@@ -458,8 +464,8 @@ static void restart_scenario(enum restart_mode mode, int rounds)
 		REQUIRE(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 128) == 0,
 			"bind/listen %s: %s", d.sock, strerror(errno));
 	}
-	svc_start(&d, &n, lfd, -1, 0);
-	REQUIRE(n.store_fd >= 0, "sheafd stored no memfd (FDSTORE=1)");
+	svc_start(&d, &n, lfd, 0, 0);
+	REQUIRE(n.store_fd >= 0 && n.store_shared_fd >= 0, "sheafd stored no memfds (FDSTORE=1)");
 	worker_start(&w, &wa, d.sock);
 	r = worker_cmd(&w, CMD_STATS, 30000);
 	REQUIRE(r.rc == 0, "first stats: %s", r.err);
@@ -496,8 +502,8 @@ static void restart_scenario(enum restart_mode mode, int rounds)
 				(unsigned long long)before.cache_ops[CACHE_PLAIN],
 				(unsigned long long)down.cache_ops[CACHE_PLAIN]);
 		}
-		/* systemd starts sheafd again with the stored memfd. */
-		svc_start(&d, &n, lfd, n.store_fd, 0);
+		/* systemd starts sheafd again with the stored memfds. */
+		svc_start(&d, &n, lfd, 1, 0);
 		t_up = now_ms();
 		REQUIRE(notify_wait(&n, &n.status, status0 + 1, 5000), "no STATUS= from the new sheafd");
 		REQUIRE(strstr(n.last_status, "(adopted pool)") != NULL,

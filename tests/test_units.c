@@ -124,7 +124,7 @@ START_TEST(units_static)
 {
 	static const char *const svc_required[] = {
 		"Type=notify", "Restart=on-failure", "WatchdogSec=30s",
-		"FileDescriptorStoreMax=2", "User=sheafd", "Group=sheafd", "UMask=0077",
+		"FileDescriptorStoreMax=4", "User=sheafd", "Group=sheafd", "UMask=0077",
 		"ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
 		"PrivateDevices=yes", "NoNewPrivileges=yes",
 		"RestrictAddressFamilies=AF_UNIX", "SystemCallFilter=@system-service",

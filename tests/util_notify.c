@@ -29,7 +29,7 @@ void notify_open(struct notify *n)
 	int buf = 1 << 20;
 
 	memset(n, 0, sizeof(*n));
-	n->store_fd = -1;
+	n->store_fd = n->store_shared_fd = -1;
 	fmt(n->path, sizeof(n->path), "%s/notify", test_dir);
 	fmt(n->log, sizeof(n->log), "%s/notify.log", test_dir);
 	add_log(n->log);
@@ -47,7 +47,9 @@ void notify_close(struct notify *n)
 		close(n->sock);
 	if (n->store_fd >= 0)
 		close(n->store_fd);
-	n->sock = n->store_fd = -1;
+	if (n->store_shared_fd >= 0)
+		close(n->store_shared_fd);
+	n->sock = n->store_fd = n->store_shared_fd = -1;
 }
 
 static int same_file(int a, int b)
@@ -129,13 +131,16 @@ int notify_recv(struct notify *n, int ms)
 	}
 	for (int i = 0; i < nfd; i++) {
 		if (store && i == 0 && is_pool_memfd(fds[i])) {
+			int *slot = strcmp(name, "pool-shared") == 0 ? &n->store_shared_fd
+								     : &n->store_fd;
 			n->fdstore++;
-			fmt(n->fdname, sizeof(n->fdname), "%s", name);
-			if (n->store_fd < 0) {
-				n->store_fd = fds[i];
+			if (slot == &n->store_fd)
+				fmt(n->fdname, sizeof(n->fdname), "%s", name);
+			if (*slot < 0) {
+				*slot = fds[i];
 				continue;
 			}
-			if (same_file(n->store_fd, fds[i]))
+			if (same_file(*slot, fds[i]))
 				n->store_same++;
 			else
 				n->store_other++;
@@ -168,7 +173,7 @@ void notify_drain(struct notify *n, int ms)
 
 /* ---- sheafd as systemd would run it -------------------------------------------- */
 
-void svc_start(struct svc *d, struct notify *n, int listen_fd, int pool_fd, unsigned wd_usec)
+void svc_start(struct svc *d, struct notify *n, int listen_fd, int adopt, unsigned wd_usec)
 {
 	const char *argv[] = {
 		sheafd_bin(), "--foreground", "--socket", d->sock, "--nodes", "2",
@@ -176,7 +181,7 @@ void svc_start(struct svc *d, struct notify *n, int listen_fd, int pool_fd, unsi
 	};
 	char notify_env[160], fds_env[32], names_env[64], wd_env[48];
 	const char *env[8];
-	int pass[2], npass = 0, ne = 0, ready0 = n->ready;
+	int pass[3], npass = 0, ne = 0, ready0 = n->ready;
 	char buf[64];
 	int st, fd;
 
@@ -189,10 +194,14 @@ void svc_start(struct svc *d, struct notify *n, int listen_fd, int pool_fd, unsi
 		pass[npass++] = listen_fd;
 		fmt(names_env, sizeof(names_env), "LISTEN_FDNAMES=sheafd.socket");
 	}
-	if (pool_fd >= 0) {
-		pass[npass++] = pool_fd;
+	if (adopt) {
+		REQUIRE(n->store_fd >= 0 && n->store_shared_fd >= 0,
+			"the fd store lacks the pool's memfds");
+		pass[npass++] = n->store_fd;
+		pass[npass++] = n->store_shared_fd;
 		fmt(names_env + strlen(names_env), sizeof(names_env) - strlen(names_env),
-			 "%s", npass > 1 ? ":pool" : "LISTEN_FDNAMES=pool");
+			 "%s", npass > 2 ? ":pool-meta:pool-shared"
+					 : "LISTEN_FDNAMES=pool-meta:pool-shared");
 	}
 	if (npass > 0) {
 		fmt(fds_env, sizeof(fds_env), "LISTEN_FDS=%d", npass);

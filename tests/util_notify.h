@@ -2,9 +2,10 @@
  * util_notify.h - playing systemd's part for sheafd without systemd as
  * PID 1 (test_systemd, test_install): a notification socket that takes
  * sheafd's READY=1, STATUS=, WATCHDOG=1, RELOADING=1, STOPPING=1 and keeps
- * the fd store (FDSTORE=1 with the pool's memfd), and sheafd started as
- * systemd starts it (NOTIFY_SOCKET, LISTEN_FDS with the socket unit's
- * socket and the stored memfd, WATCHDOG_USEC).  Failures go through
+ * the fd store (FDSTORE=1 with the pool's memfds, FDNAME=pool-meta and
+ * pool-shared), and sheafd started as systemd starts it (NOTIFY_SOCKET,
+ * LISTEN_FDS with the socket unit's socket and the stored memfds,
+ * WATCHDOG_USEC).  Failures go through
  * REQUIRE; paths are in the test's directory (util_deploy.h).
  */
 #ifndef SHEAF_TESTS_UTIL_NOTIFY_H
@@ -20,9 +21,10 @@ struct notify {
 	int ready, stopping, reloading, watchdog, fdstore, status;
 	int64_t wd_ms[512];
 	char last_status[512];
-	int store_fd;               /* the fd store: the first stored memfd */
+	int store_fd;               /* the fd store: the first stored META memfd */
+	int store_shared_fd;        /* ... and SHARED one (FDNAME=pool-shared) */
 	int store_same, store_other;/* later FDSTOREs: the same file, or another */
-	char fdname[64];
+	char fdname[64];            /* the META memfd's FDNAME */
 	char log[PATH_MAX];         /* every message, for failures */
 };
 
@@ -46,12 +48,12 @@ struct svc {
 
 /*
  * Start sheafd (the build's) with NOTIFY_SOCKET=@n and the descriptors
- * systemd would pass: @listen_fd (the socket unit's, or -1) then @pool_fd
- * (the fd store's, or -1), with LISTEN_FDS, LISTEN_PID (the new process's
- * own pid) and LISTEN_FDNAMES.  @wd_usec > 0 sets WATCHDOG_USEC/WATCHDOG_PID.
+ * systemd would pass: @listen_fd (the socket unit's, or -1) then, when
+ * @adopt, the fd store's two memfds, with LISTEN_FDS, LISTEN_PID (the new
+ * process's own pid) and LISTEN_FDNAMES.  @wd_usec > 0 sets WATCHDOG_USEC/WATCHDOG_PID.
  * Waits for READY=1 and requires that the socket accepts by then.
  */
-void svc_start(struct svc *d, struct notify *n, int listen_fd, int pool_fd, unsigned wd_usec);
+void svc_start(struct svc *d, struct notify *n, int listen_fd, int adopt, unsigned wd_usec);
 /* SIGTERM (STOPPING=1, exit 0) or SIGKILL; waits for the end. */
 void svc_stop(struct svc *d, struct notify *n, int sig);
 

@@ -78,16 +78,16 @@ void pool_down(void)
 	if (engine_up)
 		engine_fini(&E);
 	engine_up = 0;
-	if (P.base != NULL || P.fd >= 0)
+	if (P.base != NULL || P.meta_fd >= 0)
 		pool_unmap(&P);
 	memset(&P, 0, sizeof(P));
-	P.fd = -1;
+	P.meta_fd = P.shared_fd = P.meta_ro_fd = -1;
 }
 
 void slab_setup(void)
 {
 	memset(&P, 0, sizeof(P));
-	P.fd = -1;
+	P.meta_fd = P.shared_fd = P.meta_ro_fd = -1;
 	engine_up = 0;
 	rng_state = 0x9e3779b97f4a7c15ull;
 }
@@ -124,7 +124,7 @@ int64_t fd_blocks(void)
 {
 	struct stat st;
 
-	ck_assert_int_eq(fstat(P.fd, &st), 0);
+	ck_assert_int_eq(fstat(P.shared_fd, &st), 0);   /* the slab frames' memfd */
 	return (int64_t)st.st_blocks;
 }
 
