@@ -107,14 +107,14 @@ static int64_t ms_since(const struct timespec *t)
  */
 static int check_socket_dir(const char *sock, char *err, size_t errlen)
 {
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], def[sizeof(dir)];
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], def[sizeof(dir)], tmp[sizeof(dir)];
 	int is_default;
 	struct stat st;
 
 	sheaf_default_socket(def, sizeof(def), 0);
 	is_default = strcmp(sock, def) == 0;
-	snprintf(dir, sizeof(dir), "%s", sock);
-	snprintf(dir, sizeof(dir), "%s", dirname(dir));
+	snprintf(tmp, sizeof(tmp), "%s", sock);
+	snprintf(dir, sizeof(dir), "%s", dirname(tmp));
 	if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create the directory of %s: %s", sock,
 			 strerror(errno));
