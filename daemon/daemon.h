@@ -98,7 +98,6 @@ struct daemon {
 	struct conn *pending, *pending_tail;   /* oldest first */
 	struct event *ev_accept_retry;         /* accepting paused: try again */
 	int accept_paused;
-	struct timespec paused_at;
 	const struct timeval *idle_tv;         /* libevent common timeout, or NULL */
 	struct conn *check_conn;     /* waits for the running pool check's reply */
 	struct check_job *check;     /* the pool check off the event loop (check.c) */

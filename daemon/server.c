@@ -63,7 +63,7 @@ struct ratelimit {
 	unsigned n, dropped;
 };
 
-static struct ratelimit rl_cap, rl_denied, rl_idle, rl_out;
+static struct ratelimit rl_cap, rl_denied, rl_idle, rl_out, rl_fds;
 
 /* 1 when a line may be logged now, with *@dropped the lines left out since
  * the last one. */
@@ -438,12 +438,15 @@ static void accept_pause(struct daemon *d, int err)
 {
 	struct timeval tv = { 0, ACCEPT_RETRY_MS * 1000 };
 
+	unsigned dropped;
+
 	if (!d->accept_paused) {
 		d->accept_paused = 1;
 		d->n.accept_pauses++;
-		clock_gettime(CLOCK_MONOTONIC, &d->paused_at);
-		log_warn("accept: %s with %u connections open: not accepting until a "
-			 "descriptor frees", strerror(err), d->nconns);
+		if (rl_allow(&rl_fds, &dropped))
+			log_warn("accept: %s with %u connections open: not accepting until a "
+				 "descriptor frees (%u more not logged)", strerror(err),
+				 d->nconns, dropped);
 	}
 	event_del(d->ev_listen);
 	evtimer_add(d->ev_accept_retry, &tv);
@@ -478,12 +481,7 @@ static int accept_one(struct daemon *d)
 		}
 		return errno == EINTR || errno == ECONNABORTED ? 1 : 0;
 	}
-	if (d->accept_paused) {
-		log_info("accepting again after %lld ms", (long long)ms_since(&d->paused_at));
-		d->accept_paused = 0;
-		evtimer_del(d->ev_accept_retry);
-		event_add(d->ev_listen, NULL);
-	}
+	accept_resume(d);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
 		close(fd);
 		return 1;
