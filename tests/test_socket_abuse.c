@@ -23,6 +23,8 @@
  *   socket_dir     sheafd refuses a socket directory other users may write
  *                  (explicit --socket) and a default one ($XDG_RUNTIME_DIR/
  *                  sheaf) that is writable by others or a symbolic link.
+ *   check_async    a Check over four million objects does not hold up a
+ *                  DaemonInfo sent meanwhile on another connection.
  *   impostor       (root) a server of another uid on the socket: sheaf_connect
  *                  fails with EPERM before reading anything; with
  *                  $SHEAF_SERVER_UID naming that uid it is trusted.
@@ -532,6 +534,74 @@ START_TEST(impostor_server)
 }
 END_TEST
 
+/* ---- Check off the event loop ---------------------------------------------- */
+
+START_TEST(check_async)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__CheckRequest cr = SHEAF__V1__CHECK_REQUEST__INIT;
+	struct sheaf_cache_config cc = { .capacity = 64 };
+	unsigned nobj = test_san() ? 200000 : 4000000;
+	static const char *const big[] = { "--size", "512M", NULL };
+	Sheaf__V1__Response *r;
+	char err[256] = "";
+	uint8_t buf[64];
+	int64_t t0, info_ms, check_ms;
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+	struct dmn d;
+	void **objs;
+	int a, rc;
+	size_t n;
+
+	dmn_init(&d);
+	start_daemon(&d, 0, big);
+	p = sheaf_connect(d.sock, "check", 0, err, sizeof(err));
+	REQUIRE(p != NULL, "connect: %s", err);
+	c = sheaf_cache_create(p, "many", 64, &cc);
+	REQUIRE(c != NULL, "cache: %s", strerror(errno));
+	objs = malloc(nobj * sizeof(*objs));
+	REQUIRE(objs != NULL, "malloc");
+	for (unsigned i = 0; i < nobj; i++)
+		REQUIRE((objs[i] = sheaf_alloc(c)) != NULL, "alloc %u: %s", i, strerror(errno));
+
+	/* A Check on one connection; DaemonInfo on another meanwhile. */
+	a = unix_connect(d.sock);
+	REQUIRE(a >= 0, "connect");
+	rq.id = 9;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_CHECK;
+	rq.check = &cr;
+	n = pack_req(&rq, buf, sizeof(buf));
+	t0 = now_ms();
+	REQUIRE(send_frame(a, buf, n) == 0, "send Check");
+	sleep_ms(5);
+	info_ms = probe_ms(d.sock);
+	r = recv_resp(a, 120000, &rc);
+	check_ms = now_ms() - t0;
+	REQUIRE(r != NULL && r->status == SHEAF__V1__STATUS__STATUS_OK && r->id == 9 &&
+		r->body_case == SHEAF__V1__RESPONSE__BODY_CHECK && r->check->ok,
+		"Check: %d %s", rc, r != NULL && r->check != NULL ? r->check->problem : "");
+	REQUIRE(r->check->in_use == nobj, "Check counted %llu in use, want %u",
+		(unsigned long long)r->check->in_use, nobj);
+	sheaf__v1__response__free_unpacked(r, NULL);
+	close(a);
+	printf("check_async: Check over %u objects took %lld ms; DaemonInfo meanwhile %lld ms\n",
+	       nobj, (long long)check_ms, (long long)info_ms);
+	REQUIRE(info_ms >= 0, "DaemonInfo during a Check not answered");
+	REQUIRE(check_ms < 60 || info_ms < check_ms / 2,
+		"DaemonInfo (%lld ms) waited for the Check (%lld ms)", (long long)info_ms,
+		(long long)check_ms);
+	for (unsigned i = 0; i < nobj; i++)
+		REQUIRE(sheaf_free(c, objs[i]) == 0, "free");
+	free(objs);
+	REQUIRE(sheaf_pool_check(p, err, sizeof(err)) == 0, "check: %s", err);
+	sheaf_disconnect(p);
+	wait_no_clients(&d, 30000);
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("socket_abuse");
@@ -555,5 +625,6 @@ int main(void)
 	ADD_ALONE(s, uid_cap, 60);
 	ADD_ALONE(s, socket_dir, 60);
 	ADD_ALONE(s, impostor_server, 60);
+	ADD_ALONE(s, check_async, 300);
 	return run_suite(s);
 }
