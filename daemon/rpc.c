@@ -5,6 +5,9 @@
  * Every reply goes out with the request's id; a request that cannot be
  * parsed, carries unknown fields or names no known body gets
  * STATUS_BAD_REQUEST and is counted; the connection stays usable.
+ * While the pool check runs (check.c), a request that changes the pool
+ * gets no reply but rpc_out.later (server.c hands it in again afterwards),
+ * and Check itself is answered later through rpc_check_reply.
  *
  * The handle_* functions each answer one request body into a struct reply
  * whose every allocation is in its arena (arena.h).
