@@ -50,7 +50,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 SHM_SRC    := $(wildcard shm/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
 PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
-LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c) \
+LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c proto/peer.c) \
               $(BUILD)/proto/sheaf.pb-c.o
 # Test hooks (-DSHEAF_TEST_HOOKS: the stop points of the ring and of the
 # lane fold) exist only in libsheaf-test.a, which the test programs link: the

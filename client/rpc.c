@@ -15,6 +15,7 @@
 #include "client/rpc.h"
 #include "proto/call.h"
 #include "proto/frame.h"
+#include "proto/peer.h"
 #include "proto/sheaf.pb-c.h"
 #include "shm/atomics.h"
 #include "shm/debug.h"
@@ -24,12 +25,14 @@
 
 /* A connected socket to @path, or -errno with @err.  Connecting and
  * sending wait @timeout_ms at most (SO_SNDTIMEO: a daemon that accepts
- * nothing, a full backlog or a full socket buffer never hangs a call). */
+ * nothing, a full backlog or a full socket buffer never hangs a call).  A
+ * server of a uid we do not trust (proto/peer.h) is -EPERM: nothing it
+ * would send is read. */
 static int connect_socket(const char *path, unsigned timeout_ms, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
-	int fd;
+	int fd, e;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		snprintf(err, errlen, "socket path too long: %s", path);
@@ -40,11 +43,16 @@ static int connect_socket(const char *path, unsigned timeout_ms, char *err, size
 	if (fd >= 0)
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno == EAGAIN || errno == EINPROGRESS ? ETIMEDOUT : errno;
+		e = errno == EAGAIN || errno == EINPROGRESS ? ETIMEDOUT : errno;
 		snprintf(err, errlen, "cannot reach sheafd at %s: %s", path, strerror(e));
 		if (fd >= 0)
 			close(fd);
 		return -e;
+	}
+	e = peer_check_server(fd, path, err, errlen);
+	if (e != 0) {
+		close(fd);
+		return e;
 	}
 	return fd;
 }
@@ -205,7 +213,7 @@ int rpc_call(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 		if (rc == -EPIPE && c->attached) {
 			int rr = reconnect_locked(c);
 			rc = rr == 0 ? roundtrip(c, rq, out, recv_fds, err, errlen)
-				     : rr == -ESTALE || rr == -ETIMEDOUT ? rr : rc;
+				     : rr == -ESTALE || rr == -ETIMEDOUT || rr == -EPERM ? rr : rc;
 		}
 		if (rc == -ETIMEDOUT && c->sock >= 0) {
 			/* Out of step: a late reply would answer the next

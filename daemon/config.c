@@ -21,6 +21,8 @@ void config_defaults(struct config *c)
 	c->size = 1ull << 30;
 	c->sheaves = 32768;
 	c->max_frame = FRAME_DEFAULT_CAP;
+	c->idle_timeout_ms = CONFIG_IDLE_TIMEOUT_MS;
+	c->max_clients_per_uid = CONFIG_CLIENTS_PER_UID;
 	c->log_level = LOG_INFO;
 	c->allow_uid[0] = (uint32_t)getuid();
 	c->n_uid = 1;
@@ -35,12 +37,23 @@ void config_usage(FILE *out)
 "  -s, --socket PATH      control socket (default: $XDG_RUNTIME_DIR/sheaf/sheafd.sock,\n"
 "                         /run/sheafd/sheafd.sock for root, else /tmp/sheafd-UID/sheafd.sock)\n"
 "  -c, --config FILE      key=value file: socket, size, mem_cap, nodes, sheaves,\n"
-"                         log_level, allow_uid, allow_gid, max_frame (flags win)\n"
+"                         log_level, allow_uid, allow_gid, max_frame,\n"
+"                         max_connections, idle_timeout, max_clients_per_uid\n"
+"                         (flags win)\n"
 "      --size BYTES       pool data size, K/M/G suffixes (default 1G; sparse)\n"
 "      --mem-cap BYTES    most bytes of slabs (default: size)\n"
 "      --nodes N          simulate N NUMA nodes (1..8; default: the machine's)\n"
 "      --sheaves N        sheaves in the pool (default 32768)\n"
 "      --max-frame BYTES  largest control frame accepted (default 1M)\n"
+"      --max-connections N  most open control connections (default: the\n"
+"                         descriptor limit less %u); over it, the oldest\n"
+"                         connection silent for 0.5 s makes room, else the\n"
+"                         new one is closed at once\n"
+"      --idle-timeout MS  close a connection that sends no complete first\n"
+"                         request, or stalls inside a frame, this long\n"
+"                         (default %u; 0: never)\n"
+"      --max-clients-per-uid N  client slots one uid may hold (1..%u,\n"
+"                         default %u); Attach beyond fails with NO_SPACE\n"
 "  -f, --foreground       stay in the foreground (default: detach)\n"
 "      --log-level LEVEL  error, warn, info (default) or debug\n"
 "      --allow-uid USER   allow this uid or user name to attach (repeatable;\n"
@@ -50,7 +63,9 @@ void config_usage(FILE *out)
 "  -h, --help             this help\n"
 "  -V, --version          version\n"
 "\n"
-"Signals: SIGTERM stops cleanly, SIGHUP re-reads log_level and allow lists.\n");
+"Signals: SIGTERM stops cleanly, SIGHUP re-reads log_level and allow lists.\n",
+		CONFIG_FD_RESERVE, CONFIG_IDLE_TIMEOUT_MS, SHEAF_MAX_CLIENTS,
+		CONFIG_CLIENTS_PER_UID);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -140,6 +155,14 @@ static int apply(struct config *c, const char *key, const char *val, int from_fi
 		if (rc == 0 && (v < 64 || v > (64u << 20)))
 			rc = -1;
 		c->max_frame = (uint32_t)v;
+	} else if (strcmp(key, "max_connections") == 0 ||
+		   strcmp(key, "max-connections") == 0) {
+		rc = parse_u32(val, 1, 1u << 24, &c->max_connections);
+	} else if (strcmp(key, "idle_timeout") == 0 || strcmp(key, "idle-timeout") == 0) {
+		rc = parse_u32(val, 0, 3600u * 1000u, &c->idle_timeout_ms);
+	} else if (strcmp(key, "max_clients_per_uid") == 0 ||
+		   strcmp(key, "max-clients-per-uid") == 0) {
+		rc = parse_u32(val, 1, SHEAF_MAX_CLIENTS, &c->max_clients_per_uid);
 	} else if (strcmp(key, "log_level") == 0 || strcmp(key, "log-level") == 0) {
 		rc = log_level_parse(val);
 		if (rc >= 0) {
@@ -214,6 +237,9 @@ static const struct option longopts[] = {
 	{ "log-level", required_argument, NULL, 6 },
 	{ "allow-uid", required_argument, NULL, 7 },
 	{ "allow-gid", required_argument, NULL, 8 },
+	{ "max-connections", required_argument, NULL, 9 },
+	{ "idle-timeout", required_argument, NULL, 10 },
+	{ "max-clients-per-uid", required_argument, NULL, 11 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -222,6 +248,7 @@ static const struct option longopts[] = {
 static const char *const keys[] = {
 	[1] = "size", [2] = "mem_cap", [3] = "nodes", [4] = "sheaves",
 	[5] = "max_frame", [6] = "log_level", [7] = "allow_uid", [8] = "allow_gid",
+	[9] = "max_connections", [10] = "idle_timeout", [11] = "max_clients_per_uid",
 };
 
 int config_from_args(struct config *c, int argc, char **argv, char *err, size_t errlen)
@@ -258,7 +285,7 @@ int config_from_args(struct config *c, int argc, char **argv, char *err, size_t 
 			} else if (opt == 's') {
 				if (apply(c, "socket", optarg, 0, err, errlen) != 0)
 					return -1;
-			} else if (opt >= 1 && opt <= 8) {
+			} else if (opt >= 1 && opt <= 11) {
 				/* A flag's id list replaces the file's. */
 				if (opt == 7 && !uid_flag++)
 					c->n_uid = 0;

@@ -9,8 +9,15 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/un.h>
+#include "shm/layout.h"
 
 #define CONFIG_MAX_IDS 16
+/* Defaults of the limits that keep the control socket up under abuse. */
+#define CONFIG_IDLE_TIMEOUT_MS  10000u
+#define CONFIG_CLIENTS_PER_UID  (SHEAF_MAX_CLIENTS / 2)
+/* Descriptors kept out of the default max_connections: one pidfd per
+ * client slot, the pool, the listener, the log, libevent's own. */
+#define CONFIG_FD_RESERVE       (SHEAF_MAX_CLIENTS + 64u)
 
 struct config {
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -20,6 +27,9 @@ struct config {
 	uint32_t nodes;              /* 0: real NUMA nodes; N: simulated */
 	uint32_t sheaves;
 	uint32_t max_frame;
+	uint32_t max_connections;    /* 0: from RLIMIT_NOFILE (server.c) */
+	uint32_t idle_timeout_ms;    /* a connection's first request, or a frame, within this */
+	uint32_t max_clients_per_uid;
 	int foreground;
 	int log_level;
 	uint32_t allow_uid[CONFIG_MAX_IDS], n_uid;

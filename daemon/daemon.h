@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <time.h>
 #include "config.h"
+#include "shm/check.h"
 #include "shm/engine.h"
 #include "shm/pool.h"
 #include "proto/frame.h"
@@ -34,6 +35,7 @@ struct conn {
 	int fd;
 	struct event *ev_read;
 	struct event *ev_write;
+	struct event *ev_idle;       /* idle_timeout: no first request, or a stalled frame */
 	uint8_t *in;                 /* bytes received, not yet a whole frame */
 	size_t in_len, in_cap;
 	uint8_t *out;                /* bytes to send */
@@ -42,7 +44,11 @@ struct conn {
 	unsigned out_nfds;           /* how many (0: none) */
 	struct conn_info peer;
 	int closing;                 /* close once out is flushed */
+	int spoke;                   /* a complete request arrived */
+	int waiting;                 /* reading paused until the pool check ends */
+	struct timespec since;       /* accepted at (CLOCK_MONOTONIC) */
 	struct conn *next, *prev;
+	struct conn *pnext, *pprev;  /* the pending list: accepted, not spoken yet */
 };
 
 /* An attached client's process, watched through a pidfd: when it ends,
@@ -52,6 +58,8 @@ struct watch {
 	int client;
 	int pidfd;
 	struct event *ev;
+	int exited;                  /* the process ended during a pool check */
+	int detach_pending;          /* its connection closed during a pool check */
 	struct watch *next;
 };
 
@@ -63,7 +71,13 @@ struct daemon_counters {
 	uint64_t denied;             /* peer credentials refused */
 	uint64_t attached;
 	uint64_t reclaimed;          /* dead clients repaired */
+	uint64_t over_cap;           /* closed at once: max_connections reached */
+	uint64_t evicted;            /* silent connections dropped for a new one */
+	uint64_t idle_closed;        /* closed by idle_timeout */
+	uint64_t accept_pauses;      /* times accepting stopped: out of descriptors */
 };
+
+struct check_job;
 
 struct daemon {
 	struct config cfg;
@@ -80,8 +94,29 @@ struct daemon {
 	int socket_activated;        /* the listening socket came from systemd */
 	time_t started;
 	struct conn *conns;
+	uint32_t nconns;             /* open control connections */
+	uint32_t max_conns;          /* cfg.max_connections, or derived from RLIMIT_NOFILE */
+	struct conn *pending, *pending_tail;   /* oldest first */
+	struct event *ev_accept_retry;         /* accepting paused: try again */
+	int accept_paused;
+	const struct timeval *idle_tv;         /* libevent common timeout, or NULL */
+	struct conn *check_conn;     /* waits for the running pool check's reply */
+	struct check_job *check;     /* the pool check off the event loop (check.c) */
 	struct watch *watches;
 	struct daemon_counters n;
+};
+
+/* What rpc_handle gives server.c for one request frame. */
+struct rpc_out {
+	uint8_t *buf;                /* the packed Response (malloc'd) */
+	size_t len;
+	int pass_fds[FRAME_MAX_FDS]; /* descriptors to pass with it (not owned) */
+	unsigned npass;              /* how many (0: none) */
+	int close_after;             /* close the connection once it is sent */
+	int later;                   /* no reply: a pool check runs; hand the same
+					frame in again after server_check_done */
+	int deferred;                /* no reply yet: the pool check started; its
+					reply comes through server_check_done */
 };
 
 /* server.c: the control socket (libevent callbacks; calls rpc_handle). */
@@ -89,6 +124,9 @@ struct daemon {
  * configured path (refusing when another daemon holds it). */
 int server_listen(struct daemon *d, int activated, char *err, size_t errlen);
 void server_close_all(struct daemon *d);
+/* The pool check ended: send @out (its reply) to the connection that asked,
+ * when still open, then let paused connections go on. */
+void server_check_done(struct daemon *d, struct rpc_out *out);
 
 /* registry.c: who may attach, attached clients, dead-client repair. */
 int peer_allowed(const struct daemon *d, const struct conn_info *peer);
@@ -105,6 +143,9 @@ void daemon_watch_existing(struct daemon *d);
 void daemon_unwatch_all(struct daemon *d);
 /* @c, attached, closed its connection. */
 void daemon_client_gone(struct daemon *d, struct conn *c);
+/* The pool check ended: the repairs it held back (dead or detached
+ * clients) now. */
+void daemon_after_check(struct daemon *d);
 uint32_t daemon_live_clients(const struct daemon *d);
 
 /* status.c: tell systemd how we are doing (STATUS=: clients, caches, slab
@@ -112,13 +153,6 @@ uint32_t daemon_live_clients(const struct daemon *d);
 void daemon_status(struct daemon *d);
 
 /* rpc.c: request handling, with no socket (server.c sends the reply). */
-struct rpc_out {
-	uint8_t *buf;                /* the packed Response (malloc'd) */
-	size_t len;
-	int pass_fds[FRAME_MAX_FDS]; /* descriptors to pass with it (not owned) */
-	unsigned npass;              /* how many (0: none) */
-	int close_after;             /* close the connection once it is sent */
-};
 
 /*
  * Handle request frame @buf (@len bytes, any content) from @peer: parse,
@@ -129,5 +163,24 @@ struct rpc_out {
 int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
 	       size_t len, struct rpc_out *out);
 void rpc_out_free(struct rpc_out *out);
+/* Pack the reply to Check request @id: pool_check's @rc, @rep and @err. */
+int rpc_check_reply(struct daemon *d, uint64_t id, int rc, const struct check_report *rep,
+		    const char *err, struct rpc_out *out);
+
+/*
+ * check.c: the pool check (a walk of every slab, long on a big pool) on a
+ * thread of its own, so that the event loop goes on serving.  The engine is
+ * stopped meanwhile (the checker needs it quiet); requests that change the
+ * pool wait (rpc.c answers them with rpc_out.later) and so do the repairs
+ * of clients that end (registry.c).  Without an event loop (d->base NULL:
+ * rpc_handle called directly) the check runs inline.
+ */
+int check_running(const struct daemon *d);
+/* Start the check for Check request @id: 0 (its reply comes through
+ * server_check_done), or -errno when it could not start off the loop (the
+ * caller then runs it inline). */
+int check_start(struct daemon *d, uint64_t id);
+/* Shutdown: wait for a running check and free what check.c holds. */
+void check_fini(struct daemon *d);
 
 #endif

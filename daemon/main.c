@@ -295,6 +295,7 @@ int main(int argc, char **argv)
 		 (int)getpid());
 	event_base_dispatch(d.base);
 	ret = 0;
+	check_fini(&d);
 
 	daemon_unwatch_all(&d);
 	del_events(&d);

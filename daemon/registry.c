@@ -1,7 +1,9 @@
 /*
  * registry.c - sheafd's attached clients: who may attach (SO_PEERCRED
- * against the allow lists), attaching (a client slot in the region and a
- * pidfd on the process), and the repair when the process is gone.
+ * against the allow lists), attaching (a client slot in the region, at
+ * most max_clients_per_uid per uid, and a pidfd on the process), and the
+ * repair when the process is gone (held back while a pool check runs:
+ * daemon_after_check).
  *
  * Death detection: the control connection's EOF alone is not proof (the
  * process may have leaked the socket to a child, or closed it and lived
@@ -70,6 +72,10 @@ static void on_process_exit(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (check_running(d)) {
+		w->exited = 1;       /* the repair writes rings the checker walks */
+		return;
+	}
 	/* The connection, if still open (a leaked socket), is done too. */
 	for (struct conn *c = d->conns; c != NULL; c = c->next) {
 		if (c->peer.client == w->client) {
@@ -119,8 +125,20 @@ static int watch_add(struct daemon *d, int id, pid_t pid)
 int daemon_attach(struct daemon *d, struct conn_info *peer, const char *name,
 		  char *err, size_t errlen)
 {
+	uint32_t held = 0, cap = d->cfg.max_clients_per_uid;
 	int id, rc;
 
+	/* One uid may not take every slot from the others. */
+	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++)
+		held += at_load_acquire(&d->pool.clients[c].state) == CLIENT_LIVE &&
+			d->pool.clients[c].uid == (uint32_t)peer->uid;
+	if (cap > 0 && held >= cap) {
+		snprintf(err, errlen, "uid %u already holds %u client slots, its most "
+			 "(max_clients_per_uid)", (unsigned)peer->uid, held);
+		log_warn("pid %d uid %u: attach refused, uid at max_clients_per_uid (%u)",
+			 (int)peer->pid, (unsigned)peer->uid, cap);
+		return -ENOSPC;
+	}
 	id = client_attach(&d->pool, (uint32_t)peer->pid, (uint32_t)peer->uid, name);
 	if (id < 0) {
 		snprintf(err, errlen, "all %u client slots are in use", SHEAF_MAX_CLIENTS);
@@ -217,7 +235,9 @@ void daemon_client_gone(struct daemon *d, struct conn *c)
 	 * still holds sheaves (other threads, or a crash) is repaired when
 	 * its process ends (on_process_exit).
 	 */
-	if (w != NULL && !client_holds_anything(d, (uint32_t)c->peer.client)) {
+	if (w != NULL && check_running(d)) {
+		w->detach_pending = 1;   /* decided when the check is over */
+	} else if (w != NULL && !client_holds_anything(d, (uint32_t)c->peer.client)) {
 		engine_reclaim_client(&d->engine, (uint32_t)c->peer.client);
 		log_info("client %d detached", c->peer.client);
 		watch_free(w);
@@ -227,4 +247,34 @@ void daemon_client_gone(struct daemon *d, struct conn *c)
 			  c->peer.client, (int)c->peer.pid);
 	}
 	c->peer.client = -1;
+}
+
+/* Whether a connection speaks for client @id (it resumed meanwhile). */
+static int client_connected(const struct daemon *d, int id)
+{
+	for (const struct conn *c = d->conns; c != NULL; c = c->next)
+		if (c->peer.client == id)
+			return 1;
+	return 0;
+}
+
+void daemon_after_check(struct daemon *d)
+{
+	struct watch *w, *next;
+
+	for (w = d->watches; w != NULL; w = next) {
+		next = w->next;
+		if (w->exited) {
+			on_process_exit(w->pidfd, EV_READ, w);      /* frees w */
+		} else if (w->detach_pending) {
+			w->detach_pending = 0;
+			if (!client_connected(d, w->client) &&
+			    !client_holds_anything(d, (uint32_t)w->client)) {
+				engine_reclaim_client(&d->engine, (uint32_t)w->client);
+				log_info("client %d detached", w->client);
+				watch_free(w);
+				daemon_status(d);
+			}
+		}
+	}
 }

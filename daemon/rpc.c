@@ -5,6 +5,9 @@
  * Every reply goes out with the request's id; a request that cannot be
  * parsed, carries unknown fields or names no known body gets
  * STATUS_BAD_REQUEST and is counted; the connection stays usable.
+ * While the pool check runs (check.c), a request that changes the pool
+ * gets no reply but rpc_out.later (server.c hands it in again afterwards),
+ * and Check itself is answered later through rpc_check_reply.
  *
  * The handle_* functions each answer one request body into a struct reply
  * whose every allocation is in its arena (arena.h).
@@ -32,6 +35,8 @@ struct reply {
 	int pass_fds[FRAME_MAX_FDS];
 	unsigned npass;
 	int close_after;
+	int later;                   /* rpc_out.later */
+	int deferred;                /* rpc_out.deferred */
 };
 
 static void fail(struct reply *rp, Sheaf__V1__Status st, const char *fmt, ...)
@@ -333,37 +338,50 @@ static void handle_daemon_info(struct daemon *d, struct reply *rp)
 	rp->r.daemon_info = di;
 }
 
-static void handle_check(struct daemon *d, struct reply *rp)
+/* The Check reply from pool_check's result (inline, or from check.c). */
+static void fill_check(struct daemon *d, int rc, const struct check_report *rep,
+		       const char *err, struct reply *rp)
 {
 	Sheaf__V1__CheckResponse *cr = ARENA_NEW(&rp->a, Sheaf__V1__CheckResponse,
 					   SHEAF__V1__CHECK_RESPONSE__INIT);
+	int64_t counted = 0;
+
+	if (cr == NULL || (cr->problem = arena_strdup(&rp->a, err)) == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+		if (at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE)
+			counted += engine_counted_in_use(&d->pool, c);
+	cr->ok = rc == 0;
+	cr->objects = rep->objects;
+	cr->free_in_slabs = rep->free_in_slabs;
+	cr->in_sheaves = rep->in_sheaves;
+	cr->in_use = rep->in_use;
+	cr->counted_in_use = counted > 0 ? (uint64_t)counted : 0;
+	if (rc != 0)
+		log_warn("pool check: %s", err);
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CHECK;
+	rp->r.check = cr;
+}
+
+/* Check: off the event loop (check.c) when there is one; its reply then
+ * comes through server_check_done. */
+static void handle_check(struct daemon *d, uint64_t id, struct reply *rp)
+{
 	struct check_report rep;
 	char err[256] = "", msg[128];
-	int64_t counted = 0;
 	int rc;
 
-	if (cr == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+	if (d->base != NULL && check_start(d, id) == 0) {
+		rp->deferred = 1;
 		return;
 	}
 	engine_stop(&d->engine);           /* the checker needs a quiet engine */
 	rc = pool_check(&d->pool, -1, -1, &rep, err, sizeof(err));
 	if (engine_start(&d->engine, msg, sizeof(msg)) != 0)
 		log_err("restarting workers after check: %s", msg);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
-		if (at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE)
-			counted += engine_counted_in_use(&d->pool, c);
-	cr->ok = rc == 0;
-	cr->problem = arena_strdup(&rp->a, err);
-	cr->objects = rep.objects;
-	cr->free_in_slabs = rep.free_in_slabs;
-	cr->in_sheaves = rep.in_sheaves;
-	cr->in_use = rep.in_use;
-	cr->counted_in_use = counted > 0 ? (uint64_t)counted : 0;
-	if (rc != 0)
-		log_warn("pool check: %s", err);
-	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CHECK;
-	rp->r.check = cr;
+	fill_check(d, rc, &rep, err, rp);
 }
 
 static void handle_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, struct reply *rp)
@@ -486,6 +504,22 @@ static int unknown_fields(const ProtobufCMessage *m)
 	return m != NULL && m->n_unknown_fields > 0 ? (int)m->unknown_fields[0].tag : 0;
 }
 
+/* Requests that change what the pool checker walks (caches, slabs, the
+ * engine's state) wait while a check runs; the others are served. */
+static int changes_pool(Sheaf__V1__Request__BodyCase body)
+{
+	switch (body) {
+	case SHEAF__V1__REQUEST__BODY_CACHE_CREATE:
+	case SHEAF__V1__REQUEST__BODY_CACHE_DESTROY:
+	case SHEAF__V1__REQUEST__BODY_SHRINK:
+	case SHEAF__V1__REQUEST__BODY_TUNE:
+	case SHEAF__V1__REQUEST__BODY_CHECK:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__Request *rq,
 		     struct reply *rp)
 {
@@ -514,6 +548,10 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 		     "unknown field %d (newer client?)", tag);
 		return;
 	}
+	if (check_running(d) && changes_pool(rq->body_case)) {
+		rp->later = 1;           /* the checker walks the pool: wait for it */
+		return;
+	}
 	switch (rq->body_case) {
 	case SHEAF__V1__REQUEST__BODY_ATTACH: handle_attach(d, peer, rq->attach, rp); break;
 	case SHEAF__V1__REQUEST__BODY_CACHE_CREATE: handle_cache_create(d, rq->cache_create, rp); break;
@@ -522,7 +560,7 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 	case SHEAF__V1__REQUEST__BODY_CACHE_DESTROY: handle_cache_destroy(d, rq->cache_destroy, rp); break;
 	case SHEAF__V1__REQUEST__BODY_STATS: handle_stats(d, rq->stats, rp); break;
 	case SHEAF__V1__REQUEST__BODY_DAEMON_INFO: handle_daemon_info(d, rp); break;
-	case SHEAF__V1__REQUEST__BODY_CHECK: handle_check(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CHECK: handle_check(d, rq->id, rp); break;
 	case SHEAF__V1__REQUEST__BODY_SHRINK: handle_shrink(d, rq->shrink, rp); break;
 	case SHEAF__V1__REQUEST__BODY_TUNE: handle_tune(d, rq->tune, rp); break;
 	case SHEAF__V1__REQUEST__BODY_CLIENTS: handle_clients(d, rp); break;
@@ -533,6 +571,22 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "request has no known body");
 		break;
 	}
+}
+
+/* Pack @rp's Response into @out: 0, or -ENOMEM (@out empty). */
+static int pack_reply(struct reply *rp, struct rpc_out *out)
+{
+	out->len = sheaf__v1__response__get_packed_size(&rp->r);
+	out->buf = malloc(out->len ? out->len : 1);
+	if (out->buf == NULL) {
+		out->len = 0;
+		return -ENOMEM;
+	}
+	sheaf__v1__response__pack(&rp->r, out->buf);
+	memcpy(out->pass_fds, rp->pass_fds, sizeof(out->pass_fds));
+	out->npass = rp->npass;
+	out->close_after = rp->close_after;
+	return 0;
 }
 
 int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
@@ -558,22 +612,38 @@ int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
 		rp->r.id = rq->id;
 		dispatch(d, peer, rq, rp);
 	}
-	out->len = sheaf__v1__response__get_packed_size(&rp->r);
-	out->buf = malloc(out->len ? out->len : 1);
-	if (out->buf != NULL) {
-		sheaf__v1__response__pack(&rp->r, out->buf);
-		memcpy(out->pass_fds, rp->pass_fds, sizeof(out->pass_fds));
-		out->npass = rp->npass;
-		out->close_after = rp->close_after;
+	if (rp->later || rp->deferred) {
+		/* No reply now; a held frame is handed in again (counted then). */
+		out->later = rp->later;
+		out->deferred = rp->deferred;
+		d->n.requests -= rp->later;
 	} else {
-		out->len = 0;
-		rc = -ENOMEM;
+		rc = pack_reply(rp, out);
 	}
 	if (rq != NULL)
 		sheaf__v1__request__free_unpacked(rq, NULL);
 	arena_free(&rp->a);
 	free(rp);
 	return rc;
+}
+
+int rpc_check_reply(struct daemon *d, uint64_t id, int rc, const struct check_report *rep,
+		    const char *err, struct rpc_out *out)
+{
+	struct reply *rp = calloc(1, sizeof(*rp));
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (rp == NULL)
+		return -ENOMEM;
+	sheaf__v1__response__init(&rp->r);
+	rp->npass = 0;
+	rp->r.id = id;
+	fill_check(d, rc, rep, err, rp);
+	ret = pack_reply(rp, out);
+	arena_free(&rp->a);
+	free(rp);
+	return ret;
 }
 
 void rpc_out_free(struct rpc_out *out)

@@ -56,7 +56,11 @@ static int exchange(struct proto_call *call, Sheaf__V1__Request *rq, uint8_t **i
 	sheaf__v1__request__pack(rq, buf);
 	rc = frame_send(call->sock, buf, n, NULL, 0);
 	free(buf);
-	if (rc == 0)
+	/* A daemon that refuses us answers at accept and closes: our send may
+	 * then fail, and its reply (DENIED) is still there to read. */
+	if (rc == -EPIPE)
+		rc = frame_recv(call->sock, in, len, call->cap, 50, call->recv_fds) == 0 ? 0 : rc;
+	else if (rc == 0)
 		rc = frame_recv(call->sock, in, len, call->cap,
 				call->timeout_ms ? (int)call->timeout_ms : PROTO_CALL_TIMEOUT_MS,
 				call->recv_fds);

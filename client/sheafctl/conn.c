@@ -1,6 +1,7 @@
 /*
  * conn.c - sheafctl's connection to sheafd: connect to the control socket
- * (without attaching: sheafctl holds no client slot) and make one request
+ * (without attaching: sheafctl holds no client slot), check who serves it
+ * (proto/peer.h), and make one request
  * with the protocol's round trip (proto/call.h), wording its failures.
  */
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include "client/sheafctl/sheafctl.h"
 #include "proto/call.h"
 #include "proto/frame.h"
+#include "proto/peer.h"
 
 /* The largest reply frame sheafctl accepts. */
 #define CTL_REPLY_CAP (FRAME_DEFAULT_CAP * 64)
@@ -36,6 +38,13 @@ static int ctl_connect(struct ctl *c)
 		int e = errno;
 		close(fd);
 		return conn_fail(c, "cannot reach sheafd at %s: %s", strerror(e));
+	}
+	/* Who serves the socket: another user's impostor gets no request. */
+	if (peer_check_server(fd, c->socket, c->err, sizeof(c->err)) != 0) {
+		close(fd);
+		c->status = SHEAF__V1__STATUS__STATUS_DENIED;
+		ctl_close(c);
+		return CTL_REFUSED;
 	}
 	c->fd = fd;
 	return CTL_OK;
