@@ -17,6 +17,7 @@
 #include "shm/barn.h"
 #include "shm/futex.h"
 #include "shm/slab.h"
+#include "shm/untrusted.h"
 #include "client/internal.h"
 
 /* sheaf.h's inline fast paths see these structures through its private
@@ -69,6 +70,50 @@ static uint32_t barn_capacity(const struct tcache *t)
 /* ---- getting sheaves --------------------------------------------------- */
 
 /*
+ * A full sheaf just taken from a barn was filled by whoever put it there:
+ * the engine, or a peer process, which may be broken or hostile.  Before
+ * any of its objects is returned, each offset must lie in a frame this
+ * cache owns (the frame owner map: engine-owned, read-only here) on an
+ * object boundary (the free fast path's exact division test, struct
+ * sheaf__fast), and the size must fit objs[].  Bad entries are dropped
+ * (counted: UT_OBJECT, shm/untrusted.h); the header fields the fast paths
+ * trust are set again.  Once per exchange, never per alloc: a multiply and
+ * one load of frame_owner per object.  Returns @s.
+ */
+static struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
+{
+	const struct shm_pool *p = tshm(t);
+	const struct sheaf__fast *f = t->f;
+	uint32_t n = (uint32_t)(ut_load64(&s->word) & SHEAF_WORD_SIZE), kept = 0;
+
+	if (n > SHEAF_CAP_MAX) {
+		untrusted_note(UT_SHEAF_SIZE, 1);
+		n = SHEAF_CAP_MAX;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off = ut_load64(&s->objs[i]), rel = off - p->data_off;
+		uint32_t q = ((uint32_t)rel & (SLAB_SIZE - 1)) * f->div_inv;
+
+		q = (q >> f->div_shift) | (q << ((0u - f->div_shift) & 31));
+		if (likely(rel < p->data_len && q < f->per_slab &&
+			   at_load_relaxed(&p->frame_owner[rel >> SLAB_SHIFT]) == f->cache_id))
+			s->objs[kept++] = off;
+	}
+	if (unlikely(kept != n || (ut_load64(&s->word) & SHEAF_WORD_SIZE) != n)) {
+		untrusted_note(UT_OBJECT, n - kept);
+		sheaf_set_size(s, kept);
+	}
+	if (unlikely(s->capacity > SHEAF_CAP_MAX || s->node >= p->nodes ||
+		     s->cache != f->cache_id)) {
+		untrusted_note(UT_SHEAF_HDR, 1);
+		s->capacity = SHEAF_CAP_MAX;
+		s->node = (uint8_t)t->node;
+		s->cache = f->cache_id;
+	}
+	return s;
+}
+
+/*
  * A full sheaf of node @node's barn, waiting for the engine if needed.
  * Returns NULL with errno ENOMEM (starved everywhere) or EAGAIN (timeout).
  */
@@ -81,11 +126,12 @@ static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 	for (;;) {
 		s = barn_get_full(p, c, node, me_of(t), intent_of(t));
 		if (s != SHEAF_ID_NONE) {
+			struct ring_ref full = pool_full_ref(p, c, node);
+
 			stat_inc(t, ST_BARN_GET);
-			if (ring_count(pool_full_ring(p, c, node)) <
-			    at_load_relaxed(&t->cache->sc->barn_low))
+			if (rr_count(&full) < at_load_relaxed(&t->cache->sc->barn_low))
 				node_ring_doorbell(p, node);   /* restock early */
-			return pool_sheaf(p, s);
+			return vet_full(t, pool_sheaf(p, s));
 		}
 		stat_inc(t, ST_BARN_GET_FAIL);
 		if (at_load_acquire(&pool_barn(p, c, node)->starved)) {
@@ -95,7 +141,7 @@ static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 				s = barn_get_full(p, c, m, me_of(t), intent_of(t));
 				if (s != SHEAF_ID_NONE) {
 					stat_inc(t, ST_BARN_GET);
-					return pool_sheaf(p, s);
+					return vet_full(t, pool_sheaf(p, s));
 				}
 			}
 			/* Starved by a verdict made after this call began. */
@@ -455,7 +501,7 @@ static struct shm_sheaf *nosheaf_room(struct tcache *t)
 {
 	struct shm_pool *p = tshm(t);
 	uint32_t id = barn_get_full(p, t->f->cache_id, t->node, me_of(t), intent_of(t));
-	struct shm_sheaf *s = id == SHEAF_ID_NONE ? NULL : pool_sheaf(p, id), *e;
+	struct shm_sheaf *s = id == SHEAF_ID_NONE ? NULL : vet_full(t, pool_sheaf(p, id)), *e;
 
 	if (s != NULL && sheaf_size(s) < s->capacity)
 		return s;

@@ -94,7 +94,9 @@ struct shm_header {
 };
 _Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
 
-enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1 };
+/* CACHE_BROKEN: quarantined at adoption (an invalid descriptor,
+ * untrusted.h): never served, never reused, its slabs left alone. */
+enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_BROKEN = 2 };
 #define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
 
 struct shm_cache {
