@@ -114,34 +114,56 @@ static struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
 }
 
 /*
+ * A full sheaf of node @node's barn, vetted (vet_full), or NULL when the
+ * barn has none.  One that held nothing valid goes back as an empty sheaf,
+ * and the next is taken (the barn's sheaves bound the loop).
+ */
+static struct shm_sheaf *take_full(struct tcache *t, uint32_t node)
+{
+	struct shm_pool *p = tshm(t);
+	uint32_t c = t->f->cache_id, s;
+
+	while ((s = barn_get_full(p, c, node, me_of(t), intent_of(t))) != SHEAF_ID_NONE) {
+		struct shm_sheaf *sh = vet_full(t, pool_sheaf(p, s));
+
+		if (likely(sheaf_size(sh) > 0))
+			return sh;
+		barn_put_empty(p, c, node, s, me_of(t), intent_of(t));
+	}
+	return NULL;
+}
+
+/*
  * A full sheaf of node @node's barn, waiting for the engine if needed.
  * Returns NULL with errno ENOMEM (starved everywhere) or EAGAIN (timeout).
  */
 static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 {
 	struct shm_pool *p = tshm(t);
-	uint32_t c = t->f->cache_id, s;
+	uint32_t c = t->f->cache_id;
+	struct shm_sheaf *s;
+	int64_t end = 0;
 	int fresh = 0;
 
 	for (;;) {
-		s = barn_get_full(p, c, node, me_of(t), intent_of(t));
-		if (s != SHEAF_ID_NONE) {
+		s = take_full(t, node);
+		if (s != NULL) {
 			struct ring_ref full = pool_full_ref(p, c, node);
 
 			stat_inc(t, ST_BARN_GET);
 			if (rr_count(&full) < at_load_relaxed(&t->cache->sc->barn_low))
 				node_ring_doorbell(p, node);   /* restock early */
-			return vet_full(t, pool_sheaf(p, s));
+			return s;
 		}
 		stat_inc(t, ST_BARN_GET_FAIL);
 		if (at_load_acquire(&pool_barn(p, c, node)->starved)) {
 			/* Take what other nodes' barns hold, never waiting. */
 			for (uint32_t k = 1; k < p->nodes; k++) {
 				uint32_t m = (node + k) % p->nodes;
-				s = barn_get_full(p, c, m, me_of(t), intent_of(t));
-				if (s != SHEAF_ID_NONE) {
+				s = take_full(t, m);
+				if (s != NULL) {
 					stat_inc(t, ST_BARN_GET);
-					return vet_full(t, pool_sheaf(p, s));
+					return s;
 				}
 			}
 			/* Starved by a verdict made after this call began. */
@@ -150,7 +172,13 @@ static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 				return NULL;
 			}
 		}
-		if (barn_wait_supply(p, c, node, t->cache->pool->wait_ns) != 0) {
+		/* One deadline for every wait of this call: verdicts that
+		 * never leave a sheaf for us (others took it, or a ring that
+		 * takes nothing) end in EAGAIN, not in an endless loop. */
+		if (end == 0)
+			end = clock_ns() + t->cache->pool->wait_ns;
+		if (clock_ns() >= end ||
+		    barn_wait_supply(p, c, node, end - clock_ns()) != 0) {
 			errno = EAGAIN;
 			return NULL;
 		}

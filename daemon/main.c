@@ -21,6 +21,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
+#include "untrusted.h"
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
@@ -226,6 +227,7 @@ int main(int argc, char **argv)
 	if (engine_start(&d.engine, err, sizeof(err)) != 0)
 		goto out_engine;
 	add_events(&d);
+	untrusted_watch_start(&d);
 	if (d.adopted)
 		daemon_watch_existing(&d);
 	if (!d.adopted)         /* an adopted pool's memfd is in the store already */
@@ -241,6 +243,7 @@ int main(int argc, char **argv)
 	ret = 0;
 
 	daemon_unwatch_all(&d);
+	untrusted_watch_stop();
 	del_events(&d);
 out_engine:
 	engine_fini(&d.engine);

@@ -36,15 +36,16 @@ struct worker_arg {
 	uint32_t node;
 };
 
-/* Fill one empty sheaf from slabs: local node first, then others by trylock. */
+/* Take up to @cap objects from slabs into private @objs: local node
+ * first, then others by trylock. */
 static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
-			   struct shm_sheaf *sh, uint32_t cap)
+			   uint64_t *objs, uint32_t cap)
 {
-	uint32_t got = slab_alloc_objs(p, c, n, sh->objs, cap, 0);
+	uint32_t got = slab_alloc_objs(p, c, n, objs, cap, 0);
 
 	for (uint32_t k = 1; k < p->nodes && got < cap; k++) {
 		uint32_t m = (n + k) % p->nodes;
-		uint32_t more = slab_alloc_objs(p, c, m, sh->objs + got, cap - got, 1);
+		uint32_t more = slab_alloc_objs(p, c, m, objs + got, cap - got, 1);
 		if (more) {
 			got += more;
 			engine_stat_add(p, c, n, ST_REFILL_REMOTE, 1);
@@ -57,13 +58,22 @@ static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
  * Refill up to @want empty sheaves into barn (@c, @n) and put them in its
  * full ring; the first one wakes the barn's waiters when @waiters.  Returns
  * the sheaves refilled; *@starved is set when none could be.
+ *
+ * The objects are taken into private memory first: if the full ring
+ * refuses the sheaf (scribbled: a ring that can hold every sheaf of the
+ * pool is never full), they go back to the slabs from that copy, and the
+ * barn gets the verdict "starved" (its waiters stop waiting, the worker
+ * counts no work: no endless refill of a ring that takes nothing).
  */
 static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
 			     uint32_t want, uint32_t cap, uint32_t waiters,
 			     struct ring_intent *in, int *starved)
 {
+	struct ring_ref full = pool_full_ref(p, c, n);
+	uint64_t objs[SHEAF_CAP_MAX];
 	uint32_t work = 0;
 
+	SHEAF_ASSERT(cap <= SHEAF_CAP_MAX);
 	for (uint32_t k = 0; k < want; k++) {
 		int dep;
 		uint32_t s = barn_get_empty(p, c, n, cap, OWNER_ENGINE, in, &dep);
@@ -75,14 +85,21 @@ static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
 			break;
 		}
 		sh = pool_sheaf(p, s);
-		got = refill_one(p, c, n, sh, cap);
+		got = refill_one(p, c, n, objs, cap);
 		if (got == 0) {
 			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
 			*starved = work == 0;
 			break;
 		}
+		memcpy(sh->objs, objs, got * sizeof(objs[0]));
 		sheaf_set_size(sh, got);
-		barn_put_full(p, c, n, s, OWNER_ENGINE, in);
+		if (rr_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
+			untrusted_note(UT_RING, 1);
+			slab_free_objs(p, c, objs, got);
+			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
+			*starved = 1;
+			break;
+		}
 		engine_stat_add(p, c, n, ST_SHEAF_REFILL, 1);
 		/* A client waits on this barn: wake it at the first sheaf,
 		 * before stocking the rest (miss latency). */
