@@ -85,19 +85,30 @@ static struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
 	const struct shm_pool *p = tshm(t);
 	const struct sheaf__fast *f = t->f;
 	uint32_t n = (uint32_t)(ut_load64(&s->word) & SHEAF_WORD_SIZE), kept = 0;
+	const uint64_t len = p->data_len, base = p->data_off;
+	const uint32_t inv = f->div_inv, sh = f->div_shift, per = f->per_slab;
+	const uint16_t id = f->cache_id;
 
 	if (n > SHEAF_CAP_MAX) {
 		untrusted_note(UT_SHEAF_SIZE, 1);
 		n = SHEAF_CAP_MAX;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t off = ut_load64(&s->objs[i]), rel = off - p->data_off;
-		uint32_t q = ((uint32_t)rel & (SLAB_SIZE - 1)) * f->div_inv;
+		uint64_t off = ut_load64(&s->objs[i]), rel = off - base;
+		uint32_t q = ((uint32_t)rel & (SLAB_SIZE - 1)) * inv;
+		int ok;
 
-		q = (q >> f->div_shift) | (q << ((0u - f->div_shift) & 31));
-		if (likely(rel < p->data_len && q < f->per_slab &&
-			   at_load_relaxed(&p->frame_owner[rel >> SLAB_SHIFT]) == f->cache_id))
-			s->objs[kept++] = off;
+		q = (q >> sh) | (q << ((0u - sh) & 31));
+		/* Without branches but the rare one (a misprediction per
+		 * object would cost more than the test): an offset out of
+		 * the data reads frame 0's owner, then is refused anyway. */
+		ok = (rel < len) & (q < per);
+		ok &= at_load_relaxed(&p->frame_owner[ok ? rel >> SLAB_SHIFT : 0]) == id;
+		if (unlikely(!ok))
+			continue;
+		if (unlikely(kept != i))    /* compact only after a drop */
+			s->objs[kept] = off;
+		kept++;
 	}
 	if (unlikely(kept != n || (ut_load64(&s->word) & SHEAF_WORD_SIZE) != n)) {
 		untrusted_note(UT_OBJECT, n - kept);
