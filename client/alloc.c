@@ -17,6 +17,7 @@
 #include "shm/barn.h"
 #include "shm/futex.h"
 #include "shm/slab.h"
+#include "shm/untrusted.h"
 #include "client/internal.h"
 
 /* sheaf.h's inline fast paths see these structures through its private
@@ -69,33 +70,111 @@ static uint32_t barn_capacity(const struct tcache *t)
 /* ---- getting sheaves --------------------------------------------------- */
 
 /*
+ * A full sheaf just taken from a barn was filled by whoever put it there:
+ * the engine, or a peer process, which may be broken or hostile.  Before
+ * any of its objects is returned, each offset must lie in a frame this
+ * cache owns (the frame owner map: engine-owned, read-only here) on an
+ * object boundary (the free fast path's exact division test, struct
+ * sheaf__fast), and the size must fit objs[].  Bad entries are dropped
+ * (counted: UT_OBJECT, shm/untrusted.h); the header fields the fast paths
+ * trust are set again.  Once per exchange, never per alloc: a multiply and
+ * one load of frame_owner per object.  Returns @s.
+ */
+static struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
+{
+	const struct shm_pool *p = tshm(t);
+	const struct sheaf__fast *f = t->f;
+	uint32_t n = (uint32_t)(ut_load64(&s->word) & SHEAF_WORD_SIZE), kept = 0;
+	const uint64_t len = p->data_len, base = p->data_off;
+	const uint32_t inv = f->div_inv, sh = f->div_shift, per = f->per_slab;
+	const uint16_t id = f->cache_id;
+
+	if (n > SHEAF_CAP_MAX) {
+		untrusted_note(UT_SHEAF_SIZE, 1);
+		n = SHEAF_CAP_MAX;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off = ut_load64(&s->objs[i]), rel = off - base;
+		uint32_t q = ((uint32_t)rel & (SLAB_SIZE - 1)) * inv;
+		int ok;
+
+		q = (q >> sh) | (q << ((0u - sh) & 31));
+		/* Without branches but the rare one (a misprediction per
+		 * object would cost more than the test): an offset out of
+		 * the data reads frame 0's owner, then is refused anyway. */
+		ok = (rel < len) & (q < per);
+		ok &= at_load_relaxed(&p->frame_owner[ok ? rel >> SLAB_SHIFT : 0]) == id;
+		if (unlikely(!ok))
+			continue;
+		if (unlikely(kept != i))    /* compact only after a drop */
+			s->objs[kept] = off;
+		kept++;
+	}
+	if (unlikely(kept != n || (ut_load64(&s->word) & SHEAF_WORD_SIZE) != n)) {
+		untrusted_note(UT_OBJECT, n - kept);
+		sheaf_set_size(s, kept);
+	}
+	if (unlikely(s->capacity > SHEAF_CAP_MAX || s->node >= p->nodes ||
+		     s->cache != f->cache_id)) {
+		untrusted_note(UT_SHEAF_HDR, 1);
+		s->capacity = SHEAF_CAP_MAX;
+		s->node = (uint8_t)t->node;
+		s->cache = f->cache_id;
+	}
+	return s;
+}
+
+/*
+ * A full sheaf of node @node's barn, vetted (vet_full), or NULL when the
+ * barn has none.  One that held nothing valid goes back as an empty sheaf,
+ * and the next is taken (the barn's sheaves bound the loop).
+ */
+static struct shm_sheaf *take_full(struct tcache *t, uint32_t node)
+{
+	struct shm_pool *p = tshm(t);
+	uint32_t c = t->f->cache_id, s;
+
+	while ((s = barn_get_full(p, c, node, me_of(t), intent_of(t))) != SHEAF_ID_NONE) {
+		struct shm_sheaf *sh = vet_full(t, pool_sheaf(p, s));
+
+		if (likely(sheaf_size(sh) > 0))
+			return sh;
+		barn_put_empty(p, c, node, s, me_of(t), intent_of(t));
+	}
+	return NULL;
+}
+
+/*
  * A full sheaf of node @node's barn, waiting for the engine if needed.
  * Returns NULL with errno ENOMEM (starved everywhere) or EAGAIN (timeout).
  */
 static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 {
 	struct shm_pool *p = tshm(t);
-	uint32_t c = t->f->cache_id, s;
+	uint32_t c = t->f->cache_id;
+	struct shm_sheaf *s;
+	int64_t end = 0;
 	int fresh = 0;
 
 	for (;;) {
-		s = barn_get_full(p, c, node, me_of(t), intent_of(t));
-		if (s != SHEAF_ID_NONE) {
+		s = take_full(t, node);
+		if (s != NULL) {
+			struct ring_ref full = pool_full_ref(p, c, node);
+
 			stat_inc(t, ST_BARN_GET);
-			if (ring_count(pool_full_ring(p, c, node)) <
-			    at_load_relaxed(&t->cache->sc->barn_low))
+			if (rr_count(&full) < at_load_relaxed(&t->cache->sc->barn_low))
 				node_ring_doorbell(p, node);   /* restock early */
-			return pool_sheaf(p, s);
+			return s;
 		}
 		stat_inc(t, ST_BARN_GET_FAIL);
 		if (at_load_acquire(&pool_barn(p, c, node)->starved)) {
 			/* Take what other nodes' barns hold, never waiting. */
 			for (uint32_t k = 1; k < p->nodes; k++) {
 				uint32_t m = (node + k) % p->nodes;
-				s = barn_get_full(p, c, m, me_of(t), intent_of(t));
-				if (s != SHEAF_ID_NONE) {
+				s = take_full(t, m);
+				if (s != NULL) {
 					stat_inc(t, ST_BARN_GET);
-					return pool_sheaf(p, s);
+					return s;
 				}
 			}
 			/* Starved by a verdict made after this call began. */
@@ -104,7 +183,13 @@ static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 				return NULL;
 			}
 		}
-		if (barn_wait_supply(p, c, node, t->cache->pool->wait_ns) != 0) {
+		/* One deadline for every wait of this call: verdicts that
+		 * never leave a sheaf for us (others took it, or a ring that
+		 * takes nothing) end in EAGAIN, not in an endless loop. */
+		if (end == 0)
+			end = clock_ns() + t->cache->pool->wait_ns;
+		if (clock_ns() >= end ||
+		    barn_wait_supply(p, c, node, end - clock_ns()) != 0) {
 			errno = EAGAIN;
 			return NULL;
 		}
@@ -462,7 +547,7 @@ static struct shm_sheaf *nosheaf_room(struct tcache *t)
 {
 	struct shm_pool *p = tshm(t);
 	uint32_t id = barn_get_full(p, t->f->cache_id, t->node, me_of(t), intent_of(t));
-	struct shm_sheaf *s = id == SHEAF_ID_NONE ? NULL : pool_sheaf(p, id), *e;
+	struct shm_sheaf *s = id == SHEAF_ID_NONE ? NULL : vet_full(t, pool_sheaf(p, id)), *e;
 
 	if (s != NULL && sheaf_size(s) < s->capacity)
 		return s;

@@ -22,6 +22,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
+#include "untrusted.h"
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
@@ -280,6 +281,7 @@ int main(int argc, char **argv)
 	if (engine_start(&d.engine, err, sizeof(err)) != 0)
 		goto out_engine;
 	add_events(&d);
+	untrusted_watch_start(&d);
 	if (d.adopted)
 		daemon_watch_existing(&d);
 	if (!d.adopted) {       /* an adopted pool's memfds are in the store already */
@@ -298,6 +300,7 @@ int main(int argc, char **argv)
 	check_fini(&d);
 
 	daemon_unwatch_all(&d);
+	untrusted_watch_stop();
 	del_events(&d);
 out_engine:
 	engine_fini(&d.engine);

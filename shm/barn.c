@@ -1,43 +1,73 @@
 /*
- * barn.c - barn and depot exchanges, doorbell and supply (barn.h).
+ * barn.c - barn and depot exchanges, doorbell and supply (barn.h).  Rings
+ * are reached through pool_*_ref (untrusted.h): their geometry is the
+ * pool's, never the ring header's.
  */
 #include <limits.h>
 #include "barn.h"
 #include "futex.h"
+#include "untrusted.h"
 
 uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t me, struct ring_intent *in)
 {
-	return ring_get(pool_full_ring(p, cache, node), p->owners, me, in);
+	struct ring_ref rr = pool_full_ref(p, cache, node);
+
+	return rr_get(&rr, p->owners, me, in);
+}
+
+/* Put @s into @rr; a ring too scribbled to take it (rr_put gives up) is
+ * counted, and the sheaf given to the depot instead, or, when that fails
+ * too, kept by @me (lost to the pool until a repair: the cost of the
+ * scribble). */
+static void put_or_depot(struct shm_pool *p, const struct ring_ref *rr, uint32_t s,
+			 uint32_t me, struct ring_intent *in)
+{
+	struct ring_ref depot;
+
+	if (rr_put(rr, p->owners, s, me, in) == 0)
+		return;
+	untrusted_note(UT_RING, 1);
+	depot = pool_depot_ref(p);
+	if (rr->id != RING_DEPOT && rr_put(&depot, p->owners, s, me, in) == 0)
+		return;
+	untrusted_note(UT_RING, 1);
 }
 
 uint32_t barn_put_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t s, uint32_t me, struct ring_intent *in)
 {
-	struct shm_ring *r = pool_full_ring(p, cache, node);
+	struct ring_ref rr = pool_full_ref(p, cache, node);
 
-	/* Rings hold every sheaf of the pool: never full. */
-	(void)ring_put(r, p->owners, s, me, in);
-	return ring_count(r);
+	/* Rings hold every sheaf of the pool: never full, unless scribbled
+	 * (then the objects go with the sheaf to the depot: lost, as the
+	 * scribbler's cache's consistency is). */
+	if (rr_put(&rr, p->owners, s, me, in) != 0) {
+		sheaf_set_size(pool_sheaf(p, s), 0);
+		put_or_depot(p, &rr, s, me, in);
+	}
+	return rr_count(&rr);
 }
 
 uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 			uint32_t cap, uint32_t me, struct ring_intent *in,
 			int *from_depot)
 {
-	uint32_t s = ring_get(pool_empty_ring(p, cache, node), p->owners, me, in);
+	struct ring_ref rr = pool_empty_ref(p, cache, node);
+	uint32_t s = rr_get(&rr, p->owners, me, in);
 	struct shm_sheaf *sh;
 
 	*from_depot = 0;
 	if (s == SHEAF_ID_NONE) {
-		s = ring_get(pool_ring(p, RING_DEPOT), p->owners, me, in);
+		rr = pool_depot_ref(p);
+		s = rr_get(&rr, p->owners, me, in);
 		if (s == SHEAF_ID_NONE)
 			return s;
 		*from_depot = 1;
 	}
 	sh = pool_sheaf(p, s);
 	sheaf_set_size(sh, 0);
-	sh->capacity = cap;
+	sh->capacity = cap <= SHEAF_CAP_MAX ? cap : SHEAF_CAP_MAX;
 	sh->cache = (uint16_t)cache;
 	sh->node = (uint8_t)node;
 	sh->id = s;
@@ -47,16 +77,19 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 void barn_put_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 		    uint32_t s, uint32_t me, struct ring_intent *in)
 {
+	struct ring_ref rr = pool_empty_ref(p, cache, node);
+
 	sheaf_set_size(pool_sheaf(p, s), 0);
-	(void)ring_put(pool_empty_ring(p, cache, node), p->owners, s, me, in);
+	put_or_depot(p, &rr, s, me, in);
 }
 
 void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *in)
 {
-	sheaf_set_size(pool_sheaf(p, s), 0);
-	(void)ring_put(pool_ring(p, RING_DEPOT), p->owners, s, me, in);
-}
+	struct ring_ref rr = pool_depot_ref(p);
 
+	sheaf_set_size(pool_sheaf(p, s), 0);
+	put_or_depot(p, &rr, s, me, in);
+}
 void node_ring_doorbell(struct shm_pool *p, uint32_t node)
 {
 	struct shm_node *nd = &p->node[node];

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "check.h"
 #include "debug.h"
+#include "untrusted.h"
 
 enum { M_NONE = 0, M_FREE = 1, M_SHEAF = 2 };
 
@@ -31,21 +32,23 @@ static int check_sheaves(struct shm_pool *p, struct check_report *rep,
 	if (seen == NULL)
 		return bad(err, errlen, "out of memory");
 	for (uint32_t r = 0; r < ring_total(p->nodes) && rc == 0; r++) {
-		struct shm_ring *ring = pool_ring(p, r);
+		/* The geometry is the pool's (untrusted.h), never the ring
+		 * header's: a client may have written anything there. */
+		struct ring_ref rr = pool_ring_ref(p, r);
 		uint32_t valid = 0;
 
-		uint32_t head = at_load_relaxed(&ring->head);
-		uint32_t span = ring_count(ring) + 1;
+		uint32_t head = at_load_relaxed(&rr.r->head);
+		uint32_t span = rr_count(&rr) + 1;
 
 		/* Quiescent: every full slot lies in [head, tail); scanning only
 		 * those keeps untouched ring pages untouched. */
-		if (span > ring->size)
-			span = ring->size;
+		if (span > rr_size(&rr))
+			span = rr_size(&rr);
 		for (uint32_t k = 0; k < span; k++) {
-			uint32_t i = (head + k) & ring->mask;
-			uint64_t v = at_load_relaxed(&ring->slots[i]);
+			uint32_t i = (head + k) & rr.mask;
+			uint64_t v = at_load_relaxed(&rr.r->slots[i]);
 			uint32_t s = (uint32_t)v;
-			if (((uint32_t)(v >> 32) & ring->mask) != 1)
+			if (((uint32_t)(v >> 32) & rr.mask) != 1)
 				continue;
 			if (s >= p->sheaf_count || at_load_relaxed(&p->owners[s]) != OWNER_RING(r))
 				continue;       /* stale slot */
@@ -55,9 +58,9 @@ static int check_sheaves(struct shm_pool *p, struct check_report *rep,
 			}
 			valid++;
 		}
-		if (rc == 0 && valid != ring_count(ring))
+		if (rc == 0 && valid != rr_count(&rr))
 			rc = bad(err, errlen, "ring %u: count %u but %u valid slots",
-				 r, ring_count(ring), valid);
+				 r, rr_count(&rr), valid);
 		rep->sheaves_in_rings += valid;
 	}
 	for (uint32_t s = 0; s < p->sheaf_count && rc == 0; s++) {
@@ -69,9 +72,13 @@ static int check_sheaves(struct shm_pool *p, struct check_report *rep,
 			rep->sheaves_held++;
 	}
 	free(seen);
-	/* The walk's own accounting: every sheaf counted once, in a ring or
-	 * held (a failed rule stops the walk early: nothing to assert). */
-	SHEAF_ASSERT(rc != 0 || rep->sheaves_in_rings + rep->sheaves_held == p->sheaf_count);
+	/* Every sheaf counted once, in a ring or held.  The owner table is
+	 * client-writable (a scribbler may change it under the walk): a
+	 * report, never an assertion (debug.h). */
+	if (rc == 0 && rep->sheaves_in_rings + rep->sheaves_held != p->sheaf_count)
+		rc = bad(err, errlen, "owner table changed during the walk (%llu in rings, "
+			 "%llu held, %u sheaves)", (unsigned long long)rep->sheaves_in_rings,
+			 (unsigned long long)rep->sheaves_held, p->sheaf_count);
 	return rc;
 }
 
@@ -160,20 +167,25 @@ static int check_cache(struct shm_pool *p, uint32_t c, struct check_report *rep,
 	/* Sheaves: every object valid, in no other place. */
 	for (uint32_t s = 0; s < p->sheaf_count && rc == 0; s++) {
 		struct shm_sheaf *sh;
+		uint32_t size, capacity;
 		/* Depot sheaves are empty; skipping them leaves unused sheaf
 		 * pages untouched. */
 		if (at_load_relaxed(&p->owners[s]) == OWNER_RING(RING_DEPOT))
 			continue;
 		sh = pool_sheaf(p, s);
-		if (sheaf_size(sh) == 0 || sh->cache != c)
+		/* Client-writable: each field read once, and the size bounded
+		 * before it indexes objs[]. */
+		size = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
+		capacity = ut_load32(&sh->capacity);
+		if (size == 0 || ut_sheaf_cache(sh) != c)
 			continue;
-		if (sheaf_size(sh) > sh->capacity || sheaf_size(sh) > SHEAF_CAP_MAX) {
+		if (size > capacity || size > SHEAF_CAP_MAX) {
 			rc = bad(err, errlen, "sheaf %u: size %u > capacity %u", s,
-				 sheaf_size(sh), sh->capacity);
+				 size, capacity);
 			break;
 		}
-		for (uint32_t i = 0; i < sheaf_size(sh); i++) {
-			uint64_t off = sh->objs[i];
+		for (uint32_t i = 0; i < size; i++) {
+			uint64_t off = ut_load64(&sh->objs[i]);
 			uint32_t f, idx;
 			if (off - p->data_off >= p->data_len ||
 			    mark[f = pool_frame_of(p, off)] == NULL) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "clients.h"
 #include "debug.h"
+#include "untrusted.h"
 
 int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name)
 {
@@ -48,6 +49,17 @@ static void word_delta(uint64_t from, uint64_t to, uint64_t *allocs, uint64_t *f
 	*allocs = ops - *frees;
 }
 
+/*
+ * Reads of a lane's live record before lane_counts gives up on it: the
+ * thread's window (odd seq) is a few stores long, so a sane reader sees it
+ * closed within a few retries; one that stays open is a thread stopped
+ * there, dead (the repair closes it) or a client that wrote the seq
+ * (client-writable: untrusted.h).  Every LANE_YIELD_EVERY-th retry yields
+ * the CPU, in case the thread is preempted inside its window.
+ */
+#define LANE_READ_TRIES  32u
+#define LANE_YIELD_EVERY 8u
+
 void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache,
 		 uint64_t *out)
 {
@@ -60,14 +72,14 @@ void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 	 * that sees one of a change's stores makes the second load of @seq
 	 * see the change begun.
 	 */
-	for (unsigned tries = 0;; tries++) {
+	for (unsigned tries = 0; tries < LANE_READ_TRIES; tries++) {
 		uint32_t seq = at_load_acquire(&lv->seq);
 		uint32_t id = at_load_acquire(&lv->sheaf);
 		uint64_t from = at_load_acquire(&lv->word), to = from, a, f;
 
 		for (unsigned i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
 			out[i] = at_load_acquire(&l->stat[cache][i]);
-		if (id < p->sheaf_count)
+		if (id < p->sheaf_count)        /* client-written: bounded */
 			to = at_load_relaxed(&p->sheaves[id].word);
 		if ((seq & 1) == 0 && at_load_relaxed(&lv->seq) == seq) {
 			if (id < p->sheaf_count) {
@@ -79,12 +91,12 @@ void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 		}
 		/* The thread is between two stores of its own; one that died
 		 * there is repaired by the engine (lane_live_repair). */
-		if (tries >= 64) {
-			if (tries >= 10000)
-				return;              /* its counters alone */
+		if (tries % LANE_YIELD_EVERY == LANE_YIELD_EVERY - 1)
 			sched_yield();
-		}
 	}
+	/* Never settled: the lane's counters alone (@out holds the last
+	 * read), without the live part; a reader never waits on a client. */
+	untrusted_note(UT_LANE, 1);
 }
 
 int64_t lane_net(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache)

@@ -30,6 +30,9 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
  * The lane's client-side counters of @cache (out[SHEAF_STAT_CLIENT_FIRST ..
  * SHEAF_STAT_ENGINE_FIRST)), with the fast-path operations done on its
  * thread's main sheaf so far (struct shm_live).  Any thread or process.
+ * Bounded: a lane whose seq stays odd (a stopped, dead or scribbling
+ * client) is given up after a few retries and counted without the live
+ * part (a UT_LANE refusal, untrusted.h).
  */
 void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache,
 		 uint64_t *out);

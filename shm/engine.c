@@ -57,16 +57,27 @@ void engine_fini(struct engine *e)
 	pthread_mutex_destroy(&e->ctl_lock);
 }
 
+void engine_sheaf_to_slabs(struct shm_pool *p, uint32_t c, const struct shm_sheaf *sh)
+{
+	uint64_t objs[SHEAF_CAP_MAX];
+	uint32_t n = ut_sheaf_objs(sh, objs);
+	uint32_t bad = n ? slab_free_objs(p, c, objs, n) : 0;
+
+	if (bad)
+		untrusted_note(UT_OBJECT, bad);
+}
+
 void engine_flush_sheaf(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
 			uint32_t me, struct ring_intent *in)
 {
 	struct shm_sheaf *sh = pool_sheaf(p, s);
 	uint32_t limit = at_load_relaxed(&p->caches[c].barn_limit);
+	struct ring_ref empty = pool_empty_ref(p, c, n);
 
-	slab_free_objs(p, c, sh->objs, engine_sheaf_objs(sh));
+	engine_sheaf_to_slabs(p, c, sh);
 	sheaf_set_size(sh, 0);
 	engine_stat_add(p, c, n, ST_SHEAF_FLUSH, 1);
-	if (ring_count(pool_empty_ring(p, c, n)) > 2 * limit)
+	if (rr_count(&empty) > 2 * (uint64_t)limit)
 		depot_put(p, s, me, in);
 	else
 		barn_put_empty(p, c, n, s, me, in);

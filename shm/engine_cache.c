@@ -230,7 +230,7 @@ static uint32_t do_cache_holder(const struct shm_pool *p, uint32_t cache)
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		uint32_t o = at_load_relaxed(&p->owners[s]);
 		if (!OWNER_IS_RING(o) && o != OWNER_ENGINE && o != OWNER_NONE &&
-		    pool_sheaf(p, s)->cache == cache)
+		    ut_sheaf_cache(pool_sheaf(p, s)) == cache)
 			return o;
 	}
 	return OWNER_NONE;
@@ -259,12 +259,13 @@ static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_int
 		struct shm_cache_node *cn = pool_cnode(p, cache, n);
 		uint32_t s;
 
+		struct ring_ref empty = pool_empty_ref(p, cache, n);
+
 		while ((s = barn_get_full(p, cache, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
-			slab_free_objs(p, cache, pool_sheaf(p, s)->objs, engine_sheaf_objs(pool_sheaf(p, s)));
+			engine_sheaf_to_slabs(p, cache, pool_sheaf(p, s));
 			depot_put(p, s, OWNER_ENGINE, in);
 		}
-		while ((s = ring_get(pool_empty_ring(p, cache, n), p->owners,
-				     OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+		while ((s = rr_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 			depot_put(p, s, OWNER_ENGINE, in);
 		slab_shrink(p, cache, n, 0);
 		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
@@ -403,7 +404,7 @@ out:
 static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 {
 	struct shm_pool *p = e->pool;
-	struct shm_ring *depot = pool_ring(p, RING_DEPOT);
+	struct ring_ref depot = pool_depot_ref(p);
 	uint8_t *held = calloc(p->sheaf_count, 1);
 	uint64_t start = (uint64_t)((char *)p->sheaves - p->base);
 	uint64_t end = start + (uint64_t)p->sheaf_count * sizeof(struct shm_sheaf);
@@ -414,7 +415,7 @@ static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 	if (held == NULL)
 		return;
 	while (n < p->sheaf_count &&
-	       (s = ring_get(depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
+	       (s = rr_get(&depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
 		held[s] = 1;
 		e->ids[n++] = s;
 	}
@@ -436,8 +437,9 @@ static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 	}
 	if (run != 0)
 		pool_punch(p, run, (end & ~4095ull) - run);
-	for (uint32_t k = 0; k < n; k++)
-		ring_put(depot, p->owners, e->ids[k], OWNER_ENGINE, in);
+	for (uint32_t k = 0; k < n; k++)        /* their pages stay untouched */
+		if (rr_put(&depot, p->owners, e->ids[k], OWNER_ENGINE, in) != 0)
+			untrusted_note(UT_RING, 1);     /* a scribbled depot */
 	free(held);
 }
 
@@ -451,15 +453,15 @@ static uint64_t do_shrink_cache_node(struct shm_pool *p, uint32_t c, uint32_t n,
 {
 	_Atomic uint64_t *freed = &pool_cnode(p, c, n)->stat[ST_FREE_SLAB];
 	uint64_t before = at_load_relaxed(freed);
+	struct ring_ref empty = pool_empty_ref(p, c, n);
 	uint32_t s;
 
 	/* Slabs emptied by the flush are released on the way (beyond
 	 * min_partial); slab_shrink does the rest. */
 	while ((s = barn_get_full(p, c, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
-	while ((s = ring_get(pool_empty_ring(p, c, n), p->owners, OWNER_ENGINE,
-			     in)) != SHEAF_ID_NONE)
-		ring_put(pool_ring(p, RING_DEPOT), p->owners, s, OWNER_ENGINE, in);
+	while ((s = rr_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+		depot_put(p, s, OWNER_ENGINE, in);
 	slab_shrink(p, c, n, keep_min ? at_load_relaxed(&p->caches[c].min_partial) : 0);
 	return at_load_relaxed(freed) - before;
 }

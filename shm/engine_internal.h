@@ -8,6 +8,7 @@
 
 #include "debug.h"
 #include "engine.h"
+#include "untrusted.h"
 
 /* Add @v to the engine counter @st of cache-node (@c, @n).  Relaxed: the
  * counters are statistics, read by sums that order nothing. */
@@ -17,14 +18,14 @@ static inline void engine_stat_add(struct shm_pool *p, uint32_t c, uint32_t n,
 	at_fetch_add_relaxed(&pool_cnode(p, c, n)->stat[st], v);
 }
 
-/* Objects a sheaf holds, bounded by SHEAF_CAP_MAX: its size word is
- * writable by clients, so never trust it to index objs[] unchecked. */
-static inline uint32_t engine_sheaf_objs(struct shm_sheaf *sh)
-{
-	uint32_t size = sheaf_size(sh);
-
-	return size > SHEAF_CAP_MAX ? SHEAF_CAP_MAX : size;
-}
+/*
+ * Give the objects of sheaf @sh back to cache @c's slabs: copied first into
+ * private memory (ut_sheaf_objs: the size bounded, each offset read once),
+ * then each validated by slab_free_objs (a bad one counted in
+ * flush_invalid and in the UT_OBJECT refusals, never followed).  The sheaf
+ * is client-writable even while the engine owns it.
+ */
+void engine_sheaf_to_slabs(struct shm_pool *p, uint32_t c, const struct shm_sheaf *sh);
 
 /*
  * Flush full sheaf @s of cache @c (taken by @me from node @n's barn) back to

@@ -11,6 +11,9 @@
  * as (OWNER_ENGINE / OWNER_NONE, no engine existing yet), its intent record
  * and id buffer, and whether the flushes are counted.
  *
+ * Adoption validates the region first (untrusted.h): a corrupt cache is
+ * quarantined, never served; the rest is bounded where it is read.
+ *
  * Who may call: the hosting process, only once the dead owner's process is
  * gone.  engine_reclaim_client takes e->ctl_lock (and, when the last client
  * is gone, reconciles the counters: engine_reconcile_counts); engine_adopt
@@ -31,17 +34,17 @@
  */
 static void sheaf_to_slabs(struct shm_pool *p, struct shm_sheaf *sh, int count)
 {
-	uint32_t c = sh->cache;
+	uint32_t c = ut_sheaf_cache(sh);
 
 	/* Acquire: pairs with the release stores of the state in
-	 * do_cache_install and engine_cache_destroy (engine_cache.c). */
+	 * do_cache_install and engine_cache_destroy (engine_cache.c); a
+	 * quarantined cache (CACHE_BROKEN) is not LIVE: its objects stay. */
 	if (sheaf_size(sh) == 0 || c >= SHEAF_MAX_CACHES ||
 	    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 		return;
-	slab_free_objs(p, c, sh->objs, engine_sheaf_objs(sh));
+	engine_sheaf_to_slabs(p, c, sh);
 	if (count)
-		engine_stat_add(p, c, sh->node < p->nodes ? sh->node : 0,
-				ST_SHEAF_FLUSH, 1);
+		engine_stat_add(p, c, ut_sheaf_node(p, sh), ST_SHEAF_FLUSH, 1);
 }
 
 /*
@@ -59,11 +62,11 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 		if (at_load_acquire(&ln->client) == dead)
-			ring_reclaim(pool_ring_of, p, p->owners, p->sheaf_count,
-				     &ln->intent, 1, dead, me, ids, 0);
+			rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count,
+				   &ln->intent, 1, dead, me, ids, 0);
 	}
-	n = ring_reclaim(pool_ring_of, p, p->owners, p->sheaf_count, NULL, 0,
-			 dead, me, ids, p->sheaf_count);
+	n = rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
+		       dead, me, ids, p->sheaf_count);
 	for (uint32_t k = 0; k < n; k++) {
 		sheaf_to_slabs(p, pool_sheaf(p, ids[k]), count);
 		depot_put(p, ids[k], me, in);
@@ -118,7 +121,13 @@ int engine_adopt(struct shm_pool *p)
 	if (ids == NULL)
 		return -ENOMEM;
 	engine_caches_revive(p);         /* before the rebuild skips them */
+	/* Validate before serving (untrusted.h): bad cache descriptors are
+	 * quarantined before slab_rebuild walks them (an obj_size of 0 would
+	 * divide by zero, a huge objs_per_slab loop for ever), and owner
+	 * entries or lanes that name nobody are taken back. */
+	untrusted_quarantine_caches(p);
 	slab_rebuild(p);
+	untrusted_adopt_shared(p, OWNER_ENGINE);
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */
 	n = take_back_sheaves(p, OWNER_ENGINE, me, &in, ids, 0);

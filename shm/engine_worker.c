@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "barn.h"
 #include "engine_internal.h"
 #include "futex.h"
@@ -35,15 +36,16 @@ struct worker_arg {
 	uint32_t node;
 };
 
-/* Fill one empty sheaf from slabs: local node first, then others by trylock. */
+/* Take up to @cap objects from slabs into private @objs: local node
+ * first, then others by trylock. */
 static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
-			   struct shm_sheaf *sh, uint32_t cap)
+			   uint64_t *objs, uint32_t cap)
 {
-	uint32_t got = slab_alloc_objs(p, c, n, sh->objs, cap, 0);
+	uint32_t got = slab_alloc_objs(p, c, n, objs, cap, 0);
 
 	for (uint32_t k = 1; k < p->nodes && got < cap; k++) {
 		uint32_t m = (n + k) % p->nodes;
-		uint32_t more = slab_alloc_objs(p, c, m, sh->objs + got, cap - got, 1);
+		uint32_t more = slab_alloc_objs(p, c, m, objs + got, cap - got, 1);
 		if (more) {
 			got += more;
 			engine_stat_add(p, c, n, ST_REFILL_REMOTE, 1);
@@ -56,13 +58,22 @@ static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
  * Refill up to @want empty sheaves into barn (@c, @n) and put them in its
  * full ring; the first one wakes the barn's waiters when @waiters.  Returns
  * the sheaves refilled; *@starved is set when none could be.
+ *
+ * The objects are taken into private memory first: if the full ring
+ * refuses the sheaf (scribbled: a ring that can hold every sheaf of the
+ * pool is never full), they go back to the slabs from that copy, and the
+ * barn gets the verdict "starved" (its waiters stop waiting, the worker
+ * counts no work: no endless refill of a ring that takes nothing).
  */
 static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
 			     uint32_t want, uint32_t cap, uint32_t waiters,
 			     struct ring_intent *in, int *starved)
 {
+	struct ring_ref full = pool_full_ref(p, c, n);
+	uint64_t objs[SHEAF_CAP_MAX];
 	uint32_t work = 0;
 
+	SHEAF_ASSERT(cap <= SHEAF_CAP_MAX);
 	for (uint32_t k = 0; k < want; k++) {
 		int dep;
 		uint32_t s = barn_get_empty(p, c, n, cap, OWNER_ENGINE, in, &dep);
@@ -74,14 +85,21 @@ static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
 			break;
 		}
 		sh = pool_sheaf(p, s);
-		got = refill_one(p, c, n, sh, cap);
+		got = refill_one(p, c, n, objs, cap);
 		if (got == 0) {
 			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
 			*starved = work == 0;
 			break;
 		}
+		memcpy(sh->objs, objs, got * sizeof(objs[0]));
 		sheaf_set_size(sh, got);
-		barn_put_full(p, c, n, s, OWNER_ENGINE, in);
+		if (rr_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
+			untrusted_note(UT_RING, 1);
+			slab_free_objs(p, c, objs, got);
+			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
+			*starved = 1;
+			break;
+		}
 		engine_stat_add(p, c, n, ST_SHEAF_REFILL, 1);
 		/* A client waits on this barn: wake it at the first sheaf,
 		 * before stocking the rest (miss latency). */
@@ -130,26 +148,32 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	struct shm_pool *p = e->pool;
 	struct shm_cache *sc = &p->caches[c];
 	struct shm_barn *b = pool_barn(p, c, n);
-	struct shm_ring *full = pool_full_ring(p, c, n);
-	uint32_t cnt = ring_count(full);
+	struct ring_ref full = pool_full_ref(p, c, n);
+	struct ring_ref empty = pool_empty_ref(p, c, n);
+	struct ring_ref depot = pool_depot_ref(p);
+	uint32_t cnt = rr_count(&full);
 	struct watermarks w = barn_watermarks(sc);
 	/* A waiter's waiters++ (barn_wait_supply) comes before its doorbell
 	 * bump, which the acquire load of the doorbell in worker_main saw
-	 * before this pass: a waiter that rang is counted here. */
-	uint32_t waiters = at_load_acquire(&b->waiters);
+	 * before this pass: a waiter that rang is counted here.  Clients
+	 * write it: bounded (one waiter per lane at most). */
+	uint32_t waiters = ut_barn_waiters(b);
 	uint32_t cap = at_load_relaxed(&sc->sheaf_capacity);
 	uint32_t limit = w.limit, work = 0;
 	int starved = 0;
 
 	if (cap == 0)
 		cap = engine_default_capacity(sc->obj_size);
+	/* The descriptor is engine-owned, but a refill writes objs[cap]:
+	 * clamp at the use as well. */
+	if (cap > SHEAF_CAP_MAX)
+		cap = SHEAF_CAP_MAX;
 	/* A waiter while the barn holds full sheaves is a free waiting for
 	 * an empty sheaf (an alloc would have taken one): refill nothing for
 	 * it, and flush a full sheaf per waiter when no empty one is left
 	 * (every sheaf of the pool full: the free would wait for ever).  The
 	 * two cases exclude each other, so a refill is never flushed back. */
-	if (waiters && cnt > 0 && ring_count(pool_empty_ring(p, c, n)) == 0 &&
-	    ring_count(pool_ring(p, RING_DEPOT)) == 0)
+	if (waiters && cnt > 0 && rr_count(&empty) == 0 && rr_count(&depot) == 0)
 		limit = cnt > waiters ? cnt - waiters : 0;
 	else if ((cnt < w.low && !(waiters && cnt > 0)) || (waiters && cnt == 0)) {
 		uint32_t want = w.high > cnt ? w.high - cnt : 1;
@@ -190,7 +214,16 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
  * pair are seq_cst (sleeping store and doorbell load here, doorbell bump and
  * sleeping load in node_ring_doorbell), so either the client sees sleeping
  * and wakes us, or we see its bump and do not sleep.
+ *
+ * The doorbell is client-writable: a client ringing it in a loop would keep
+ * the worker passing for nothing.  After IDLE_RINGS_MAX passes in a row
+ * that found no work although the doorbell moved, the worker pauses
+ * IDLE_PAUSE_NS before the next one (bounded CPU; a real request waits at
+ * most that long once).
  */
+#define IDLE_RINGS_MAX 64u
+#define IDLE_PAUSE_NS  1000000L
+
 static void *worker_main(void *arg)
 {
 	struct worker_arg *wa = arg;
@@ -199,6 +232,7 @@ static void *worker_main(void *arg)
 	uint32_t node = wa->node;
 	struct shm_node *nd = &p->node[node];
 	struct ring_intent *in = &e->worker_lane[node]->intent;
+	uint32_t idle = 0;
 
 	free(wa);
 	if (!p->hdr->simulated && p->nodes > 1)
@@ -211,11 +245,20 @@ static void *worker_main(void *arg)
 		 * bumps the doorbell (a worker about to sleep sees one). */
 		if (at_load_seqcst(&e->stop))
 			break;
-		if (engine_node_pass(e, node, in) != 0)
+		if (engine_node_pass(e, node, in) != 0) {
+			idle = 0;
 			continue;
+		}
 		at_store_seqcst(&nd->sleeping, 1);          /* Dekker pair, above */
-		if (at_load_seqcst(&nd->doorbell) == bell && !at_load_seqcst(&e->stop))
+		if (at_load_seqcst(&nd->doorbell) == bell && !at_load_seqcst(&e->stop)) {
 			futex_wait(&nd->doorbell, bell, -1);
+			idle = 0;
+		} else if (++idle >= IDLE_RINGS_MAX) {
+			struct timespec ts = { 0, IDLE_PAUSE_NS };
+
+			nanosleep(&ts, NULL);               /* rung for nothing */
+			idle = 0;
+		}
 		at_store_seqcst(&nd->sleeping, 0);
 	}
 	return NULL;

@@ -96,10 +96,12 @@ struct shm_header {
 };
 _Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
 
-/* A slot's state: FREE, LIVE, or DYING while engine_cache_destroy decides
+/* A slot's state: FREE, LIVE, DYING while engine_cache_destroy decides
  * (client slow paths wait, then go on if it is LIVE again; engine_adopt
- * makes a DYING cache LIVE again, its destroy having died with the engine). */
-enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2 };
+ * makes a DYING cache LIVE again, its destroy having died with the engine),
+ * or BROKEN: quarantined at adoption (an invalid descriptor, untrusted.h):
+ * never served, never reused, its slabs left alone. */
+enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2, CACHE_BROKEN = 3 };
 #define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
 
 struct shm_cache {

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <numa.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "pool.h"
+#include "untrusted.h"
 
 #define PAGE 4096ull
 
@@ -100,6 +102,34 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 		     h->off_frame_owner % PAGE == PAGE / 2 + SHEAF_CACHELINE / 2);
 }
 
+/*
+ * The header of a region this process did not create (pool_map_fds: a
+ * restarted sheafd adopting it, or a client): its geometry must be one
+ * pool_create makes, every offset recomputed from (nodes, frames per node,
+ * sheaves), before any of it becomes a pointer or a bound.  0, or -EINVAL
+ * with @err.
+ */
+static int header_geometry_check(const struct shm_header *h, char *err, size_t errlen)
+{
+	struct shm_header want;
+	uint32_t fpn = h->frames_per_node, n = h->sheaf_count;
+
+	if (h->nodes == 0 || h->nodes > SHEAF_MAX_NODES || n < 64 || n > (1u << 20) ||
+	    (n & (n - 1)) != 0 || fpn == 0 || fpn > (1u << 24) || (fpn & (fpn - 1)) != 0)
+		return fail(err, errlen, -EINVAL, "pool header: geometry out of range "
+			    "(%u nodes, %u sheaves, %u frames per node)", h->nodes, n, fpn);
+	memset(&want, 0, sizeof(want));
+	layout_compute(&want, h->nodes, fpn, n);
+	if (h->node_frame_shift != want.node_frame_shift ||
+	    h->node_bytes != want.node_bytes || h->region_size != want.region_size ||
+	    memcmp(&h->off_caches, &want.off_caches,
+		   offsetof(struct shm_header, mem_cap) -
+		   offsetof(struct shm_header, off_caches)) != 0)
+		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
+			    "match its geometry");
+	return 0;
+}
+
 /* Point every field of @p at its segment of the mapping at p->base. */
 static void pool_bind(struct shm_pool *p)
 {
@@ -134,6 +164,7 @@ static void pool_bind(struct shm_pool *p)
 static void pool_init_segments(struct shm_pool *p)
 {
 	struct ring_intent in = { 0 };
+	struct ring_ref depot = pool_depot_ref(p);
 	pthread_mutexattr_t ma;
 
 	pthread_mutexattr_init(&ma);
@@ -166,9 +197,9 @@ static void pool_init_segments(struct shm_pool *p)
 	/* Every sheaf starts in the depot. */
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		at_store_relaxed(&p->owners[s], OWNER_ENGINE);
-		ring_put(pool_ring(p, RING_DEPOT), p->owners, s, OWNER_ENGINE, &in);
+		rr_put(&depot, p->owners, s, OWNER_ENGINE, &in);
 	}
-	SHEAF_ASSERT(ring_count(pool_ring(p, RING_DEPOT)) == p->sheaf_count);
+	SHEAF_ASSERT(rr_count(&depot) == p->sheaf_count);
 }
 
 static uint32_t discover_nodes(void)
@@ -388,6 +419,8 @@ int pool_map_fds(struct shm_pool *p, int meta_fd, int shared_fd, int client,
 			  err, errlen);
 	if (rc != 0)
 		return rc;
+	if (header_geometry_check(&h, err, errlen) != 0)
+		return -EINVAL;
 	want = (char *)(uintptr_t)h.map_addr;
 	at = reserve(want, h.region_size);
 	if (at == MAP_FAILED && errno == EEXIST && relocate)

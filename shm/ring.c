@@ -29,9 +29,16 @@ static inline uint32_t slot_seq(uint64_t v) { return (uint32_t)(v >> 32); }
 static inline uint32_t slot_id(uint64_t v) { return (uint32_t)v; }
 
 /* A slot is full iff its sequence is base(p)+1 for some p, i.e. == 1 mod size. */
-static inline int slot_is_full(const struct shm_ring *r, uint64_t v)
+static inline int slot_is_full(const struct ring_ref *rr, uint64_t v)
 {
-	return (slot_seq(v) & r->mask) == 1;
+	return (slot_seq(v) & rr->mask) == 1;
+}
+
+/* The slot of position @p: masked with the private geometry, so whatever
+ * tail, head or a slot says, the index stays inside the ring. */
+static inline _Atomic uint64_t *slot_at(const struct ring_ref *rr, uint32_t p)
+{
+	return &rr->r->slots[p & rr->mask];
 }
 
 static inline void intent_clear(struct ring_intent *in)
@@ -52,17 +59,32 @@ void ring_init(struct shm_ring *r, uint32_t id, uint32_t slots, uint32_t nsheave
 	/* Slots stay zero: sequence 0 is "free for the producer of position i". */
 }
 
-int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
-	     uint32_t me, struct ring_intent *in)
+/* The caller's sheaf back from "in the ring" after a put gave up: 0 when a
+ * repair took it meanwhile (the caller forgets it), else -ENOBUFS. */
+static int put_back(const struct ring_ref *rr, _Atomic uint32_t *owners,
+		    uint32_t sheaf, uint32_t me, struct ring_intent *in)
 {
-	const uint32_t mine = OWNER_RING(r->id);
+	uint32_t exp = OWNER_RING(rr->id);
+	/* Relaxed: the sheaf's contents are @me's own writes. */
+	int back = at_cas_relaxed(&owners[sheaf], &exp, me);
+
+	intent_clear(in);
+	return back ? -ENOBUFS : 0;
+}
+
+int rr_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
+	   uint32_t me, struct ring_intent *in)
+{
+	struct shm_ring *r = rr->r;
+	const uint32_t mine = OWNER_RING(rr->id);
+	const uint32_t steps = ring_steps_max(rr);
 
 	/* The caller's own arguments only: the ring and owners[] are client-
 	 * writable, so never asserted on (debug.h). */
-	SHEAF_ASSERT(sheaf != SHEAF_ID_NONE && !OWNER_IS_RING(me));
+	SHEAF_ASSERT(sheaf < rr->nsheaves && !OWNER_IS_RING(me));
 	/* The intent's stores are ordered before [R1] by its release: a
 	 * repair that sees owners[sheaf] == RING(r) finds the intent too. */
-	at_store_relaxed(&in->ring, r->id);
+	at_store_relaxed(&in->ring, rr->id);
 	at_store_relaxed(&in->sheaf, sheaf);
 	at_store_relaxed(&in->op, RING_OP_PUT);
 	STOP(RS_PUT_INTENT);
@@ -71,14 +93,17 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 	 * with the repair's acquire of owners[] (ring_repair_intent). */
 	at_store_release(&owners[sheaf], mine);
 	STOP(RS_PUT_OWNER);
-	for (;;) {
+	for (uint32_t step = 0;; step++) {
 		uint32_t p = at_load_relaxed(&r->tail);   /* a hint: relaxed */
-		uint32_t i = p & r->mask;
-		uint32_t base = p - i;
+		uint32_t base = p - (p & rr->mask);
+		_Atomic uint64_t *slot = slot_at(rr, p);
 		/* [A2] acquire: pairs with [R4], the slot CAS of the consumer
 		 * that freed it, or [R3], that of a producer that filled it
 		 * (then d > 0 and we help tail). */
-		uint64_t v = at_load_acquire(&r->slots[i]);
+		uint64_t v = at_load_acquire(slot);
+
+		if (unlikely(step >= steps))
+			return put_back(rr, owners, sheaf, me, in);  /* scribbled */
 		int32_t d = (int32_t)(slot_seq(v) - base);
 
 		if (d == 0) {
@@ -86,7 +111,7 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 			 * load of the slot in ring_get (and with [A2] of a
 			 * producer that finds it filled); the linearisation
 			 * point of put. */
-			if (at_cas_release(&r->slots[i], &v, slot_make(base + 1, sheaf))) {
+			if (at_cas_release(slot, &v, slot_make(base + 1, sheaf))) {
 				STOP(RS_PUT_SLOT);
 				uint32_t exp = p;
 				at_cas_relaxed(&r->tail, &exp, p + 1);
@@ -101,12 +126,8 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 		} else {
 			/* The slot still holds the item of p - size: full.
 			 * Take the sheaf back before dropping the intent, so a
-			 * death in between leaves a record for the repair.
-			 * Relaxed: the sheaf's contents are @me's own writes. */
-			uint32_t exp = mine;
-			int back = at_cas_relaxed(&owners[sheaf], &exp, me);
-			intent_clear(in);
-			return back ? -ENOBUFS : 0;  /* !back: a repair took it */
+			 * death in between leaves a record for the repair. */
+			return put_back(rr, owners, sheaf, me, in);
 		}
 	}
 	intent_clear(in);
@@ -114,25 +135,31 @@ int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
 	return 0;
 }
 
-uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
-		  struct ring_intent *in)
+uint32_t rr_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me,
+		struct ring_intent *in)
 {
-	const uint32_t mine = OWNER_RING(r->id);
+	struct shm_ring *r = rr->r;
+	const uint32_t mine = OWNER_RING(rr->id);
+	const uint32_t steps = ring_steps_max(rr);
 
 	SHEAF_ASSERT(!OWNER_IS_RING(me));
-	at_store_relaxed(&in->ring, r->id);
+	at_store_relaxed(&in->ring, rr->id);
 	at_store_relaxed(&in->sheaf, SHEAF_ID_NONE);
 	at_store_relaxed(&in->op, RING_OP_GET);
 	STOP(RS_GET_INTENT);
-	for (;;) {
+	for (uint32_t step = 0;; step++) {
 		uint32_t p = at_load_relaxed(&r->head);   /* a hint: relaxed */
-		uint32_t i = p & r->mask;
-		uint32_t base = p - i;
+		uint32_t base = p - (p & rr->mask);
+		_Atomic uint64_t *slot = slot_at(rr, p);
 		/* [A1] acquire: pairs with [R3], the producer's slot CAS (or
 		 * with [R4] of a consumer that already took it, d > 0). */
-		uint64_t v = at_load_acquire(&r->slots[i]);
+		uint64_t v = at_load_acquire(slot);
 		int32_t d = (int32_t)(slot_seq(v) - (base + 1));
 
+		if (unlikely(step >= steps)) {
+			intent_clear(in);            /* scribbled: give up */
+			return SHEAF_ID_NONE;
+		}
 		if (d == 0) {
 			uint32_t s = slot_id(v);
 			uint32_t exp = mine;
@@ -147,8 +174,8 @@ uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
 			 * lap: no ABA).  Its release pairs with [A2] of the
 			 * producer of p + size; its acquire side (on failure
 			 * too) with [R3]/[R4] of whoever changed the slot. */
-			if (!at_cas_acqrel(&r->slots[i], &v,
-					   slot_make(base + r->size, SHEAF_ID_NONE)))
+			if (!at_cas_acqrel(slot, &v,
+					   slot_make(base + rr_size(rr), SHEAF_ID_NONE)))
 				continue;
 			STOP(RS_GET_CLEAR);
 			uint32_t eh = p;
@@ -159,7 +186,7 @@ uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
 			 * fails only if a repair took the sheaf, or the slot
 			 * was stale (its sheaf no longer "in r"), or its id is
 			 * garbage: then look further. */
-			if (s < r->nsheaves && at_cas_acqrel(&owners[s], &exp, me)) {
+			if (s < rr->nsheaves && at_cas_acqrel(&owners[s], &exp, me)) {
 				STOP(RS_GET_CLAIM);
 				intent_clear(in);
 				STOP(RS_GET_DONE);
@@ -176,25 +203,25 @@ uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
 	}
 }
 
-int ring_holds(struct shm_ring *r, uint32_t sheaf)
+int rr_holds(const struct ring_ref *rr, uint32_t sheaf)
 {
-	for (uint32_t i = 0; i < r->size; i++) {
-		uint64_t v = at_load_acquire(&r->slots[i]);
-		if (slot_is_full(r, v) && slot_id(v) == sheaf)
+	for (uint32_t i = 0; i < rr_size(rr); i++) {
+		uint64_t v = at_load_acquire(&rr->r->slots[i]);
+		if (slot_is_full(rr, v) && slot_id(v) == sheaf)
 			return 1;
 	}
 	return 0;
 }
 
-uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
-			    struct ring_intent *in, uint32_t dead_owner)
+uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
+			  struct ring_intent *in, uint32_t dead_owner)
 {
 	uint32_t op = at_load_relaxed(&in->op);
 	uint32_t s = at_load_relaxed(&in->sheaf);
 	uint32_t got = SHEAF_ID_NONE;
 
-	if ((op == RING_OP_PUT || op == RING_OP_GET) && s < r->nsheaves) {
-		uint32_t exp = OWNER_RING(r->id);
+	if ((op == RING_OP_PUT || op == RING_OP_GET) && s < rr->nsheaves) {
+		uint32_t exp = OWNER_RING(rr->id);
 		/* The acquire load and the acq_rel CAS of owners[s] pair with
 		 * [R1] of the dead put (or of a live re-put), and arbitrate
 		 * against a live [A3] or -ENOBUFS give-back on the same entry.
@@ -203,7 +230,7 @@ uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
 		 * CAS.  A live peer can be in the same window with this sheaf
 		 * (a stale intent); the owner CAS arbitrates: whoever loses
 		 * forgets the sheaf (ring_put returns 0, ring_get looks on). */
-		if (at_load_acquire(&owners[s]) == exp && !ring_holds(r, s) &&
+		if (at_load_acquire(&owners[s]) == exp && !rr_holds(rr, s) &&
 		    at_cas_acqrel(&owners[s], &exp, dead_owner))
 			got = s;
 	}
@@ -211,33 +238,36 @@ uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
 	return got;
 }
 
-uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
+uint32_t rr_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners)
 {
-	const uint32_t mine = OWNER_RING(r->id);
+	struct shm_ring *r = rr->r;
+	const uint32_t mine = OWNER_RING(rr->id);
+	const uint32_t size = rr_size(rr);
 	uint32_t cleared = 0;
 
-	for (uint32_t i = 0; i < r->size; i++) {
+	for (uint32_t i = 0; i < size; i++) {
 		/* Acquire: pairs with [R3] of the producer that filled it. */
 		uint64_t v = at_load_acquire(&r->slots[i]);
-		if (!slot_is_full(r, v))
+		if (!slot_is_full(rr, v))
 			continue;
 		uint32_t s = slot_id(v);
 		/* Acquire: pairs with [R1], or with the [A3] / repair CAS that
 		 * took the sheaf out of r. */
-		if (s < r->nsheaves && at_load_acquire(&owners[s]) == mine)
+		if (s < rr->nsheaves && at_load_acquire(&owners[s]) == mine)
 			continue;
 		/* Full, but its sheaf is claimed (or garbage): consumed.
 		 * Relaxed: only the slot's sequence matters to its next
 		 * producer, whose [A2] reads it. */
 		if (at_cas_relaxed(&r->slots[i], &v,
-				   slot_make(slot_seq(v) - 1 + r->size, SHEAF_ID_NONE)))
+				   slot_make(slot_seq(v) - 1 + size, SHEAF_ID_NONE)))
 			cleared++;
 	}
 	/* Advance tail over filled slots (a producer may have died before
-	 * moving it), then head over consumed ones. */
-	for (;;) {
+	 * moving it), then head over consumed ones.  A sane ring lags by
+	 * less than a lap; a scribbled one is left after one. */
+	for (uint32_t k = 0; k <= size; k++) {
 		uint32_t p = at_load_relaxed(&r->tail);
-		uint32_t i = p & r->mask;
+		uint32_t i = p & rr->mask;
 		uint64_t v = at_load_acquire(&r->slots[i]);
 		if ((int32_t)(slot_seq(v) - (p - i)) <= 0)
 			break;
@@ -247,9 +277,9 @@ uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
 	/* Advance head over consumed slots: as ring_get helps, past any slot
 	 * no longer full for head's lap (consumed, or already filled again
 	 * for the next lap when the ring came round to it). */
-	for (;;) {
+	for (uint32_t k = 0; k <= size; k++) {
 		uint32_t p = at_load_relaxed(&r->head);
-		uint32_t i = p & r->mask;
+		uint32_t i = p & rr->mask;
 		uint64_t v = at_load_acquire(&r->slots[i]);
 		if ((int32_t)(slot_seq(v) - (p - i + 1)) <= 0)
 			break;
@@ -259,28 +289,27 @@ uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
 	return cleared;
 }
 
-uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
-		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		      struct ring_intent *intents, uint32_t nintents,
-		      uint32_t dead, uint32_t reclaimer,
-		      uint32_t *out, uint32_t max_out)
+uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
+		    void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		    struct ring_intent *intents, uint32_t nintents,
+		    uint32_t dead, uint32_t reclaimer,
+		    uint32_t *out, uint32_t max_out)
 {
 	uint32_t n = 0;
 
 	for (uint32_t k = 0; k < nintents; k++) {
 		struct ring_intent *in = &intents[k];
 		uint32_t op = at_load_acquire(&in->op);
-		struct shm_ring *r;
+		struct ring_ref rr;
 
 		if (op == RING_OP_NONE)
 			continue;
-		r = ring_of(ctx, at_load_relaxed(&in->ring));
-		if (r == NULL) {
+		if (ref_of(ctx, at_load_relaxed(&in->ring), &rr) != 0) {
 			intent_clear(in);
 			continue;
 		}
-		(void)ring_repair_intent(r, owners, in, dead); /* back to dead */
-		ring_clear_stale(r, owners);
+		(void)rr_repair_intent(&rr, owners, in, dead); /* back to dead */
+		rr_clear_stale(&rr, owners);
 	}
 	for (uint32_t s = 0; s < nsheaves && n < max_out; s++) {
 		uint32_t exp = dead;
@@ -294,3 +323,35 @@ uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
 	}
 	return n;
 }
+
+#ifdef SHEAF_TEST_HOOKS
+/* ring_reclaim (ring.h, tests only): rings found by a ring_of callback,
+ * their geometry from their own headers, which the tests trust. */
+struct ring_of_shim {
+	struct shm_ring *(*ring_of)(void *ctx, uint32_t id);
+	void *ctx;
+};
+
+static int ref_of_header(void *ctx, uint32_t id, struct ring_ref *out)
+{
+	struct ring_of_shim *sh = ctx;
+	struct shm_ring *r = sh->ring_of(sh->ctx, id);
+
+	if (r == NULL)
+		return -1;
+	*out = ring_ref_of_header(r);
+	return 0;
+}
+
+uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
+		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		      struct ring_intent *intents, uint32_t nintents,
+		      uint32_t dead, uint32_t reclaimer,
+		      uint32_t *out, uint32_t max_out)
+{
+	struct ring_of_shim sh = { ring_of, ctx };
+
+	return rr_reclaim(ref_of_header, &sh, owners, nsheaves, intents, nintents,
+			  dead, reclaimer, out, max_out);
+}
+#endif

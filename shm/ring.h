@@ -33,8 +33,12 @@
  *     A sheaf belongs to exactly one owner; a slot whose sheaf is no longer
  *     RING(r) (taken by a repair) is consumed and skipped.
  *
- * Crash repair (ring_repair_intent, ring_clear_stale) needs only the dead
+ * Crash repair (rr_repair_intent, rr_clear_stale) needs only the dead
  * client's intent and the owner table; see the functions below.
+ *
+ * Trust: every field here is client-writable (layout.h).  The functions
+ * take the ring's geometry from a struct ring_ref the caller filled from
+ * values it owns, never from the header below.
  */
 #ifndef SHEAF_SHM_RING_H
 #define SHEAF_SHM_RING_H
@@ -60,7 +64,9 @@ struct shm_ring {
 	char pad0[SHEAF_CACHELINE - sizeof(uint32_t)];
 	_Alignas(SHEAF_CACHELINE) _Atomic uint32_t head;   /* consumers */
 	char pad1[SHEAF_CACHELINE - sizeof(uint32_t)];
-	_Alignas(SHEAF_CACHELINE) uint32_t size;  /* slots, a power of two; set once */
+	/* A copy of the geometry, written by ring_init, for tools and tests:
+	 * the ring's code reads struct ring_ref instead (client-writable). */
+	_Alignas(SHEAF_CACHELINE) uint32_t size;  /* slots, a power of two */
 	uint32_t mask;
 	uint32_t id;                              /* this ring's number */
 	uint32_t nsheaves;                        /* ids must be below this */
@@ -89,80 +95,171 @@ static inline size_t ring_bytes(uint32_t slots)
 }
 
 /*
+ * A ring as its users see it: the memory, and its geometry from a source
+ * the caller trusts.  The header fields size, mask, id and nsheaves of
+ * struct shm_ring are client-writable like the rest of the ring: the
+ * functions below never read them (sheafd takes the geometry from its own
+ * struct shm_pool, shm/untrusted.h's pool_ring_ref).  Slots and tail/head
+ * are read as hints: every index is masked with @mask, every id bounded by
+ * @nsheaves, every loop bounded (RING_STEPS_MAX), so a scribbled ring costs
+ * its users their sheaves at most, never a stray access or an endless spin.
+ */
+struct ring_ref {
+	struct shm_ring *r;
+	uint32_t mask;               /* slots - 1; slots a power of two >= 2 */
+	uint32_t id;                 /* the ring's number (its owner tag) */
+	uint32_t nsheaves;           /* ids must be below this */
+};
+
+static inline uint32_t rr_size(const struct ring_ref *rr)
+{
+	return rr->mask + 1;
+}
+
+/*
+ * Steps one put or get may take before it gives up (put: -ENOBUFS, get:
+ * empty).  Each failed step is another thread's success or a slot that is
+ * not what the protocol allows; a sane ring never needs more than its size
+ * plus the contention of the few threads that share it.
+ */
+static inline uint32_t ring_steps_max(const struct ring_ref *rr)
+{
+	return 4 * rr_size(rr) + 4096;
+}
+
+/*
  * Initialise a ring over zero-filled memory; @slots a power of two >= 2, and
- * @nsheaves the size of the owner table (ids found in slots are checked
- * against it: a slot scribbled on by a client is skipped, never followed).
+ * @nsheaves the size of the owner table.  The header gets a copy of the
+ * geometry, for tools and tests only (struct ring_ref above).
  */
 void ring_init(struct shm_ring *r, uint32_t id, uint32_t slots,
 	       uint32_t nsheaves);
 
 /*
- * Put sheaf @sheaf, owned by @me (owners[sheaf] == @me), into @r.
+ * Put sheaf @sheaf, owned by @me (owners[sheaf] == @me), into @rr.
  * Returns 0: the sheaf is in the ring (or, if a repair took it meanwhile,
  * no longer the caller's: either way the caller must forget it).
- * Returns -ENOBUFS: the ring is full; the sheaf is still the caller's.
+ * Returns -ENOBUFS: the ring is full, or too broken to take it within
+ * ring_steps_max steps; the sheaf is still the caller's.
  */
-int ring_put(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t sheaf,
-	     uint32_t me, struct ring_intent *in);
+int rr_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
+	   uint32_t me, struct ring_intent *in);
 
 /*
- * Take one sheaf out of @r for owner @me.  Returns the sheaf id (now owned by
- * @me) or SHEAF_ID_NONE when the ring is empty.  Never waits on another
+ * Take one sheaf out of @rr for owner @me.  Returns the sheaf id (now owned
+ * by @me, below rr->nsheaves) or SHEAF_ID_NONE when the ring is empty (or
+ * gave nothing within ring_steps_max steps).  Never waits on another
  * thread: a stalled or dead peer's half-done operation is completed by
  * helping.
  */
-uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t me,
-		  struct ring_intent *in);
+uint32_t rr_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me,
+		struct ring_intent *in);
 
-/* Approximate number of items (exact when quiescent).  The acquires pair
- * with nothing (tail and head move by relaxed CAS): the count is a hint. */
-static inline uint32_t ring_count(const struct shm_ring *r)
+/* Approximate number of items (exact when quiescent), at most the ring's
+ * size.  The acquires pair with nothing (tail and head move by relaxed
+ * CAS): the count is a hint. */
+static inline uint32_t rr_count(const struct ring_ref *rr)
 {
-	uint32_t t = at_load_acquire((_Atomic uint32_t *)&r->tail);
-	uint32_t h = at_load_acquire((_Atomic uint32_t *)&r->head);
+	uint32_t t = at_load_acquire(&rr->r->tail);
+	uint32_t h = at_load_acquire(&rr->r->head);
 	int32_t n = (int32_t)(t - h);
-	return n < 0 ? 0 : (uint32_t)n;
+
+	if (n < 0)
+		return 0;
+	return (uint32_t)n > rr_size(rr) ? rr_size(rr) : (uint32_t)n;
 }
 
 /*
  * Repair after the death of the owner whose intent is @in (only after the
  * owning process is gone).  A PUT or GET intent whose sheaf is marked
- * RING(r) but sits in no slot of @r was caught between its two steps (put:
- * before the slot CAS; get: between the slot CAS and the owner CAS): the
- * sheaf is given to @dead_owner (returned id), for the caller to reclaim
- * with the dead owner's other sheaves.  Returns SHEAF_ID_NONE when there was
- * nothing to roll back.  Clears the intent.
+ * RING(rr->id) but sits in no slot of the ring was caught between its two
+ * steps (put: before the slot CAS; get: between the slot CAS and the owner
+ * CAS): the sheaf is given to @dead_owner (returned id), for the caller to
+ * reclaim with the dead owner's other sheaves.  Returns SHEAF_ID_NONE when
+ * there was nothing to roll back (or the intent names no valid sheaf).
+ * Clears the intent.
  */
-uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
-			    struct ring_intent *in, uint32_t dead_owner);
+uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
+			  struct ring_intent *in, uint32_t dead_owner);
 
 /*
- * Clear stale slots of @r: full slots whose sheaf is no longer RING(r)
- * (its consumer claimed it and died before clearing the slot), and advance
- * head over them.  Safe against concurrent operations (it only helps).
- * Returns the number of slots cleared.
+ * Clear stale slots of @rr: full slots whose sheaf is no longer RING(id)
+ * (its consumer claimed it and died before clearing the slot) or whose id
+ * is garbage, and advance head over them.  Safe against concurrent
+ * operations (it only helps).  Returns the number of slots cleared.
  */
-uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners);
+uint32_t rr_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners);
 
 /*
  * The whole repair of one dead owner @dead: roll back each of its
- * @nintents intents (ring_repair_intent), clear stale slots of the rings the
+ * @nintents intents (rr_repair_intent), clear stale slots of the rings the
  * intents name, then collect every sheaf still owned by @dead into @out (at
  * most @max_out ids; they now belong to @reclaimer, who returns them to the
- * pool).  @ring_of maps a ring id to its ring (NULL for an unknown id, which
- * is skipped).  Returns the number of ids written to @out.  Call only once
- * the dead owner's process is gone.
+ * pool).  @ref_of fills the ring of an id and returns 0, or returns -1 for
+ * an unknown id (skipped: intents are client-writable).  Returns the number
+ * of ids written to @out.  Call only once the dead owner's process is gone.
  */
+uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
+		    void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		    struct ring_intent *intents, uint32_t nintents,
+		    uint32_t dead, uint32_t reclaimer,
+		    uint32_t *out, uint32_t max_out);
+
+/* Whether a slot of @rr holds @sheaf in the "full" state (repair/checker). */
+int rr_holds(const struct ring_ref *rr, uint32_t sheaf);
+
+#ifdef SHEAF_TEST_HOOKS
+/*
+ * Test-only: a standalone ring (tests/util_ring.h) whose header the test
+ * itself wrote and trusts, under the ring_* names of the original API.
+ * Never for a pool's rings: their header is client-writable (sheafd uses
+ * pool_ring_ref, shm/untrusted.h); release builds do not have these.
+ */
+static inline struct ring_ref ring_ref_of_header(struct shm_ring *r)
+{
+	struct ring_ref rr = { r, r->mask, r->id, r->nsheaves };
+	return rr;
+}
+static inline int ring_put(struct shm_ring *r, _Atomic uint32_t *owners,
+			   uint32_t sheaf, uint32_t me, struct ring_intent *in)
+{
+	struct ring_ref rr = ring_ref_of_header(r);
+	return rr_put(&rr, owners, sheaf, me, in);
+}
+static inline uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners,
+				uint32_t me, struct ring_intent *in)
+{
+	struct ring_ref rr = ring_ref_of_header(r);
+	return rr_get(&rr, owners, me, in);
+}
+static inline uint32_t ring_count(struct shm_ring *r)
+{
+	struct ring_ref rr = ring_ref_of_header(r);
+	return rr_count(&rr);
+}
+static inline int ring_holds(struct shm_ring *r, uint32_t sheaf)
+{
+	struct ring_ref rr = ring_ref_of_header(r);
+	return rr_holds(&rr, sheaf);
+}
+static inline uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
+					  struct ring_intent *in, uint32_t dead_owner)
+{
+	struct ring_ref rr = ring_ref_of_header(r);
+	return rr_repair_intent(&rr, owners, in, dead_owner);
+}
+static inline uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
+{
+	struct ring_ref rr = ring_ref_of_header(r);
+	return rr_clear_stale(&rr, owners);
+}
+/* rr_reclaim over rings found by @ring_of (NULL: unknown id); ring.c. */
 uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
 		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
 		      struct ring_intent *intents, uint32_t nintents,
 		      uint32_t dead, uint32_t reclaimer,
 		      uint32_t *out, uint32_t max_out);
 
-/* Whether a slot of @r holds @sheaf in the "full" state (for repair/checker). */
-int ring_holds(struct shm_ring *r, uint32_t sheaf);
-
-#ifdef SHEAF_TEST_HOOKS
 /*
  * Test-only stop points, compiled only with -DSHEAF_TEST_HOOKS (the copy of
  * ring.o in libsheaf-test.a that the test programs link; libsheaf.a/.so,

@@ -380,6 +380,29 @@ uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
 	return released;
 }
 
+/* Frames [0, the returned index) of @node hold every frame some cache
+ * owns: the node's bump pointer, raised over any owned frame above it (a
+ * scribbled pointer must not hand out a frame a cache still has). */
+static uint32_t rebuild_bump(struct shm_pool *p, uint32_t node)
+{
+	uint32_t fresh = p->nalloc[node].next_fresh;
+
+	if (fresh > p->frames_per_node)
+		fresh = p->frames_per_node;
+	for (uint32_t k = p->frames_per_node; k-- > fresh;)
+		if (at_load_relaxed(&p->frame_owner[node * p->frames_per_node + k]) != FRAME_FREE)
+			return k + 1;
+	return fresh;
+}
+
+/*
+ * Bounded whatever the region holds: every loop runs over the pool's own
+ * geometry, and a cache is walked only when LIVE, which adoption gives only
+ * to caches whose descriptor passed untrusted_cache_valid (others are
+ * quarantined first).  A frame owned by a cache that is not LIVE (a
+ * quarantined one, or a garbage owner entry) stays out of the free stack:
+ * left alone, and counted as used.
+ */
 void slab_rebuild(struct shm_pool *p)
 {
 	pthread_mutexattr_t ma;
@@ -393,17 +416,21 @@ void slab_rebuild(struct shm_pool *p)
 		pthread_mutex_init(&na->lock, &ma);
 		na->free_first = SLAB_NONE;
 		na->free_count = 0;
-		if (na->next_fresh > p->frames_per_node)
-			na->next_fresh = p->frames_per_node;
+		na->next_fresh = rebuild_bump(p, n);
 		/* Frames below the bump pointer that no cache owns are free
 		 * (one being taken when the engine died included). */
 		for (uint32_t k = na->next_fresh; k-- > 0;) {
 			uint32_t f = n * p->frames_per_node + k;
-			if (at_load_relaxed(&p->frame_owner[f]) == FRAME_FREE) {
+			uint16_t o = at_load_relaxed(&p->frame_owner[f]);
+
+			if (o == FRAME_FREE) {
 				p->slabs[f].cache = FRAME_FREE;
 				p->slabs[f].next = na->free_first;
 				na->free_first = f;
 				na->free_count++;
+			} else if (o >= SHEAF_MAX_CACHES ||
+				   at_load_relaxed(&p->caches[o].state) != CACHE_LIVE) {
+				used++;         /* not walked below: left alone */
 			}
 		}
 	}

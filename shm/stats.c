@@ -8,6 +8,7 @@
 #include "debug.h"
 #include "pool.h"
 #include "stats.h"
+#include "untrusted.h"
 
 const char *const sheaf_stat_names[SHEAF_STAT_NR] = {
 	[ST_ALLOC_FASTPATH] = "alloc_fastpath",
@@ -40,6 +41,8 @@ void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,
 		      struct stats_sum *sum)
 {
 	struct shm_cache_node *cn = pool_cnode(p, cache, node);
+	struct ring_ref full = pool_full_ref(p, cache, node);
+	struct ring_ref empty = pool_empty_ref(p, cache, node);
 
 	/* Client-side counters: every lane whose thread runs on @node, live
 	 * or not (a dead thread's lane keeps its counts). */
@@ -63,6 +66,6 @@ void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,
 		      cn->lists[SL_EMPTY].count;
 	sum->partial_slabs += cn->lists[SL_PARTIAL].count;
 	lock_release(&cn->lock);
-	sum->barn_full += ring_count(pool_full_ring(p, cache, node));
-	sum->barn_empty += ring_count(pool_empty_ring(p, cache, node));
+	sum->barn_full += rr_count(&full);
+	sum->barn_empty += rr_count(&empty);
 }

@@ -872,6 +872,12 @@ static const char *where(unsigned long ip, char *buf, size_t len)
 		{ "ring_repair_intent", (void *)ring_repair_intent },
 		{ "ring_reclaim", (void *)ring_reclaim },
 		{ "ring_init", (void *)ring_init },
+		/* What the wrappers above call (ring.h, struct ring_ref). */
+		{ "rr_put", (void *)rr_put }, { "rr_get", (void *)rr_get },
+		{ "rr_holds", (void *)rr_holds },
+		{ "rr_clear_stale", (void *)rr_clear_stale },
+		{ "rr_repair_intent", (void *)rr_repair_intent },
+		{ "rr_reclaim", (void *)rr_reclaim },
 	};
 	const char *best = NULL;
 	unsigned long off = 0;
@@ -981,6 +987,8 @@ START_TEST(test_kill_at_every_instruction)
 {
 	static unsigned char changed[MAX_STEPS];
 	const uint32_t min_in_op = san ? 3 : 20;
+	const char *sanenv = getenv("SHEAF_SAN");
+	const int tsan = sanenv != NULL && strcmp(sanenv, "thread") == 0;
 	struct verdict v;
 	struct world w;
 	char ctx[192], at[64];
@@ -1019,7 +1027,8 @@ START_TEST(test_kill_at_every_instruction)
 			did = step_and_kill(&w, (enum scen)sc, k, &ip, &finished, &v, NULL);
 			fn = where(ip, at, sizeof(at));
 			if (!finished && fn != NULL &&
-			    (strcmp(fn, "ring_put") == 0 || strcmp(fn, "ring_get") == 0))
+			    (strcmp(fn, "ring_put") == 0 || strcmp(fn, "ring_get") == 0 ||
+			     strcmp(fn, "rr_put") == 0 || strcmp(fn, "rr_get") == 0))
 				in_op++;
 			snprintf(ctx, sizeof(ctx), "%s, killed after %u/%u instructions "
 				 "at %s%s", scen_name[sc], did, total, at,
@@ -1030,7 +1039,10 @@ START_TEST(test_kill_at_every_instruction)
 		}
 		printf("  %s: %u instructions, %u kills, %u inside ring_put/ring_get\n",
 		       scen_name[sc], total, trials, in_op);
-		if (CHILD_IP_KNOWN && in_op < min_in_op)
+		/* Under TSan every shared store is a call into its runtime, so
+		 * the instructions that change the mapping are all outside
+		 * ring.c: where a kill lands cannot be told there. */
+		if (CHILD_IP_KNOWN && !tsan && in_op < min_in_op)
 			violation(&v, "too few kills inside the operation", "%s: %u kills "
 				  "inside ring_put/ring_get, at least %u expected",
 				  scen_name[sc], in_op, min_in_op);

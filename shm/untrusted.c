@@ -1,0 +1,146 @@
+/*
+ * untrusted.c - the refusal counters of the trust boundary, and the
+ * validation a restarted engine runs over a region before it serves from
+ * it (untrusted.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "clients.h"
+#include "slab.h"
+#include "untrusted.h"
+
+const char *const untrusted_names[UT_NR] = {
+	[UT_SHEAF_ID] = "sheaf_id",
+	[UT_SHEAF_SIZE] = "sheaf_size",
+	[UT_SHEAF_HDR] = "sheaf_header",
+	[UT_OBJECT] = "object",
+	[UT_RING] = "ring",
+	[UT_LANE] = "lane",
+	[UT_BARN] = "barn",
+	[UT_OWNER] = "owner",
+	[UT_CACHE] = "cache",
+};
+
+_Atomic uint64_t untrusted_count[UT_NR];
+
+uint64_t untrusted_total(void)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < UT_NR; k++)
+		n += at_load_relaxed(&untrusted_count[k]);
+	return n;
+}
+
+int pool_ref_of(void *ctx, uint32_t id, struct ring_ref *out)
+{
+	const struct shm_pool *p = ctx;
+
+	if (id >= ring_total(p->nodes)) {
+		untrusted_note(UT_RING, 1);
+		return -1;
+	}
+	*out = pool_ring_ref(p, id);
+	return 0;
+}
+
+static int why_bad(char *why, size_t len, const char *fmt, unsigned v)
+{
+	if (why != NULL && len > 0)
+		snprintf(why, len, fmt, v);
+	return -EUCLEAN;
+}
+
+int untrusted_cache_valid(const struct shm_cache *sc, char *why, size_t len)
+{
+	uint32_t obj_size, per_slab, cap = at_load_relaxed(&sc->sheaf_capacity);
+
+	/* The geometry engine_cache_create computes for (obj_size, align):
+	 * obj_size is already rounded, so it must come back unchanged. */
+	if (sc->align < 8 || sc->align > SHEAF_MAX_ALIGN || (sc->align & (sc->align - 1)))
+		return why_bad(why, len, "align %u", sc->align);
+	if (slab_geometry(sc->obj_size, sc->align, &obj_size, &per_slab) != 0 ||
+	    obj_size != sc->obj_size)
+		return why_bad(why, len, "object size %u", sc->obj_size);
+	if (sc->objs_per_slab != per_slab || per_slab == 0 || per_slab > SLAB_MAX_OBJS)
+		return why_bad(why, len, "objects per slab %u", sc->objs_per_slab);
+	if (sc->slab_bytes != per_slab * obj_size)
+		return why_bad(why, len, "slab bytes %u", sc->slab_bytes);
+	if (cap > SHEAF_CAP_MAX)
+		return why_bad(why, len, "sheaf capacity %u", cap);
+	if (sc->flags & ~SHEAF_CACHE_F_DEBUG)
+		return why_bad(why, len, "flags 0x%x", sc->flags);
+	if (memchr(sc->name, '\0', SHEAF_NAME_MAX) == NULL || sc->name[0] == '\0')
+		return why_bad(why, len, "name (%u bytes, unterminated or empty)", SHEAF_NAME_MAX);
+	return 0;
+}
+
+uint32_t untrusted_quarantine_caches(struct shm_pool *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		struct shm_cache *sc = &p->caches[c];
+		uint32_t st = at_load_acquire(&sc->state);
+
+		/* A state no engine writes is as bad as a bad descriptor. */
+		if (st == CACHE_FREE || st == CACHE_BROKEN ||
+		    (st == CACHE_LIVE && sc->id == c &&
+		     untrusted_cache_valid(sc, NULL, 0) == 0))
+			continue;
+		at_store_release(&sc->state, CACHE_BROKEN);
+		n++;
+	}
+	untrusted_note(UT_CACHE, n);
+	return n;
+}
+
+/* Whether owner-table value @o names someone: a ring of the pool, the
+ * engine, "none", or a client slot. */
+static int owner_known(const struct shm_pool *p, uint32_t o)
+{
+	if (OWNER_IS_RING(o))
+		return OWNER_RING_ID(o) < ring_total(p->nodes);
+	return o == OWNER_ENGINE || o == OWNER_NONE || o < SHEAF_MAX_CLIENTS;
+}
+
+uint32_t untrusted_adopt_shared(struct shm_pool *p, uint32_t dead)
+{
+	uint32_t fixed = 0, lanes = 0;
+
+	for (uint32_t r = 0; r < ring_total(p->nodes); r++) {
+		struct ring_ref rr = pool_ring_ref(p, r);
+		struct shm_ring *ring = rr.r;
+
+		/* Only rewrite a header that differs: an untouched ring's
+		 * pages stay untouched. */
+		if (ring->size != rr_size(&rr) || ring->mask != rr.mask ||
+		    ring->id != rr.id || ring->nsheaves != rr.nsheaves) {
+			ring->size = rr_size(&rr);
+			ring->mask = rr.mask;
+			ring->id = rr.id;
+			ring->nsheaves = rr.nsheaves;
+		}
+	}
+	for (uint32_t s = 0; s < p->sheaf_count; s++) {
+		uint32_t o = at_load_relaxed(&p->owners[s]);
+
+		/* CAS: a live client may move a sheaf meanwhile, but never
+		 * from a value that names nobody. */
+		if (!owner_known(p, o) && at_cas_acqrel(&p->owners[s], &o, dead))
+			fixed++;
+	}
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+		uint32_t c = at_load_relaxed(&ln->client);
+
+		if (c != LANE_FREE && c != OWNER_ENGINE && c >= SHEAF_MAX_CLIENTS) {
+			lane_free(ln);
+			lanes++;
+		}
+	}
+	untrusted_note(UT_OWNER, fixed);
+	untrusted_note(UT_LANE, lanes);
+	return fixed + lanes;
+}

@@ -1,0 +1,208 @@
+/*
+ * untrusted.h - the trust boundary of the engine: every value the engine
+ * (sheafd, or a local pool's engine) reads from the client-writable part of
+ * the region ([off_rw, size), layout.h: owners[], sheaves, rings, barns,
+ * node doorbells, lanes) goes through one of the helpers below, which bound
+ * it by a value the engine owns (its struct shm_pool, filled when the pool
+ * was created or mapped, or the engine-owned part [0, off_rw)) before it is
+ * used to index, loop or divide.
+ *
+ * A value out of bounds is refused (the helpers return a harmless value:
+ * no sheaf, a clamped size, a ring that gives up), and counted in the
+ * process's refusal counters (untrusted_count, by kind).  The engine never
+ * prints: sheafd's periodic code logs when a counter moves
+ * (daemon/untrusted.c), rate-limited.  What a refusal costs is the
+ * offending cache's consistency at most (a sheaf or an object lost, a
+ * count off), never the engine.
+ *
+ * Also here: the validation of the engine-owned part that a restarted
+ * sheafd adopts (cache descriptors: untrusted_cache_valid; a bad one is
+ * quarantined, CACHE_BROKEN) and of the shared part (untrusted_adopt_shared).
+ *
+ * Who may call: any module of shm/ and client/ (the client library checks
+ * what it takes from a barn with the same helpers, client/alloc.c).  No
+ * locks; the counters are relaxed atomics.
+ */
+#ifndef SHEAF_SHM_UNTRUSTED_H
+#define SHEAF_SHM_UNTRUSTED_H
+
+#include <stdint.h>
+#include "pool.h"
+
+/* Kinds of refusal (names: untrusted_names[]). */
+enum untrusted_kind {
+	UT_SHEAF_ID,     /* a sheaf id (slot, intent, lane) out of the table */
+	UT_SHEAF_SIZE,   /* a sheaf size or capacity over SHEAF_CAP_MAX */
+	UT_SHEAF_HDR,    /* a sheaf's cache or node out of range */
+	UT_OBJECT,       /* an object offset not of the sheaf's cache */
+	UT_RING,         /* a ring operation gave up (ring_steps_max) */
+	UT_LANE,         /* a lane read that gave up on its seq, or a bad field */
+	UT_BARN,         /* a barn counter (waiters) out of range */
+	UT_OWNER,        /* an owner-table entry that names nobody (adoption) */
+	UT_CACHE,        /* a cache descriptor invalid: cache quarantined */
+	UT_NR
+};
+
+extern const char *const untrusted_names[UT_NR];
+
+/* This process's refusals so far, by kind (never reset). */
+extern _Atomic uint64_t untrusted_count[UT_NR];
+
+static inline void untrusted_note(enum untrusted_kind k, uint64_t n)
+{
+	at_fetch_add_relaxed(&untrusted_count[k], n);
+}
+
+/* Sum over every kind. */
+uint64_t untrusted_total(void);
+
+/* Load a client-writable word exactly once (a plain load could be made
+ * twice by the compiler: one value checked, another used). */
+static inline uint32_t ut_load32(const void *p)
+{
+	return __atomic_load_n((const uint32_t *)p, __ATOMIC_RELAXED);
+}
+static inline uint64_t ut_load64(const void *p)
+{
+	return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+}
+
+/* ---- rings: geometry from the pool, never from the ring's header ------ */
+
+/* Ring @id of the pool (@id < ring_total(p->nodes): the caller's own). */
+static inline struct ring_ref pool_ring_ref(const struct shm_pool *p, uint32_t id)
+{
+	struct ring_ref rr = {
+		pool_ring(p, id), p->sheaf_count - 1, id, p->sheaf_count
+	};
+	return rr;
+}
+static inline struct ring_ref pool_full_ref(const struct shm_pool *p,
+					    uint32_t cache, uint32_t node)
+{
+	return pool_ring_ref(p, ring_full_id(cache, node, p->nodes));
+}
+static inline struct ring_ref pool_empty_ref(const struct shm_pool *p,
+					     uint32_t cache, uint32_t node)
+{
+	return pool_ring_ref(p, ring_empty_id(cache, node, p->nodes));
+}
+static inline struct ring_ref pool_depot_ref(const struct shm_pool *p)
+{
+	return pool_ring_ref(p, RING_DEPOT);
+}
+
+/* rr_reclaim's ref_of for a pool (@ctx): a ring id read from an intent,
+ * refused (-1, counted) when the pool has no such ring. */
+int pool_ref_of(void *ctx, uint32_t id, struct ring_ref *out);
+
+/* Items in ring @rr, bounded (rr_count); a name for the engine's reads. */
+static inline uint32_t ut_ring_count(const struct ring_ref *rr)
+{
+	return rr_count(rr);
+}
+
+/* ---- sheaves ------------------------------------------------------------ */
+
+/* A sheaf id read from client-writable memory: itself when below the
+ * pool's table, else SHEAF_ID_NONE (counted). */
+static inline uint32_t ut_sheaf_id(const struct shm_pool *p, uint32_t id)
+{
+	if (id < p->sheaf_count)
+		return id;
+	untrusted_note(UT_SHEAF_ID, 1);
+	return SHEAF_ID_NONE;
+}
+
+/* Objects sheaf @sh holds, read once and bounded by SHEAF_CAP_MAX (an
+ * objs[] index); a larger size is counted and clamped. */
+static inline uint32_t ut_sheaf_size(const struct shm_sheaf *sh)
+{
+	uint32_t n = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
+
+	if (n <= SHEAF_CAP_MAX)
+		return n;
+	untrusted_note(UT_SHEAF_SIZE, 1);
+	return SHEAF_CAP_MAX;
+}
+
+/* Sheaf @sh's cache, or SHEAF_MAX_CACHES (counted) when out of range. */
+static inline uint32_t ut_sheaf_cache(const struct shm_sheaf *sh)
+{
+	uint32_t c = __atomic_load_n(&sh->cache, __ATOMIC_RELAXED);
+
+	if (c < SHEAF_MAX_CACHES)
+		return c;
+	untrusted_note(UT_SHEAF_HDR, 1);
+	return SHEAF_MAX_CACHES;
+}
+
+/* Sheaf @sh's node, or 0 (counted) when the pool has no such node. */
+static inline uint32_t ut_sheaf_node(const struct shm_pool *p, const struct shm_sheaf *sh)
+{
+	uint32_t n = __atomic_load_n(&sh->node, __ATOMIC_RELAXED);
+
+	if (n < p->nodes)
+		return n;
+	untrusted_note(UT_SHEAF_HDR, 1);
+	return 0;
+}
+
+/*
+ * Copy the objects of @sh (at most SHEAF_CAP_MAX, ut_sheaf_size) into the
+ * caller's private @out, each read once: what is validated next is what
+ * gets used, whatever a client writes meanwhile.  Returns the count.
+ */
+static inline uint32_t ut_sheaf_objs(const struct shm_sheaf *sh, uint64_t *out)
+{
+	uint32_t n = ut_sheaf_size(sh);
+
+	for (uint32_t i = 0; i < n; i++)
+		out[i] = ut_load64(&sh->objs[i]);
+	return n;
+}
+
+/* ---- barns and lanes ---------------------------------------------------- */
+
+/* A barn's waiters (clients write it): at most one per lane. */
+static inline uint32_t ut_barn_waiters(const struct shm_barn *b)
+{
+	uint32_t w = at_load_acquire((_Atomic uint32_t *)&b->waiters);
+
+	if (w <= SHEAF_MAX_LANES)
+		return w;
+	untrusted_note(UT_BARN, 1);
+	return SHEAF_MAX_LANES;
+}
+
+/* ---- caches ------------------------------------------------------------- */
+
+/*
+ * Whether descriptor @sc of a LIVE cache is one engine_cache_create could
+ * have made (geometry of slab_geometry, capacity, flags, a terminated
+ * name; the barn watermarks are clamped where they are used).  The engine divides by obj_size and loops over
+ * objs_per_slab: a bad descriptor must never reach it.  0, or -EUCLEAN
+ * with the first bad field in @why.
+ */
+int untrusted_cache_valid(const struct shm_cache *sc, char *why, size_t len);
+
+/*
+ * Adoption, before slab_rebuild: quarantine every LIVE cache whose
+ * descriptor is invalid (state CACHE_BROKEN: refused by find/open, skipped
+ * by workers, shrink, check and destroy, its slot never reused, its slabs
+ * left alone).  Returns the number quarantined (counted in UT_CACHE).
+ */
+uint32_t untrusted_quarantine_caches(struct shm_pool *p);
+
+/*
+ * Adoption, before the dead engine's sheaves are taken back: make the
+ * shared part safe to serve from.  Each ring's header gets the pool's
+ * geometry again (tools read it); an owner-table entry that names no ring
+ * of the pool, no client slot and neither the engine nor "none" is given
+ * to @dead (the dead engine's id: its sheaf is then reclaimed with the
+ * engine's, its objects validated); a lane whose client field names no one
+ * is freed.  Returns the entries and lanes repaired (counted).
+ */
+uint32_t untrusted_adopt_shared(struct shm_pool *p, uint32_t dead);
+
+#endif

@@ -1,0 +1,672 @@
+/*
+ * test_untrusted.c - the engine trusts nothing a client can write
+ * (shm/untrusted.h): bad values written straight into the client-writable
+ * part of a region are refused and counted, never followed, and the engine
+ * goes on.
+ *
+ * Engine-side cases run on local pools (the engine in this process, so a
+ * crash or hang of the engine is this test's, caught by Check's fork and
+ * timeout): the known crashes of issue 14 (depot mask, ring repair bounded
+ * by the ring's own nsheaves, a scribbled ring size with a stale intent, a
+ * capacity over SHEAF_CAP_MAX), every ring header field, a lane left with
+ * its seq odd, a barn sheaf holding another cache's offsets (the client's
+ * own check), and adoption of a region with bad cache descriptors
+ * (quarantine).  Two cases run against a real sheafd (tests/util_daemon.h):
+ * the depot mask scribbled by a client process, and lanes left odd by one.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client/sheaf.h"
+#include "client/internal.h"
+#include "shm/barn.h"
+#include "shm/check.h"
+#include "shm/clients.h"
+#include "shm/engine.h"
+#include "shm/slab.h"
+#include "shm/untrusted.h"
+#include "tests/util_check.h"
+#include "tests/util_daemon.h"
+#include "tests/util_proc.h"
+#include "tests/util_rpc.h"
+
+#define MIB (1024ull * 1024)
+
+/* A local pool; allocations wait at most 100 ms for the engine (a
+ * scribbled barn may never be stocked). */
+static sheaf_pool_t *mkpool(unsigned nodes)
+{
+	struct sheaf_pool_config cfg = { .nodes = nodes, .size = 64 * MIB, .sheaf_count = 1024,
+					  .wait_ms = 100 };
+	char err[256] = "";
+	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
+
+	ck_assert_msg(p != NULL, "pool: %s", err);
+	return p;
+}
+
+static sheaf_cache_t *mkcache(sheaf_pool_t *p, const char *name, size_t size, int cap)
+{
+	struct sheaf_cache_config cc = { .capacity = cap };
+	sheaf_cache_t *c = sheaf_cache_create(p, name, size, &cc);
+
+	ck_assert_msg(c != NULL, "cache %s: %s", name, strerror(errno));
+	return c;
+}
+
+static void check_ok(sheaf_pool_t *p)
+{
+	char err[512] = "";
+
+	ck_assert_msg(sheaf_pool_check(p, err, sizeof(err)) == 0, "pool check: %s", err);
+}
+
+/* @n allocs then frees on @c; each object must be @c's. */
+static void churn(sheaf_cache_t *c, unsigned n)
+{
+	struct shm_pool *sp = &c->pool->shm;
+	void **o = calloc(n, sizeof(*o));
+	unsigned got = 0;
+
+	ck_assert_ptr_nonnull(o);
+	for (unsigned i = 0; i < n; i++) {
+		o[i] = sheaf_alloc(c);
+		if (o[i] == NULL)
+			break;
+		ck_assert_int_eq(slab_validate(sp, c->id, (uint64_t)((char *)o[i] - sp->base)), 0);
+		got++;
+	}
+	ck_assert_uint_gt(got, 0);
+	for (unsigned i = 0; i < got; i++)
+		ck_assert_int_eq(sheaf_free(c, o[i]), 0);
+	free(o);
+}
+
+static uint64_t refusals(void)
+{
+	return untrusted_total();
+}
+
+/* ---- the known crashes ------------------------------------------------------ */
+
+/* A client set the depot's mask to 0xffffffff, then allocated: the engine's
+ * next refill indexed the depot's slots with it (SIGSEGV on the base code). */
+START_TEST(depot_mask_then_alloc)
+{
+	sheaf_pool_t *p = mkpool(1);
+	struct shm_ring *depot = pool_ring(&p->shm, RING_DEPOT);
+	sheaf_cache_t *c;
+
+	depot->mask = 0xffffffffu;
+	depot->size = 0x80000000u;
+	c = mkcache(p, "mask", 64, 32);
+	churn(c, 5000);
+	ck_assert_int_ge(sheaf_cache_shrink(c), 0);
+	check_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* Each header field of each kind of ring (depot, a barn's full and empty
+ * rings) set to each of a few bad values: the engine and clients work on as
+ * before (the geometry is the pool's), and the checker agrees. */
+START_TEST(ring_header_fields)
+{
+	static const uint32_t bad[] = { 0, 1, 3, 0x7fffffffu, 0x80000000u, 0xffffffffu };
+	sheaf_pool_t *p = mkpool(2);
+	sheaf_cache_t *c = mkcache(p, "hdr", 128, 16);
+	uint32_t ids[3];
+
+	churn(c, 200);
+	ids[0] = RING_DEPOT;
+	ids[1] = ring_full_id(c->id, 0, p->shm.nodes);
+	ids[2] = ring_empty_id(c->id, 0, p->shm.nodes);
+	for (unsigned k = 0; k < 3; k++) {
+		struct shm_ring *r = pool_ring(&p->shm, ids[k]);
+
+		for (unsigned field = 0; field < 4; field++) {
+			uint32_t *w = field == 0 ? &r->size : field == 1 ? &r->mask :
+				      field == 2 ? &r->id : &r->nsheaves;
+			uint32_t keep = *w;
+
+			for (unsigned b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+				*w = bad[b];
+				churn(c, 300);
+				ck_assert_int_ge(sheaf_cache_shrink(c), 0);
+				churn(c, 50);
+				check_ok(p);
+			}
+			*w = keep;
+		}
+	}
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* Ring positions (tail, head) and slot words scribbled: not what the
+ * protocol allows, so sheaves may be lost, but nothing crashes or spins. */
+START_TEST(ring_positions_and_slots)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *c = mkcache(p, "pos", 64, 16);
+	struct ring_ref full = pool_full_ref(&p->shm, c->id, 0);
+	struct ring_ref depot = pool_depot_ref(&p->shm);
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	int64_t t0 = now_ms();
+
+	churn(c, 400);
+	for (unsigned round = 0; round < 20; round++) {
+		struct ring_ref *rr = round & 1 ? &full : &depot;
+
+		seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+		at_store_relaxed(&rr->r->tail, (uint32_t)seed);
+		at_store_relaxed(&rr->r->head, (uint32_t)(seed >> 32));
+		for (unsigned i = 0; i < 8; i++)
+			at_store_relaxed(&rr->r->slots[(seed >> (i * 3)) & rr->mask],
+					 seed * (i + 1));
+		for (unsigned i = 0; i < 200; i++) {
+			void *o = sheaf_alloc(c);
+
+			if (o == NULL)
+				break;          /* no sheaf to be had: waited 100 ms */
+			ck_assert_int_eq(sheaf_free(c, o), 0);
+		}
+		(void)sheaf_cache_shrink(c);
+	}
+	ck_assert_msg(now_ms() - t0 < 20000, "scribbled rings took %lld ms",
+		      (long long)(now_ms() - t0));
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* A bare engine over a fresh region (no library around it). */
+static struct shm_pool P;
+static struct engine E;
+
+static void bare_setup(void)
+{
+	struct pool_params pp = { .size = 64 * MIB, .nodes = 1, .sheaf_count = 1024 };
+	char err[256] = "";
+
+	ck_assert_msg(pool_create(&P, &pp, err, sizeof(err)) == 0, "pool: %s", err);
+	ck_assert_msg(engine_init(&E, &P, err, sizeof(err)) == 0, "engine: %s", err);
+}
+
+static void bare_teardown(void)
+{
+	engine_fini(&E);
+	pool_unmap(&P);
+}
+
+static int bare_cache(const char *name, uint32_t size)
+{
+	struct engine_cache_params cp = { .size = size, .capacity = -1 };
+	char err[256] = "";
+	int id = engine_cache_create(&E, name, &cp, err, sizeof(err));
+
+	ck_assert_msg(id >= 0, "cache %s: %s", name, err);
+	return id;
+}
+
+/* A dead client whose lane's intent names a huge sheaf id, with the ring's
+ * own nsheaves scribbled to let it through: the repair bounded the id by
+ * that (owners[] read far out of bounds on the base code). */
+START_TEST(repair_intent_bounded_by_pool)
+{
+	int client = client_attach(&P, 999999, 0, "dead");
+	struct shm_lane *l;
+	struct shm_ring *depot = pool_ring(&P, RING_DEPOT);
+
+	ck_assert_int_ge(client, 0);
+	l = lane_acquire(&P, (uint32_t)client, 0);
+	ck_assert_ptr_nonnull(l);
+	depot->nsheaves = 0xffffffffu;
+	at_store_relaxed(&l->intent.ring, RING_DEPOT);
+	at_store_relaxed(&l->intent.sheaf, 0x7ffffff0u);
+	at_store_relaxed(&l->intent.op, RING_OP_PUT);
+	engine_reclaim_client(&E, (uint32_t)client);
+	/* An intent naming a ring the pool does not have: refused too. */
+	client = client_attach(&P, 999998, 0, "dead2");
+	l = lane_acquire(&P, (uint32_t)client, 0);
+	at_store_relaxed(&l->intent.ring, 0x7fffffffu);
+	at_store_relaxed(&l->intent.sheaf, 3);
+	at_store_relaxed(&l->intent.op, RING_OP_GET);
+	engine_reclaim_client(&E, (uint32_t)client);
+	ck_assert_int_eq(pool_check(&P, -1, -1, NULL, NULL, 0), 0);
+}
+END_TEST
+
+/* A scribbled ring size plus a stale intent whose sheaf is marked "in the
+ * ring": the repair's ring_holds walked r->size slots (out of the region
+ * on the base code). */
+START_TEST(repair_stale_intent_scribbled_size)
+{
+	int c = bare_cache("stale", 64);
+	int client = client_attach(&P, 999997, 0, "dead");
+	uint32_t rid = ring_full_id((uint32_t)c, 0, P.nodes);
+	struct ring_ref depot = pool_depot_ref(&P);
+	struct ring_intent in = { 0 };
+	struct shm_lane *l = lane_acquire(&P, (uint32_t)client, 0);
+	uint32_t s;
+
+	ck_assert_ptr_nonnull(l);
+	s = rr_get(&depot, P.owners, (uint32_t)client, &in);
+	ck_assert_uint_ne(s, SHEAF_ID_NONE);
+	/* Died between its owner store and its slot CAS: marked in the full
+	 * ring, in no slot. */
+	at_store_relaxed(&P.owners[s], OWNER_RING(rid));
+	at_store_relaxed(&l->intent.ring, rid);
+	at_store_relaxed(&l->intent.sheaf, s);
+	at_store_relaxed(&l->intent.op, RING_OP_PUT);
+	pool_ring(&P, rid)->size = 0x40000000u;
+	pool_ring(&P, rid)->mask = 0x3fffffffu;
+	ck_assert_int_eq(engine_reclaim_client(&E, (uint32_t)client), 1);
+	ck_assert_uint_eq(at_load_relaxed(&P.owners[s]), OWNER_RING(RING_DEPOT));
+	ck_assert_int_eq(pool_check(&P, -1, -1, NULL, NULL, 0), 0);
+}
+END_TEST
+
+/* A sheaf capacity over SHEAF_CAP_MAX in the descriptor (engine-owned,
+ * but it was writable through the memfd): a refill wrote objs[capacity]
+ * past the sheaf (neighbours overwritten on the base code). */
+START_TEST(capacity_over_cap_max)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *c = mkcache(p, "cap", 64, 16);
+	struct ring_ref full = pool_full_ref(&p->shm, c->id, 0);
+	int64_t t0 = now_ms();
+
+	at_store_relaxed(&p->shm.caches[c->id].sheaf_capacity, 1000);
+	/* Wait for the worker's refill (the barn below its low mark). */
+	while (rr_count(&full) == 0 && now_ms() - t0 < 5000) {
+		node_ring_doorbell(&p->shm, 0);
+		sleep_us(1000);
+	}
+	ck_assert_uint_gt(rr_count(&full), 0);
+	for (uint32_t s = 0; s < p->shm.sheaf_count; s++)
+		ck_assert_uint_le(sheaf_size(&p->shm.sheaves[s]), SHEAF_CAP_MAX);
+	at_store_relaxed(&p->shm.caches[c->id].sheaf_capacity, 16);
+	check_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* A full sheaf in a barn with a size word of 0xffff when the cache is
+ * destroyed: only SHEAF_CAP_MAX entries are read (already clamped in the
+ * base code; kept as a regression test). */
+START_TEST(destroy_clamps_sheaf_size)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *c = mkcache(p, "destroy", 64, 16);
+	struct ring_ref full = pool_full_ref(&p->shm, c->id, 0);
+	int64_t t0 = now_ms();
+	uint64_t before = refusals();
+	char err[256] = "";
+
+	churn(c, 100);
+	sheaf_thread_exit();                   /* this thread's sheaves to the barn */
+	while (rr_count(&full) == 0 && now_ms() - t0 < 5000) {
+		node_ring_doorbell(&p->shm, 0);
+		sleep_us(1000);
+	}
+	for (uint32_t i = 0; i <= full.mask; i++) {
+		uint64_t v = at_load_relaxed(&full.r->slots[i]);
+		uint32_t s = (uint32_t)v;
+
+		if (((uint32_t)(v >> 32) & full.mask) == 1 && s < p->shm.sheaf_count &&
+		    at_load_relaxed(&p->shm.owners[s]) == OWNER_RING(full.id))
+			sheaf_set_size(&p->shm.sheaves[s], 0xffff);
+	}
+	ck_assert_msg(engine_cache_destroy(&p->engine, c->id, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_gt(refusals(), before);
+	check_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* ---- lanes ---------------------------------------------------------------- */
+
+/* Every lane's live record of a cache left with an odd seq (a stopped or
+ * hostile client): Stats answers at once (the base code retried 10,000
+ * times with sched_yield per lane: seconds). */
+START_TEST(lane_seq_odd_stats_prompt)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *c = mkcache(p, "lanes", 64, 16);
+	struct sheaf_stats st;
+	int64_t t0;
+
+	churn(c, 100);
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		at_store_relaxed(&p->shm.lanes[l].live[c->id].seq, 1);
+	t0 = now_ms();
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
+	ck_assert_msg(now_ms() - t0 < 400, "4 Stats with odd lanes took %lld ms",
+		      (long long)(now_ms() - t0));
+	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		at_store_relaxed(&p->shm.lanes[l].live[c->id].seq, 2);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* ---- the client's own check ------------------------------------------------ */
+
+struct grab {
+	sheaf_cache_t *c;
+	unsigned n, bad;
+};
+
+/* In a fresh thread (no sheaf of its own yet): @n allocs, each checked. */
+static void *grab_thread(void *arg)
+{
+	struct grab *g = arg;
+	struct shm_pool *sp = &g->c->pool->shm;
+
+	for (unsigned i = 0; i < g->n; i++) {
+		void *o = sheaf_alloc(g->c);
+
+		if (o == NULL)
+			break;
+		if (slab_validate(sp, g->c->id, (uint64_t)((char *)o - sp->base)) != 0)
+			g->bad++;
+	}
+	return NULL;
+}
+
+/* The full sheaves of cache A's barn get offsets of cache B's objects (and
+ * garbage): sheaf_alloc on A never returns them (it did on the base code). */
+START_TEST(barn_sheaf_foreign_offsets)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *a = mkcache(p, "a", 64, 32), *b = mkcache(p, "b", 64, 32);
+	struct shm_pool *sp = &p->shm;
+	struct ring_ref full = pool_full_ref(sp, a->id, 0);
+	void *bo[64];
+	uint64_t before = refusals();
+	int64_t t0 = now_ms();
+	unsigned scribbled = 0;
+	struct grab g = { a, 2000, 0 };
+	pthread_t t;
+
+	for (int i = 0; i < 64; i++)
+		ck_assert_ptr_nonnull(bo[i] = sheaf_alloc(b));
+	churn(a, 10);                          /* the barn fills */
+	while (rr_count(&full) < 2 && now_ms() - t0 < 5000) {
+		node_ring_doorbell(sp, 0);
+		sleep_us(1000);
+	}
+	for (uint32_t i = 0; i <= full.mask; i++) {
+		uint64_t v = at_load_relaxed(&full.r->slots[i]);
+		uint32_t s = (uint32_t)v;
+		struct shm_sheaf *sh;
+
+		if (((uint32_t)(v >> 32) & full.mask) != 1 || s >= sp->sheaf_count ||
+		    at_load_relaxed(&sp->owners[s]) != OWNER_RING(full.id))
+			continue;
+		sh = &sp->sheaves[s];
+		for (uint32_t k = 0; k < sheaf_size(sh); k++)
+			sh->objs[k] = k % 3 == 0 ? (uint64_t)((char *)bo[k % 64] - sp->base) :
+				      k % 3 == 1 ? 0xdeadbeefull : sp->data_off + 8;
+		scribbled++;
+	}
+	ck_assert_uint_gt(scribbled, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, grab_thread, &g), 0);
+	pthread_join(t, NULL);
+	ck_assert_msg(g.bad == 0, "%u objects of another cache or nowhere returned", g.bad);
+	ck_assert_uint_gt(refusals(), before);
+	printf("barn scribble: %u sheaves, %llu refusals\n", scribbled,
+	       (unsigned long long)(refusals() - before));
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(sheaf_free(b, bo[i]), 0);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* ---- adoption -------------------------------------------------------------- */
+
+/*
+ * Adoption of a region whose engine died, with cache descriptors spoiled:
+ * obj_size 0 (SIGFPE on the base code), objs_per_slab huge (slab_rebuild
+ * looped for ever), a bad align.  They are quarantined: not found, not
+ * reused, slabs left alone; the good cache serves, the checker agrees.
+ */
+START_TEST(adopt_quarantines_bad_descriptors)
+{
+	int good = bare_cache("good", 64), zero = bare_cache("zero", 64);
+	int huge = bare_cache("huge", 128), align = bare_cache("align", 256);
+	uint64_t objs[64];
+	struct engine_cache_params cp = { .size = 32, .capacity = -1 };
+	char err[256];
+	int fresh;
+
+	for (int c = 3; c >= 0; c--)          /* objs ends with good's */
+		ck_assert_uint_eq(slab_alloc_objs(&P, (uint32_t)c, 0, objs, 64, 0), 64);
+	ck_assert_uint_eq(slab_free_objs(&P, (uint32_t)good, objs, 32), 0);
+	engine_fini(&E);                        /* the engine dies */
+	P.caches[zero].obj_size = 0;
+	P.caches[huge].objs_per_slab = 0xffffffffu;
+	P.caches[align].align = 3;
+	ck_assert_int_ge(engine_adopt(&P), 0);
+	ck_assert_uint_eq(at_load_relaxed(&P.caches[zero].state), CACHE_BROKEN);
+	ck_assert_uint_eq(at_load_relaxed(&P.caches[huge].state), CACHE_BROKEN);
+	ck_assert_uint_eq(at_load_relaxed(&P.caches[align].state), CACHE_BROKEN);
+	ck_assert_uint_eq(at_load_relaxed(&P.caches[good].state), CACHE_LIVE);
+	ck_assert_int_eq(pool_cache_find(&P, "zero"), -ENOENT);
+	ck_assert_int_eq(pool_cache_find(&P, "good"), good);
+	ck_assert_msg(engine_init(&E, &P, err, sizeof(err)) == 0, "%s", err);
+	fresh = engine_cache_create(&E, "fresh", &cp, err, sizeof(err));
+	ck_assert_int_ge(fresh, 0);
+	ck_assert(fresh != zero && fresh != huge && fresh != align);
+	ck_assert_int_eq(engine_cache_create(&E, "zero", &cp, err, sizeof(err)), fresh + 1);
+	ck_assert_uint_eq(slab_alloc_objs(&P, (uint32_t)good, 0, objs, 64, 0), 64);
+	ck_assert_uint_eq(slab_free_objs(&P, (uint32_t)good, objs, 64), 0);
+	ck_assert_int_eq(pool_check(&P, -1, -1, NULL, err, sizeof(err)), 0);
+	ck_assert_int_eq(engine_cache_destroy(&E, (uint32_t)zero, err, sizeof(err)), -ENOENT);
+}
+END_TEST
+
+/* Adoption with the shared part spoiled: owner entries that name nobody,
+ * a lane owned by nobody, every ring header scribbled: the sheaves come
+ * back, the checker agrees. */
+START_TEST(adopt_spoiled_shared_part)
+{
+	int c = bare_cache("shared", 64);
+	uint64_t objs[16];
+	char err[256];
+
+	ck_assert_uint_eq(slab_alloc_objs(&P, (uint32_t)c, 0, objs, 16, 0), 16);
+	ck_assert_uint_eq(slab_free_objs(&P, (uint32_t)c, objs, 16), 0);
+	engine_fini(&E);
+	for (uint32_t r = 0; r < ring_total(P.nodes); r++) {
+		struct shm_ring *ring = pool_ring(&P, r);
+		ring->mask = 0xffffffffu;
+		ring->size = 7;
+		ring->nsheaves = 0xffffffffu;
+	}
+	/* Two sheaves out of the depot, owned by garbage. */
+	{
+		struct ring_ref depot = pool_depot_ref(&P);
+		struct ring_intent in = { 0 };
+		uint32_t s1 = rr_get(&depot, P.owners, OWNER_ENGINE, &in);
+		uint32_t s2 = rr_get(&depot, P.owners, OWNER_ENGINE, &in);
+
+		at_store_relaxed(&P.owners[s1], 0x12345678u);
+		at_store_relaxed(&P.owners[s2], OWNER_RING(0x7ffffff0u));
+	}
+	at_store_relaxed(&P.lanes[7].client, 0x55555555u);
+	ck_assert_int_ge(engine_adopt(&P), 2);
+	ck_assert_uint_eq(at_load_relaxed(&P.lanes[7].client), LANE_FREE);
+	ck_assert_msg(engine_init(&E, &P, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(pool_check(&P, -1, -1, NULL, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(pool_ring(&P, RING_DEPOT)->mask, P.sheaf_count - 1);
+}
+END_TEST
+
+/* ---- against a real sheafd ------------------------------------------------- */
+
+struct hostile_arg {
+	const char *sock;
+	int what;                   /* 0: depot mask; 1: lanes odd */
+	int ready[2], stop[2];
+};
+
+/* A client process that scribbles, then (mask) allocates from a fresh
+ * cache, and waits for the parent's word before it exits. */
+static int hostile(void *arg)
+{
+	struct hostile_arg *a = arg;
+	sheaf_pool_t *pool = child_connect(a->sock, a->what ? "odd" : "mask");
+	sheaf_cache_t *c;
+	struct shm_pool *sp = &pool->shm;
+	char g = 1;
+
+	close(a->stop[1]);                     /* EOF on stop: the parent's word */
+	close(a->ready[0]);
+	if (a->what == 0) {
+		struct shm_ring *depot = pool_ring(sp, RING_DEPOT);
+
+		/* The mask, and the positions a lap on (as after a long
+		 * run): sheafd's next refill indexed slots[head & mask]. */
+		depot->mask = 0xffffffffu;
+		depot->size = 0;
+		at_fetch_add_relaxed(&depot->head, 0x40000000u);
+		at_fetch_add_relaxed(&depot->tail, 0x40000000u);
+		c = sheaf_cache_create(pool, "victim", 64, NULL);
+		REQUIRE(c != NULL, "cache: %s", strerror(errno));
+		for (int i = 0; i < 2000; i++) {
+			void *o = sheaf_alloc(c);
+
+			if (o == NULL)
+				break;          /* the depot gives nothing now */
+			sheaf_free(c, o);
+		}
+	} else {
+		c = sheaf_cache_create(pool, "busy", 64, NULL);
+		REQUIRE(c != NULL, "cache: %s", strerror(errno));
+		for (int i = 0; i < 100; i++) {
+			void *o = sheaf_alloc(c);
+			if (o != NULL)
+				sheaf_free(c, o);
+		}
+		for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+			at_store_relaxed(&sp->lanes[l].live[c->id].seq, 0x7fffffffu);
+	}
+	REQUIRE(write(a->ready[1], &g, 1) == 1, "ready");
+	(void)read_full(a->stop[0], &g, 1, 60000);
+	return 0;
+}
+
+static void run_hostile(struct dmn *d, struct hostile_arg *a)
+{
+	char g;
+	pid_t pid;
+
+	a->sock = d->sock;
+	REQUIRE(pipe(a->ready) == 0 && pipe(a->stop) == 0, "pipe");
+	pid = fork_child(hostile, a);
+	REQUIRE(read_full(a->ready[0], &g, 1, 60000) == 0, "hostile client did not finish");
+	(void)pid;
+}
+
+/* Probe: a fresh client's Stats call on @cache answers within @ms; then
+ * @n allocs and frees (0: none). */
+static void probe(struct dmn *d, const char *cache, int ms, unsigned n)
+{
+	char err[256] = "";
+	sheaf_pool_t *pool = sheaf_connect(d->sock, "probe", 0, err, sizeof(err));
+	sheaf_cache_t *c;
+	struct sheaf_stats st;
+	int64_t t0;
+
+	REQUIRE(pool != NULL, "connect: %s", err);
+	c = sheaf_cache_open(pool, cache);
+	REQUIRE(c != NULL, "open %s: %s", cache, strerror(errno));
+	t0 = now_ms();
+	REQUIRE(sheaf_cache_stats(c, -1, &st) == 0, "stats: %s", strerror(errno));
+	REQUIRE(now_ms() - t0 < ms, "Stats took %lld ms", (long long)(now_ms() - t0));
+	if (n > 0)
+		churn(c, n);
+	sheaf_disconnect(pool);
+}
+
+START_TEST(daemon_depot_mask)
+{
+	struct dmn d;
+	static struct hostile_arg a;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	a.what = 0;
+	run_hostile(&d, &a);
+	REQUIRE(dmn_alive(&d), "sheafd died after the depot mask scribble");
+	/* The depot is spoiled for everyone (its sheaves are lost until a
+	 * restart): sheafd answers, nothing more is asked. */
+	probe(&d, "victim", 1000, 0);
+	REQUIRE(info_clients(d.sock) >= 1, "DaemonInfo failed");
+	REQUIRE(dmn_alive(&d), "sheafd died");
+	close(a.stop[1]);
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
+START_TEST(daemon_lanes_odd)
+{
+	struct dmn d;
+	static struct hostile_arg a;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	a.what = 1;
+	run_hostile(&d, &a);
+	probe(&d, "busy", 1000, 500);
+	close(a.stop[1]);                      /* it exits: its lanes repaired */
+	wait_no_clients(&d, 30000);
+	probe(&d, "busy", 1000, 500);          /* free lanes stay odd: still prompt */
+	REQUIRE(dmn_alive(&d), "sheafd died");
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("untrusted");
+	TCase *tc = tcase_create("engine");
+	TCase *bare = tcase_create("bare");
+	TCase *client = tcase_create("client");
+
+	require_binaries("test_untrusted");
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, depot_mask_then_alloc);
+	tcase_add_test(tc, ring_header_fields);
+	tcase_add_test(tc, capacity_over_cap_max);
+	tcase_add_test(tc, destroy_clamps_sheaf_size);
+	tcase_add_test(tc, lane_seq_odd_stats_prompt);
+	suite_add_tcase(s, tc);
+	tcase_set_timeout(client, 60);
+	tcase_add_test(client, barn_sheaf_foreign_offsets);
+	tcase_add_test(client, ring_positions_and_slots);
+	suite_add_tcase(s, client);
+	tcase_set_timeout(bare, 60);
+	tcase_add_checked_fixture(bare, bare_setup, bare_teardown);
+	tcase_add_test(bare, repair_intent_bounded_by_pool);
+	tcase_add_test(bare, repair_stale_intent_scribbled_size);
+	tcase_add_test(bare, adopt_quarantines_bad_descriptors);
+	tcase_add_test(bare, adopt_spoiled_shared_part);
+	suite_add_tcase(s, bare);
+	ADD_ALONE(s, daemon_depot_mask, 120);
+	ADD_ALONE(s, daemon_lanes_odd, 120);
+	return run_suite(s);
+}
