@@ -25,6 +25,7 @@ struct check_job {
 	struct event *ev;
 	int running;
 	uint64_t id;                 /* the Check request's id */
+	int cache;                   /* the cache it names, -1: the pool */
 	int rc;                      /* pool_check's result, read after join */
 	struct check_report rep;
 	char err[256];
@@ -41,7 +42,9 @@ static void *check_main(void *arg)
 	uint64_t one = 1;
 
 	j->err[0] = '\0';
-	j->rc = pool_check(&j->d->pool, -1, -1, &j->rep, j->err, sizeof(j->err));
+	j->rc = j->cache < 0 ? pool_check(&j->d->pool, -1, -1, &j->rep, j->err, sizeof(j->err))
+			     : pool_check_cache(&j->d->pool, (uint32_t)j->cache, &j->rep, j->err,
+						sizeof(j->err));
 	while (write(j->efd, &one, sizeof(one)) < 0 && errno == EINTR)
 		;
 	return NULL;
@@ -69,7 +72,7 @@ static void on_check_done(evutil_socket_t fd, short what, void *arg)
 	if (read(fd, &v, sizeof(v)) < 0 || !j->running)
 		return;
 	check_join(j);
-	if (rpc_check_reply(d, j->id, j->rc, &j->rep, j->err, &out) != 0)
+	if (rpc_check_reply(d, j->id, j->cache, j->rc, &j->rep, j->err, &out) != 0)
 		log_err("pool check: out of memory for the reply");
 	daemon_after_check(d);
 	server_check_done(d, &out);
@@ -103,7 +106,7 @@ static struct check_job *job_of(struct daemon *d)
 	return j;
 }
 
-int check_start(struct daemon *d, uint64_t id)
+int check_start(struct daemon *d, uint64_t id, int cache)
 {
 	struct check_job *j = job_of(d);
 	int rc;
@@ -114,6 +117,7 @@ int check_start(struct daemon *d, uint64_t id)
 		return -EBUSY;
 	engine_stop(&d->engine);
 	j->id = id;
+	j->cache = cache;
 	j->running = 1;
 	rc = pthread_create(&j->thr, NULL, check_main, j);
 	if (rc != 0) {

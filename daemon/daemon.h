@@ -163,9 +163,10 @@ void daemon_status(struct daemon *d);
 int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
 	       size_t len, struct rpc_out *out);
 void rpc_out_free(struct rpc_out *out);
-/* Pack the reply to Check request @id: pool_check's @rc, @rep and @err. */
-int rpc_check_reply(struct daemon *d, uint64_t id, int rc, const struct check_report *rep,
-		    const char *err, struct rpc_out *out);
+/* Pack the reply to Check request @id (of @cache, -1: the pool):
+ * pool_check's (pool_check_cache's) @rc, @rep and @err. */
+int rpc_check_reply(struct daemon *d, uint64_t id, int cache, int rc,
+		    const struct check_report *rep, const char *err, struct rpc_out *out);
 
 /*
  * check.c: the pool check (a walk of every slab, long on a big pool) on a
@@ -176,10 +177,10 @@ int rpc_check_reply(struct daemon *d, uint64_t id, int rc, const struct check_re
  * rpc_handle called directly) the check runs inline.
  */
 int check_running(const struct daemon *d);
-/* Start the check for Check request @id: 0 (its reply comes through
- * server_check_done), or -errno when it could not start off the loop (the
- * caller then runs it inline). */
-int check_start(struct daemon *d, uint64_t id);
+/* Start the check for Check request @id of @cache (-1: the pool): 0 (its
+ * reply comes through server_check_done), or -errno when it could not start
+ * off the loop (the caller then runs it inline). */
+int check_start(struct daemon *d, uint64_t id, int cache);
 /* Shutdown: wait for a running check and free what check.c holds. */
 void check_fini(struct daemon *d);
 

@@ -339,7 +339,7 @@ static void handle_daemon_info(struct daemon *d, struct reply *rp)
 }
 
 /* The Check reply from pool_check's result (inline, or from check.c). */
-static void fill_check(struct daemon *d, int rc, const struct check_report *rep,
+static void fill_check(struct daemon *d, int cache, int rc, const struct check_report *rep,
 		       const char *err, struct reply *rp)
 {
 	Sheaf__V1__CheckResponse *cr = ARENA_NEW(&rp->a, Sheaf__V1__CheckResponse,
@@ -351,7 +351,8 @@ static void fill_check(struct daemon *d, int rc, const struct check_report *rep,
 		return;
 	}
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
-		if (at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE)
+		if ((cache < 0 || (uint32_t)cache == c) &&
+		    at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE)
 			counted += engine_counted_in_use(&d->pool, c);
 	cr->ok = rc == 0;
 	cr->objects = rep->objects;
@@ -365,23 +366,34 @@ static void fill_check(struct daemon *d, int rc, const struct check_report *rep,
 	rp->r.check = cr;
 }
 
-/* Check: off the event loop (check.c) when there is one; its reply then
- * comes through server_check_done. */
-static void handle_check(struct daemon *d, uint64_t id, struct reply *rp)
+/* Check (of the pool, or of the cache it names): off the event loop
+ * (check.c) when there is one; its reply then comes through
+ * server_check_done. */
+static void handle_check(struct daemon *d, const Sheaf__V1__CheckRequest *rq, uint64_t id,
+			 struct reply *rp)
 {
 	struct check_report rep;
 	char err[256] = "", msg[128];
-	int rc;
+	int rc, cache = -1;
 
-	if (d->base != NULL && check_start(d, id) == 0) {
+	if (rq->cache != NULL && rq->cache[0] != '\0') {
+		cache = pool_cache_find(&d->pool, rq->cache);
+		if (cache < 0) {
+			fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'",
+			     rq->cache);
+			return;
+		}
+	}
+	if (d->base != NULL && check_start(d, id, cache) == 0) {
 		rp->deferred = 1;
 		return;
 	}
 	engine_stop(&d->engine);           /* the checker needs a quiet engine */
-	rc = pool_check(&d->pool, -1, -1, &rep, err, sizeof(err));
+	rc = cache < 0 ? pool_check(&d->pool, -1, -1, &rep, err, sizeof(err))
+		       : pool_check_cache(&d->pool, (uint32_t)cache, &rep, err, sizeof(err));
 	if (engine_start(&d->engine, msg, sizeof(msg)) != 0)
 		log_err("restarting workers after check: %s", msg);
-	fill_check(d, rc, &rep, err, rp);
+	fill_check(d, cache, rc, &rep, err, rp);
 }
 
 static void handle_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, struct reply *rp)
@@ -560,7 +572,7 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 	case SHEAF__V1__REQUEST__BODY_CACHE_DESTROY: handle_cache_destroy(d, rq->cache_destroy, rp); break;
 	case SHEAF__V1__REQUEST__BODY_STATS: handle_stats(d, rq->stats, rp); break;
 	case SHEAF__V1__REQUEST__BODY_DAEMON_INFO: handle_daemon_info(d, rp); break;
-	case SHEAF__V1__REQUEST__BODY_CHECK: handle_check(d, rq->id, rp); break;
+	case SHEAF__V1__REQUEST__BODY_CHECK: handle_check(d, rq->check, rq->id, rp); break;
 	case SHEAF__V1__REQUEST__BODY_SHRINK: handle_shrink(d, rq->shrink, rp); break;
 	case SHEAF__V1__REQUEST__BODY_TUNE: handle_tune(d, rq->tune, rp); break;
 	case SHEAF__V1__REQUEST__BODY_CLIENTS: handle_clients(d, rp); break;
@@ -627,8 +639,8 @@ int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
 	return rc;
 }
 
-int rpc_check_reply(struct daemon *d, uint64_t id, int rc, const struct check_report *rep,
-		    const char *err, struct rpc_out *out)
+int rpc_check_reply(struct daemon *d, uint64_t id, int cache, int rc,
+		    const struct check_report *rep, const char *err, struct rpc_out *out)
 {
 	struct reply *rp = calloc(1, sizeof(*rp));
 	int ret;
@@ -639,7 +651,7 @@ int rpc_check_reply(struct daemon *d, uint64_t id, int rc, const struct check_re
 	sheaf__v1__response__init(&rp->r);
 	rp->npass = 0;
 	rp->r.id = id;
-	fill_check(d, rc, rep, err, rp);
+	fill_check(d, cache, rc, rep, err, rp);
 	ret = pack_reply(rp, out);
 	arena_free(&rp->a);
 	free(rp);

@@ -21,9 +21,17 @@ static int bad(char *err, size_t errlen, const char *fmt, ...)
 	return -EUCLEAN;
 }
 
+/* Whether ring @r is one of cache @cache's (full or empty, any node);
+ * every ring when @cache < 0. */
+static int ring_of_cache(const struct shm_pool *p, int cache, uint32_t r)
+{
+	return cache < 0 || (r != RING_DEPOT && (r - 1) / 2 / p->nodes == (uint32_t)cache);
+}
+
 /* Sheaf locations: each sheaf in at most one valid ring slot, matching its
- * owner entry. */
-static int check_sheaves(struct shm_pool *p, struct check_report *rep,
+ * owner entry.  With @cache >= 0 only that cache's rings and the sheaves
+ * they own (pool_check_cache). */
+static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep,
 			 char *err, size_t errlen)
 {
 	uint8_t *seen = calloc(p->sheaf_count, 1);
@@ -32,6 +40,8 @@ static int check_sheaves(struct shm_pool *p, struct check_report *rep,
 	if (seen == NULL)
 		return bad(err, errlen, "out of memory");
 	for (uint32_t r = 0; r < ring_total(p->nodes) && rc == 0; r++) {
+		if (!ring_of_cache(p, cache, r))
+			continue;
 		/* The geometry is the pool's (untrusted.h), never the ring
 		 * header's: a client may have written anything there. */
 		struct ring_ref rr = pool_ring_ref(p, r);
@@ -65,6 +75,13 @@ static int check_sheaves(struct shm_pool *p, struct check_report *rep,
 	}
 	for (uint32_t s = 0; s < p->sheaf_count && rc == 0; s++) {
 		uint32_t o = at_load_relaxed(&p->owners[s]);
+		if (cache >= 0) {
+			if (OWNER_IS_RING(o) && OWNER_RING_ID(o) < ring_total(p->nodes) &&
+			    ring_of_cache(p, cache, OWNER_RING_ID(o)) && !seen[s])
+				rc = bad(err, errlen, "sheaf %u owned by ring %u but in no slot",
+					 s, OWNER_RING_ID(o));
+			continue;
+		}
 		if (OWNER_IS_RING(o) && !seen[s])
 			rc = bad(err, errlen, "sheaf %u owned by ring %u but in no slot",
 				 s, OWNER_RING_ID(o));
@@ -75,15 +92,34 @@ static int check_sheaves(struct shm_pool *p, struct check_report *rep,
 	/* Every sheaf counted once, in a ring or held.  The owner table is
 	 * client-writable (a scribbler may change it under the walk): a
 	 * report, never an assertion (debug.h). */
-	if (rc == 0 && rep->sheaves_in_rings + rep->sheaves_held != p->sheaf_count)
+	if (rc == 0 && cache < 0 &&
+	    rep->sheaves_in_rings + rep->sheaves_held != p->sheaf_count)
 		rc = bad(err, errlen, "owner table changed during the walk (%llu in rings, "
 			 "%llu held, %u sheaves)", (unsigned long long)rep->sheaves_in_rings,
 			 (unsigned long long)rep->sheaves_held, p->sheaf_count);
 	return rc;
 }
 
-static int check_cache(struct shm_pool *p, uint32_t c, struct check_report *rep,
-		       char *err, size_t errlen)
+/*
+ * Whether sheaf @s with owner entry @o holds objects of cache @c for the
+ * walk: its cache field says so (client-writable).  When @own_rings, the
+ * location decides first (pool_check_cache): a sheaf in a ring of another
+ * cache or the depot is not @c's, whatever its field says; a held one
+ * counts when a client slot or the engine holds it.
+ */
+static int sheaf_counts_for(const struct shm_pool *p, uint32_t c, uint32_t o,
+			    int own_rings)
+{
+	if (!own_rings)
+		return o != OWNER_RING(RING_DEPOT);
+	if (OWNER_IS_RING(o))
+		return OWNER_RING_ID(o) < ring_total(p->nodes) &&
+		       ring_of_cache(p, (int)c, OWNER_RING_ID(o));
+	return o < SHEAF_MAX_CLIENTS || o == OWNER_ENGINE;
+}
+
+static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
+		       struct check_report *rep, char *err, size_t errlen)
 {
 	const struct shm_cache *sc = &p->caches[c];
 	uint8_t **mark = calloc(p->frames_total, sizeof(*mark));
@@ -170,7 +206,7 @@ static int check_cache(struct shm_pool *p, uint32_t c, struct check_report *rep,
 		uint32_t size, capacity;
 		/* Depot sheaves are empty; skipping them leaves unused sheaf
 		 * pages untouched. */
-		if (at_load_relaxed(&p->owners[s]) == OWNER_RING(RING_DEPOT))
+		if (!sheaf_counts_for(p, c, at_load_relaxed(&p->owners[s]), own_rings))
 			continue;
 		sh = pool_sheaf(p, s);
 		/* Client-writable: each field read once, and the size bounded
@@ -259,15 +295,32 @@ int pool_check(struct shm_pool *p, int cache, int64_t expect_in_use,
 	if (rep == NULL)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));
-	rc = check_sheaves(p, rep, err, errlen);
+	rc = check_sheaves(p, -1, rep, err, errlen);
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES && rc == 0; c++) {
 		if ((cache >= 0 && (uint32_t)cache != c) ||
 		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 			continue;
-		rc = check_cache(p, c, rep, err, errlen);
+		rc = check_cache(p, c, 0, rep, err, errlen);
 	}
 	if (rc == 0 && expect_in_use >= 0 && rep->in_use != (uint64_t)expect_in_use)
 		rc = bad(err, errlen, "in use %llu, expected %lld",
 			 (unsigned long long)rep->in_use, (long long)expect_in_use);
+	return rc;
+}
+
+int pool_check_cache(struct shm_pool *p, uint32_t cache, struct check_report *rep,
+		     char *err, size_t errlen)
+{
+	struct check_report local;
+	int rc;
+
+	if (rep == NULL)
+		rep = &local;
+	memset(rep, 0, sizeof(*rep));
+	if (cache >= SHEAF_MAX_CACHES || at_load_acquire(&p->caches[cache].state) != CACHE_LIVE)
+		return bad(err, errlen, "cache %u is not live", cache);
+	rc = check_sheaves(p, (int)cache, rep, err, errlen);
+	if (rc == 0)
+		rc = check_cache(p, cache, 1, rep, err, errlen);
 	return rc;
 }

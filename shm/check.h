@@ -35,4 +35,15 @@ struct check_report {
 int pool_check(struct shm_pool *p, int cache, int64_t expect_in_use,
 	       struct check_report *rep, char *err, size_t errlen);
 
+/*
+ * The same for @cache alone, whatever other caches' rings and sheaves hold
+ * (a client may have spoiled those, docs/design.md "Trust boundary"): its
+ * slabs, its rings (each sheaf they own in exactly one slot), and the
+ * objects of the sheaves its rings own or a client or the engine holds
+ * with @cache in their cache field.  Depot and other caches are not
+ * walked.  0, or -EUCLEAN with the first broken rule in @err.
+ */
+int pool_check_cache(struct shm_pool *p, uint32_t cache, struct check_report *rep,
+		     char *err, size_t errlen);
+
 #endif
