@@ -303,9 +303,12 @@ static int do_cache_quiesce(struct shm_pool *p, uint32_t cache, uint32_t *client
 		struct shm_lane *ln = &p->lanes[l];
 
 		/* A lane no thread holds keeps a dead thread's value, if any:
-		 * nobody can be inside through it. */
+		 * nobody can be inside through it; nor through one no live
+		 * client owns (its fields are leftovers or a client's
+		 * scribbles: waiting on them made every destroy of the cache
+		 * fail with EBUSY after QUIESCE_MS). */
 		while (at_load_seqcst(&ln->in_cache) == cache + 1 &&
-		       at_load_acquire(&ln->busy)) {
+		       at_load_acquire(&ln->busy) && ut_lane_live(p, ln)) {
 			if (clock_ns() >= end) {
 				*client = at_load_relaxed(&ln->client);
 				return -EBUSY;

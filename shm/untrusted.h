@@ -175,6 +175,17 @@ static inline uint32_t ut_barn_waiters(const struct shm_barn *b)
 	return SHEAF_MAX_LANES;
 }
 
+/* Whether lane @l's client field names a live client slot: only then can
+ * a thread be inside an operation through it.  A free lane, or one whose
+ * client field a client overwrote (the repair of its client never finds
+ * it), keeps whatever busy and in_cache were left there. */
+static inline int ut_lane_live(const struct shm_pool *p, const struct shm_lane *l)
+{
+	uint32_t c = at_load_acquire((_Atomic uint32_t *)&l->client);
+
+	return c < SHEAF_MAX_CLIENTS && at_load_acquire(&p->clients[c].state) == CLIENT_LIVE;
+}
+
 /* ---- caches ------------------------------------------------------------- */
 
 /*

@@ -176,6 +176,7 @@ static int good_main(void *arg)
 			}
 			at_fetch_add_relaxed(&g->ops, 1);
 		}
+		sleep_us(100);                 /* leave the CPUs to the others */
 		/* Every held object's stamp is intact. */
 		for (uint64_t i = 0; i < n; i++) {
 			uint64_t *w = objs[i];
@@ -517,7 +518,7 @@ static int hostile_main(void *arg)
 
 	x->rng = x->seed | 1;
 	x->pool = child_connect(x->sock, "hostile");
-	x->pool->wait_ns = 20 * 1000000ll;
+	x->pool->wait_ns = 100000ll;            /* a spoiled barn: NULL at once */
 	x->sp = &x->pool->shm;
 	x->me = x->pool->client;
 	x->good = (uint32_t)pool_cache_find(x->sp, "good");
@@ -526,7 +527,7 @@ static int hostile_main(void *arg)
 						     NULL, NULL);
 		REQUIRE(x->h[c] != NULL, "hostile cache: %s", strerror(errno));
 	}
-	for (int i = 0; i < 200; i++)
+	for (int i = 0; i < 150; i++)
 		hostile_use(x);
 	burst = BURST_MIN + (unsigned)(rnd(x) & 0xff);
 	for (unsigned i = 0; i < burst; i++) {
@@ -539,7 +540,7 @@ static int hostile_main(void *arg)
 		case 6: scribble_barn(x); break;
 		default: hostile_use(x); break;
 		}
-		if ((i & 31) == 31)
+		if ((i & 63) == 63)
 			(void)sheaf_cache_shrink(x->h[rnd(x) & 1]);
 	}
 	if (write(x->done[1], &one, 1) != 1)
@@ -651,6 +652,7 @@ static void ask_all(const char *sock)
 	for (int c = 0; c < 2; c++) {
 		de.name = c ? "h1" : "h0";
 		r = ask(sock, &rq, "Destroy");
+		if (getenv("HT")) printf("destroy %s: %d %s\n", de.name, r->status, r->error);
 		sheaf__v1__response__free_unpacked(r, NULL);
 	}
 }
@@ -761,12 +763,18 @@ static void round_run(struct run *R, uint64_t seed, const char *label)
 	untrack(pid);
 	sleep_ms(3);                           /* the good client works on */
 	R->t_hostile_ms += now_ms() - t0;
+	int64_t t1 = now_ms();
 	good_pause(R, label);
+	int64_t t2 = now_ms();
 	wait_clients(R->d.sock, 1, label);
+	int64_t t3 = now_ms();
 	REQUIRE(!at_load_relaxed(&R->g->failed), "%s: the good client: %s", label, R->g->msg);
 	require_good_ok(R->d.sock, label);
+	int64_t t4 = now_ms();
 	ask_all(R->d.sock);
+	int64_t t5 = now_ms();
 	probe(R->d.sock, R->d.pid, label);
+	if (getenv("HT")) printf("burst %lld pause %lld wait %lld check %lld all %lld probe %lld\n", (long long)(t1-t0), (long long)(t2-t1),(long long)(t3-t2),(long long)(t4-t3),(long long)(t5-t4),(long long)(now_ms()-t5));
 }
 
 /* sheafd killed and started again with the fd store's memfds: it adopts
