@@ -21,15 +21,20 @@
  *   - then: the hostile client is repaired (DaemonInfo shows only the good
  *     one), and Check (of the pool: answered; of the good cache: it must
  *     pass, with in_use equal to what the good client holds: 0), Stats,
- *     Clients, Shrink and Destroy (of h0 and h1) are answered, sheafd still
+ *     Clients, Shrink and Destroy (of h0 and h1: refused while the killed
+ *     client's objects are out of the slabs) are answered, sheafd still
  *     runs and answers DaemonInfo within 1 s.
  * Every 10 rounds sheafd's CPU over an idle 100 ms must stay under 20% of
- * one CPU (utime+stime of /proc/PID/stat); every 100 rounds and at the end
- * over an idle second.  Every 100 rounds and at the end sheafd is SIGKILLed
+ * one CPU (utime+stime of /proc/PID/stat, one tick of slack); every 100
+ * rounds over an idle 300 ms, and at the end over an idle second.  Every 100 rounds and at the end sheafd is SIGKILLed
  * and started again the way systemd does (tests/util_notify.h: the fd store
  * hands both memfds over); the new sheafd adopts the scribbled region and
  * must come up, answer, and the good cache must pass the checker; the good
  * client resumes across it.
+ *
+ * The depot's header, positions and slots are fair game: spoiling them may
+ * starve the good cache (its NULL allocations are counted, not failed),
+ * never hand it a sheaf or object twice.
  *
  * What the hostile client does not write: anything of the good cache (its
  * rings and barns, owner entries and sheaves it holds or its rings own,
@@ -72,11 +77,11 @@
 
 #define GOOD_MAX     512u          /* objects the good client holds at most */
 #define GOOD_SIZE    96u
-#define BURST_MIN    200u          /* scribbles per round: 200..455 */
+#define BURST_MIN    150u          /* scribbles per round: 150..405 */
 #define ADOPT_EVERY  100
 #define CPU_EVERY    10
 
-/* Seeds of rounds that once failed: run first, every time. */
+/* Round seeds that once failed: run first, every time (0: none yet). */
 static const uint64_t regress[] = { 0 };
 
 /* ---- the well-behaved client ------------------------------------------------ */
@@ -340,9 +345,10 @@ static void scribble_random(struct hostile *x)
 	}
 }
 
-/* A ring header field, position or slot word of one of its rings (or a
- * header field of the depot: the pool's copy of its geometry, which nobody
- * may read for indexing). */
+/* A ring header field, position or slot word of one of its rings or of
+ * the depot (shared by every cache: spoiling it may starve the good cache,
+ * lose empty sheaves, never hand out a sheaf twice: the owner table
+ * decides, by CAS). */
 static void scribble_ring(struct hostile *x)
 {
 	struct shm_pool *p = x->sp;
@@ -350,7 +356,7 @@ static void scribble_ring(struct hostile *x)
 	struct shm_ring *ring = pool_ring(p, (r & 0xf) == 0 ? RING_DEPOT : own_ring(x));
 	uint32_t v = (uint32_t)nasty(x);
 
-	switch ((r >> 4) % (ring == pool_ring(p, RING_DEPOT) ? 4 : 8)) {
+	switch ((r >> 4) % 8) {
 	case 0: ring->size = v; break;
 	case 1: ring->mask = v; break;
 	case 2: ring->id = v; break;
@@ -527,7 +533,7 @@ static int hostile_main(void *arg)
 						     NULL, NULL);
 		REQUIRE(x->h[c] != NULL, "hostile cache: %s", strerror(errno));
 	}
-	for (int i = 0; i < 150; i++)
+	for (int i = 0; i < 100; i++)
 		hostile_use(x);
 	burst = BURST_MIN + (unsigned)(rnd(x) & 0xff);
 	for (unsigned i = 0; i < burst; i++) {
@@ -540,7 +546,7 @@ static int hostile_main(void *arg)
 		case 6: scribble_barn(x); break;
 		default: hostile_use(x); break;
 		}
-		if ((i & 63) == 63)
+		if ((i & 127) == 127)
 			(void)sheaf_cache_shrink(x->h[rnd(x) & 1]);
 	}
 	if (write(x->done[1], &one, 1) != 1)
@@ -651,8 +657,9 @@ static void ask_all(const char *sock)
 	rq.cache_destroy = &de;
 	for (int c = 0; c < 2; c++) {
 		de.name = c ? "h1" : "h0";
+		/* Answered; refused while the dead client's objects are
+		 * out of the slabs (it never freed them), as it should. */
 		r = ask(sock, &rq, "Destroy");
-		if (getenv("HT")) printf("destroy %s: %d %s\n", de.name, r->status, r->error);
 		sheaf__v1__response__free_unpacked(r, NULL);
 	}
 }
@@ -763,18 +770,12 @@ static void round_run(struct run *R, uint64_t seed, const char *label)
 	untrack(pid);
 	sleep_ms(3);                           /* the good client works on */
 	R->t_hostile_ms += now_ms() - t0;
-	int64_t t1 = now_ms();
 	good_pause(R, label);
-	int64_t t2 = now_ms();
 	wait_clients(R->d.sock, 1, label);
-	int64_t t3 = now_ms();
 	REQUIRE(!at_load_relaxed(&R->g->failed), "%s: the good client: %s", label, R->g->msg);
 	require_good_ok(R->d.sock, label);
-	int64_t t4 = now_ms();
 	ask_all(R->d.sock);
-	int64_t t5 = now_ms();
 	probe(R->d.sock, R->d.pid, label);
-	if (getenv("HT")) printf("burst %lld pause %lld wait %lld check %lld all %lld probe %lld\n", (long long)(t1-t0), (long long)(t2-t1),(long long)(t3-t2),(long long)(t4-t3),(long long)(t5-t4),(long long)(now_ms()-t5));
 }
 
 /* sheafd killed and started again with the fd store's memfds: it adopts
@@ -847,7 +848,7 @@ START_TEST(hostile_rounds)
 			 (unsigned long long)R->seed, (unsigned long long)seed);
 		round_run(R, seed, label);
 		if (k % CPU_EVERY == 0)
-			require_idle(R->d.pid, k % ADOPT_EVERY == 0 ? 1000 : 100, label);
+			require_idle(R->d.pid, k % ADOPT_EVERY == 0 ? 300 : 100, label);
 		if (k % ADOPT_EVERY == 0 || k == rounds)
 			adopt(R, label);
 	}
