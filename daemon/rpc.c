@@ -27,6 +27,7 @@
 #include "shm/clients.h"
 #include "shm/stats.h"
 #include "shm/tune.h"
+#include "shm/untrusted.h"
 
 struct reply {
 	Sheaf__V1__Response r;
@@ -353,7 +354,7 @@ static void fill_check(struct daemon *d, int cache, int rc, const struct check_r
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
 		if ((cache < 0 || (uint32_t)cache == c) &&
 		    at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE)
-			counted += engine_counted_in_use(&d->pool, c);
+			counted = ut_add64(counted, engine_counted_in_use(&d->pool, c));
 	cr->ok = rc == 0;
 	cr->objects = rep->objects;
 	cr->free_in_slabs = rep->free_in_slabs;
@@ -496,7 +497,8 @@ static void handle_clients(struct daemon *d, struct reply *rp)
 			if (at_load_relaxed(&p->lanes[l].client) != c)
 				continue;
 			for (uint32_t k = 0; k < SHEAF_MAX_CACHES; k++)
-				ci->objects_in_use += lane_in_use(p, &p->lanes[l], k);
+				ci->objects_in_use = ut_add64(ci->objects_in_use,
+							      lane_in_use(p, &p->lanes[l], k));
 		}
 		cr->clients[cr->n_clients++] = ci;
 	}

@@ -104,13 +104,14 @@ int64_t lane_net(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 	uint64_t st[SHEAF_STAT_ENGINE_FIRST];
 
 	lane_counts(p, l, cache, st);
-	return (int64_t)(st[ST_ALLOC_FASTPATH] + st[ST_ALLOC_SLOWPATH]) -
-	       (int64_t)(st[ST_FREE_FASTPATH] + st[ST_FREE_SLOWPATH]);
+	/* Client-written counters: wrapping arithmetic (untrusted.h). */
+	return (int64_t)(st[ST_ALLOC_FASTPATH] + st[ST_ALLOC_SLOWPATH] -
+			 st[ST_FREE_FASTPATH] - st[ST_FREE_SLOWPATH]);
 }
 
 int64_t lane_in_use(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache)
 {
-	return lane_net(p, l, cache) - at_load_relaxed(&l->base[cache]);
+	return ut_sub64(lane_net(p, l, cache), at_load_relaxed(&l->base[cache]));
 }
 
 /* Open (odd) and close (even) a change of @lv that readers must not see

@@ -155,7 +155,7 @@ int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache)
 	int64_t n = 0;
 
 	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		n += lane_net(p, &p->lanes[l], cache);
+		n = ut_add64(n, lane_net(p, &p->lanes[l], cache));
 	return n;
 }
 
@@ -181,12 +181,13 @@ static int64_t do_reconcile_counts(struct engine *e)
 		if (at_load_acquire(&p->caches[c].state) != CACHE_LIVE ||
 		    pool_check(p, (int)c, -1, &rep, err, sizeof(err)) != 0)
 			continue;
-		diff = engine_counted_in_use(p, c) - (int64_t)rep.in_use;
+		/* The counters are client-written: wrapping arithmetic. */
+		diff = ut_sub64(engine_counted_in_use(p, c), (int64_t)rep.in_use);
 		if (diff > 0)
 			at_counter_add(&e->ctl_lane->stat[c][ST_FREE_SLOWPATH], (uint64_t)diff);
 		else if (diff < 0)
-			at_counter_add(&e->ctl_lane->stat[c][ST_ALLOC_SLOWPATH], (uint64_t)-diff);
-		booked += diff > 0 ? diff : -diff;
+			at_counter_add(&e->ctl_lane->stat[c][ST_ALLOC_SLOWPATH], 0 - (uint64_t)diff);
+		booked = ut_add64(booked, diff > 0 ? diff : ut_sub64(0, diff));
 	}
 	return booked;
 }

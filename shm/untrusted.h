@@ -67,6 +67,17 @@ static inline uint64_t ut_load64(const void *p)
 	return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
 }
 
+/* @a + @b (and @a - @b) wrapping: sums of counters a client writes (lane
+ * stat, base) may be anything; signed overflow would be undefined. */
+static inline int64_t ut_add64(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+static inline int64_t ut_sub64(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
 /* ---- rings: geometry from the pool, never from the ring's header ------ */
 
 /* Ring @id of the pool (@id < ring_total(p->nodes): the caller's own). */
