@@ -35,7 +35,8 @@ int notify_send(const char *msg, int fd)
 	s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;
-	if (sendmsg(s, &mh, MSG_NOSIGNAL) < 0)
+	/* Never block: a notify socket nobody reads must not stall sheafd. */
+	if (sendmsg(s, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		rc = -errno;
 	close(s);
 	return rc;
