@@ -88,6 +88,10 @@ struct daemon {
  * configured path (refusing when another daemon holds it). */
 int server_listen(struct daemon *d, int activated, char *err, size_t errlen);
 void server_close_all(struct daemon *d);
+/* Answer every whole frame in @c's input buffer (c->in, c->in_len), keep
+ * the partial rest; -1 when a frame's length is over max_frame (close @c).
+ * Called by on_read; exported for tests/fuzz/fuzz_rpc.c. */
+int consume_frames(struct conn *c);
 
 /* registry.c: who may attach, attached clients, dead-client repair. */
 int peer_allowed(const struct daemon *d, const struct conn_info *peer);

@@ -252,8 +252,9 @@ static void handle_frame(struct conn *c, const uint8_t *buf, size_t len)
 	rpc_out_free(&out);
 }
 
-/* Hand every whole frame in the input buffer to handle_frame. */
-static int consume_frames(struct conn *c)
+/* Hand every whole frame in the input buffer to handle_frame (not static:
+ * tests/fuzz/fuzz_rpc.c feeds it directly). */
+int consume_frames(struct conn *c)
 {
 	struct daemon *d = c->d;
 	size_t off = 0;
