@@ -199,9 +199,11 @@ clean:
 #   fuzz_rpc  a connection's bytes -> consume_frames -> rpc_handle (sheafd)
 #   fuzz_shm  client-writable region contents -> the engine's pass, repair,
 #             checker and stats
-# `make fuzz-build` builds them; `make fuzz [FUZZ_SECONDS=60]` runs each for
-# that long on a working copy of its seed corpus (build-fuzz/corpus_*),
-# failing on the first crash (the input is left in build-fuzz/).
+# `make fuzz-build` builds them; `make fuzz-regress` replays the inputs that
+# once crashed them (tests/fuzz/crashes_*); `make fuzz [FUZZ_SECONDS=60]`
+# does that, then runs each target for that long on its seed corpus (new
+# inputs go to build-fuzz/corpus_*), failing on the first crash (the input
+# is left in build-fuzz/artifacts/).
 # `make fuzz-corpus` rewrites tests/fuzz/corpus_rpc/ from gen_corpus_rpc.c.
 # ---------------------------------------------------------------------------
 FUZZ_BUILD   := build-fuzz
@@ -222,7 +224,7 @@ FUZZ_DMN_OBJ   := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out daemon/main.c,$(
 FUZZ_LIB_OBJ   := $(FUZZ_SHM_OBJ) $(FUZZ_NOCOV_OBJ) $(FUZZ_DMN_OBJ) $(FUZZ_BUILD)/proto/sheaf.pb-c.o
 FUZZ_TARGETS   := $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_BUILD)/fuzz_shm
 
-.PHONY: fuzz fuzz-build fuzz-corpus
+.PHONY: fuzz fuzz-build fuzz-corpus fuzz-regress
 .SECONDARY: $(FUZZ_LIB_OBJ) $(patsubst $(FUZZ_BUILD)/%,$(FUZZ_BUILD)/tests/fuzz/%.o,$(FUZZ_TARGETS))
 fuzz-build: $(FUZZ_TARGETS)
 
@@ -258,13 +260,20 @@ fuzz-corpus: $(FUZZ_BUILD)/gen_corpus_rpc
 
 # Each target: new inputs go to build-fuzz/corpus_NAME (the seeds in
 # tests/fuzz/ are read, never written); a crash stops it and fails make.
-FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# fuzz_rpc's inputs stay short (512 bytes: a few dozen requests) so that it
+# runs fast; fuzz_shm's are patches, up to 4 KiB of them.
+FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-fuzz: fuzz-build
+# The inputs that once crashed a target, run once each: any crash, sanitizer
+# report or hang (5 s) fails.  `make fuzz` starts with it.
+FUZZ_CRASHES_SHM := $(wildcard tests/fuzz/crashes_shm/*)
+fuzz-regress: fuzz-build
+	$(if $(FUZZ_CRASHES_SHM),$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm -timeout=5 $(FUZZ_CRASHES_SHM))
+
+fuzz: fuzz-regress
 	@mkdir -p $(FUZZ_BUILD)/corpus_rpc $(FUZZ_BUILD)/corpus_shm $(FUZZ_BUILD)/artifacts
 	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_rpc -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
-		-max_len=4096 -dict=tests/fuzz/rpc.dict -print_final_stats=1 \
+		-max_len=512 -dict=tests/fuzz/rpc.dict -print_final_stats=1 \
 		-artifact_prefix=$(FUZZ_BUILD)/artifacts/rpc- \
 		$(FUZZ_BUILD)/corpus_rpc tests/fuzz/corpus_rpc
 	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm -max_total_time=$(FUZZ_SECONDS) -timeout=10 \

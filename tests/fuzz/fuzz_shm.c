@@ -25,7 +25,9 @@
  * byte, and that many bytes, written over the segment (cut at its end).
  *
  * Build and run: `make fuzz` (Makefile; build-fuzz/fuzz_shm).  Inputs that
- * crashed it: tests/fuzz/crashes_shm/ (README "Fuzzing").
+ * crashed it: tests/fuzz/crashes_shm/ (README "Fuzzing").  With
+ * FUZZ_SHM_VERBOSE set in the environment, the segments and each patch are
+ * printed (to read a crashing input).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -64,6 +66,10 @@ static uint32_t client[2];
 static int snap_fd = -1;
 static uint64_t snap_len;            /* off_data */
 static uint64_t seg_off[SEG_NR], seg_len[SEG_NR];
+static int verbose;                  /* FUZZ_SHM_VERBOSE set: say each patch */
+static const char *const seg_name[SEG_NR] = {
+	"owners", "sheaves", "rings", "barns", "nodes", "lanes", "inuse", "all",
+};
 
 static void die(const char *what, const char *err)
 {
@@ -191,6 +197,11 @@ static void setup(void)
 	if (pool_check(&pool, -1, -1, &rep, err, sizeof(err)) != 0)
 		die("the snapshot fails the checker", err);
 	segments();
+	verbose = getenv("FUZZ_SHM_VERBOSE") != NULL;
+	if (verbose)
+		for (int k = 0; k < SEG_NR; k++)
+			fprintf(stderr, "fuzz_shm: segment %s at %llu, %llu bytes\n", seg_name[k],
+				(unsigned long long)seg_off[k], (unsigned long long)seg_len[k]);
 	snapshot();
 	restore();
 }
@@ -211,6 +222,10 @@ static void apply(const uint8_t *data, size_t size)
 			len = size - i;
 		if (len > seg_len[seg] - off)
 			len = (size_t)(seg_len[seg] - off);
+		if (verbose)
+			fprintf(stderr, "fuzz_shm: %zu bytes at %s+%llu (region offset %llu)\n",
+				len, seg_name[seg], (unsigned long long)off,
+				(unsigned long long)(seg_off[seg] + off));
 		memcpy(pool.base + seg_off[seg] + off, data + i, len);
 		i += len;
 	}
