@@ -21,6 +21,8 @@ PREFIX  ?= /usr/local
 DEB_PKGS   = libevent-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev systemd man-db \
              check pkg-config
 BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
+# `make fuzz` only (clang's libFuzzer and sanitizer runtimes).
+FUZZ_PKGS  = clang libclang-rt-dev
 
 BUILD   := build$(if $(SAN),-$(SAN))$(if $(filter 1,$(DEBUG)),-debug)
 CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread \
@@ -177,7 +179,7 @@ check-deps:
 	fi
 
 deps:
-	@missing=""; for p in $(DEB_PKGS) $(BENCH_PKGS); do \
+	@missing=""; for p in $(DEB_PKGS) $(BENCH_PKGS) $(FUZZ_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then echo "all packages present"; \
@@ -186,11 +188,102 @@ deps:
 	else echo "run as root: apt-get install -y$$missing"; exit 1; fi
 
 clean:
-	rm -rf build build-address build-thread build-debug build-address-debug build-thread-debug
+	rm -rf build build-address build-thread build-debug build-address-debug build-thread-debug \
+		build-fuzz
 
 .SECONDARY: $(TEST_UTIL)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------------------------------
+# Fuzzing (issue 14; tests/fuzz/, README "Fuzzing").  Two libFuzzer targets
+# built with clang under ASan+UBSan into build-fuzz/ (whatever SAN= says):
+#   fuzz_rpc  a connection's bytes -> consume_frames -> rpc_handle (sheafd)
+#   fuzz_shm  client-writable region contents -> the engine's pass, repair,
+#             checker and stats
+# `make fuzz-build` builds them; `make fuzz-regress` replays the inputs that
+# once crashed them (tests/fuzz/crashes_*); `make fuzz [FUZZ_SECONDS=60]`
+# does that, then runs each target for that long on its seed corpus (new
+# inputs go to build-fuzz/corpus_*), failing on the first crash (the input
+# is left in build-fuzz/artifacts/).
+# `make fuzz-corpus` rewrites tests/fuzz/corpus_rpc/ from gen_corpus_rpc.c.
+# ---------------------------------------------------------------------------
+FUZZ_BUILD   := build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                -fno-omit-frame-pointer
+FUZZ_BASE    := -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -D_GNU_SOURCE \
+                -DSHEAF_SANITIZE=1 -I. -I$(FUZZ_BUILD) $(FUZZ_SAN)
+FUZZ_CFLAGS  := $(FUZZ_BASE) -fsanitize=fuzzer-no-link
+# fuzz_rpc links shm/ without coverage feedback (build-fuzz/nocov/, still
+# under the sanitizers): the checker's and the stats' loops would otherwise
+# dominate its run time with comparisons traced for inputs that do not
+# steer them; fuzz_shm links the instrumented shm/.
+FUZZ_SHM_OBJ   := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(SHM_SRC))
+FUZZ_NOCOV_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/nocov/%.o,$(SHM_SRC))
+FUZZ_DMN_OBJ   := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)))
+FUZZ_LIB_OBJ   := $(FUZZ_SHM_OBJ) $(FUZZ_NOCOV_OBJ) $(FUZZ_DMN_OBJ) $(FUZZ_BUILD)/proto/sheaf.pb-c.o
+FUZZ_TARGETS   := $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_BUILD)/fuzz_shm
+
+.PHONY: fuzz fuzz-build fuzz-corpus fuzz-regress
+.SECONDARY: $(FUZZ_LIB_OBJ) $(patsubst $(FUZZ_BUILD)/%,$(FUZZ_BUILD)/tests/fuzz/%.o,$(FUZZ_TARGETS))
+fuzz-build: $(FUZZ_TARGETS)
+
+$(FUZZ_BUILD)/proto/sheaf.pb-c.c $(FUZZ_BUILD)/proto/sheaf.pb-c.h: proto/sheaf.proto
+	@mkdir -p $(FUZZ_BUILD)/proto
+	protoc-c --proto_path=proto --c_out=$(FUZZ_BUILD)/proto $<
+
+$(FUZZ_BUILD)/%.o: %.c | $(FUZZ_BUILD)/proto/sheaf.pb-c.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/nocov/%.o: %.c | $(FUZZ_BUILD)/proto/sheaf.pb-c.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_BASE) -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/proto/sheaf.pb-c.o: $(FUZZ_BUILD)/proto/sheaf.pb-c.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+FUZZ_LINK = $(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ -levent $(LIBS)
+$(FUZZ_BUILD)/fuzz_rpc: $(FUZZ_BUILD)/tests/fuzz/fuzz_rpc.o $(FUZZ_DMN_OBJ) $(FUZZ_NOCOV_OBJ) \
+		$(FUZZ_BUILD)/proto/sheaf.pb-c.o
+	$(FUZZ_LINK)
+$(FUZZ_BUILD)/fuzz_shm: $(FUZZ_BUILD)/tests/fuzz/fuzz_shm.o $(FUZZ_SHM_OBJ)
+	$(FUZZ_LINK)
+
+# The corpus generator is a plain program (no fuzzer runtime).
+$(FUZZ_BUILD)/gen_corpus_rpc: tests/fuzz/gen_corpus_rpc.c $(FUZZ_BUILD)/proto/sheaf.pb-c.c
+	$(CC) -std=gnu11 -O1 -Wall -Wextra -Werror -I. -I$(FUZZ_BUILD) -o $@ $^ -lprotobuf-c
+
+fuzz-corpus: $(FUZZ_BUILD)/gen_corpus_rpc
+	@mkdir -p tests/fuzz/corpus_rpc
+	$(FUZZ_BUILD)/gen_corpus_rpc tests/fuzz/corpus_rpc
+
+# Each target: new inputs go to build-fuzz/corpus_NAME (the seeds in
+# tests/fuzz/ are read, never written); a crash stops it and fails make.
+# fuzz_rpc's inputs stay short (512 bytes: a few dozen requests) so that it
+# runs fast; fuzz_shm's are patches, up to 4 KiB of them.
+FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+# The inputs that once crashed a target, run once each: any crash, sanitizer
+# report or hang (5 s) fails.  `make fuzz` starts with it.
+FUZZ_CRASHES_SHM := $(wildcard tests/fuzz/crashes_shm/*)
+fuzz-regress: fuzz-build
+	$(if $(FUZZ_CRASHES_SHM),$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm -timeout=5 $(FUZZ_CRASHES_SHM))
+
+fuzz: fuzz-regress
+	@mkdir -p $(FUZZ_BUILD)/corpus_rpc $(FUZZ_BUILD)/corpus_shm $(FUZZ_BUILD)/artifacts
+	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_rpc -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+		-max_len=512 -dict=tests/fuzz/rpc.dict -print_final_stats=1 \
+		-artifact_prefix=$(FUZZ_BUILD)/artifacts/rpc- \
+		$(FUZZ_BUILD)/corpus_rpc tests/fuzz/corpus_rpc
+	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+		-max_len=4096 -print_final_stats=1 \
+		-artifact_prefix=$(FUZZ_BUILD)/artifacts/shm- \
+		$(FUZZ_BUILD)/corpus_shm tests/fuzz/corpus_shm
+
+-include $(shell find $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------------------
 # install / uninstall (issue #5).  `make install [PREFIX=/usr/local]

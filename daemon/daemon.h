@@ -127,6 +127,10 @@ void server_close_all(struct daemon *d);
 /* The pool check ended: send @out (its reply) to the connection that asked,
  * when still open, then let paused connections go on. */
 void server_check_done(struct daemon *d, struct rpc_out *out);
+/* Answer every whole frame in @c's input buffer (c->in, c->in_len), keep
+ * the partial rest: 0, or -1 when @c must be closed now.  Called by
+ * on_read; exported for tests/fuzz/fuzz_rpc.c. */
+int consume_frames(struct conn *c);
 
 /* registry.c: who may attach, attached clients, dead-client repair. */
 int peer_allowed(const struct daemon *d, const struct conn_info *peer);

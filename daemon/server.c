@@ -622,8 +622,9 @@ static enum frame_fate handle_frame(struct conn *c, const uint8_t *buf, size_t l
 }
 
 /* Hand every whole frame in the input buffer to handle_frame, in order:
- * 0, or -1 when @c must be closed now. */
-static int consume_frames(struct conn *c)
+ * 0, or -1 when @c must be closed now (not static: tests/fuzz/fuzz_rpc.c
+ * feeds it directly). */
+int consume_frames(struct conn *c)
 {
 	struct daemon *d = c->d;
 	size_t off = 0;

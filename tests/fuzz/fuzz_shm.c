@@ -1,0 +1,288 @@
+/*
+ * fuzz_shm.c - libFuzzer target over what a hostile client can write: the
+ * client-writable part of a pool region, [off_rw, off_data) (owners,
+ * sheaves, rings, barns, node doorbells, lanes, debug in-use bits), filled
+ * with fuzzed bytes and then handed to everything sheafd runs over it: the
+ * stocking pass of each node (refill and flush), the dead-client repair,
+ * the checker, the stats readers, and (as flags ask) the repair of the last
+ * client (which reconciles the counters), a pool-wide shrink, a cache
+ * destroy and an adoption as after a daemon restart.  Expected: no crash,
+ * no hang (libFuzzer -timeout), no sanitizer report, whatever the bytes.
+ *
+ * Set up once: a small pool on two simulated nodes, its engine (no worker
+ * thread: each pass is called here), three caches (plain, debug, large
+ * objects), two attached clients that took sheaves from the barns and
+ * allocated from them, as a running client leaves the region.  Then the
+ * engine-owned and client-writable parts, [0, off_data), are copied to a
+ * second memfd, the snapshot, and mapped over the region privately
+ * (MAP_PRIVATE|MAP_FIXED, same address): before each input that range is
+ * mapped again, which drops every page the last input changed, so each
+ * input starts from the same state at the cost of the pages it touches.
+ * The object data stays the pool's shared mapping (nothing here reads it).
+ *
+ * Input: one flag byte (FZ_* below), then patches: a segment byte (enum
+ * seg), a 3-byte offset into that segment (modulo its length), a length
+ * byte, and that many bytes, written over the segment (cut at its end).
+ *
+ * Build and run: `make fuzz` (Makefile; build-fuzz/fuzz_shm).  Inputs that
+ * crashed it: tests/fuzz/crashes_shm/ (README "Fuzzing").  With
+ * FUZZ_SHM_VERBOSE set in the environment, the segments and each patch are
+ * printed (to read a crashing input).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "shm/barn.h"
+#include "shm/check.h"
+#include "shm/clients.h"
+#include "shm/engine.h"
+#include "shm/stats.h"
+
+#define FUZZ_POOL_BYTES (4u << 20)   /* 16 slabs over 2 nodes */
+#define FUZZ_NODES      2u
+#define FUZZ_SHEAVES    64u
+#define FUZZ_CACHES     3u
+
+/* Flag byte: what runs after the passes, the repair of client 0, the
+ * checker and the stats (always). */
+enum {
+	FZ_RECLAIM_LAST = 1 << 0,   /* repair client 1 too: no client left */
+	FZ_SHRINK       = 1 << 1,   /* engine_shrink(all caches) */
+	FZ_DESTROY      = 1 << 2,   /* engine_cache_destroy(cache bits 4-5) */
+	FZ_ADOPT        = 1 << 3,   /* last: engine_adopt, as a restart would */
+};
+
+/* Client-writable segments an input patches. */
+enum seg { SEG_OWNERS, SEG_SHEAVES, SEG_RINGS, SEG_BARNS, SEG_NODES, SEG_LANES,
+	   SEG_INUSE, SEG_ALL, SEG_NR };
+
+static struct shm_pool pool;
+static struct engine eng;
+static uint32_t client[2];
+static int snap_fd = -1;
+static uint64_t snap_len;            /* off_data */
+static uint64_t seg_off[SEG_NR], seg_len[SEG_NR];
+static int verbose;                  /* FUZZ_SHM_VERBOSE set: say each patch */
+static const char *const seg_name[SEG_NR] = {
+	"owners", "sheaves", "rings", "barns", "nodes", "lanes", "inuse", "all",
+};
+
+static void die(const char *what, const char *err)
+{
+	fprintf(stderr, "fuzz_shm: %s: %s\n", what, err);
+	abort();
+}
+
+static void make_caches(void)
+{
+	static const struct { const char *name; struct engine_cache_params cp; } c[FUZZ_CACHES] = {
+		{ "plain", { .size = 64, .capacity = -1 } },
+		{ "debug", { .size = 200, .align = 8, .capacity = 8, .flags = SHEAF_CACHE_F_DEBUG } },
+		{ "large", { .size = 8192, .capacity = 4 } },
+	};
+	char err[160];
+
+	for (uint32_t k = 0; k < FUZZ_CACHES; k++)
+		if (engine_cache_create(&eng, c[k].name, &c[k].cp, err, sizeof(err)) != (int)k)
+			die("engine_cache_create", err);
+}
+
+/*
+ * What a client's thread leaves in the region while it runs: a lane, a
+ * main sheaf per cache (installed for the fast-path counts) with objects
+ * allocated from it on the fast path, and, for client 0, an empty sheaf
+ * held and a full one put back.  The debug cache's objects stay in their
+ * sheaves (its in-use bits would need the client library).
+ */
+static void client_activity(uint32_t id, uint32_t node)
+{
+	struct shm_lane *l = lane_acquire(&pool, id, node);
+
+	if (l == NULL)
+		die("lane_acquire", "no lane");
+	for (uint32_t k = 0; k < FUZZ_CACHES; k++) {
+		uint32_t s = barn_get_full(&pool, k, node, id, &l->intent);
+		uint32_t cap = at_load_relaxed(&pool.caches[k].sheaf_capacity);
+		struct shm_sheaf *sh;
+		int dep;
+
+		if (s == SHEAF_ID_NONE)
+			continue;
+		sh = pool_sheaf(&pool, s);
+		lane_live_install(&pool, l, k, s);
+		for (int i = 0; i < 2 && k != 1 && sheaf_size(sh) > 0; i++) {
+			(void)sheaf_pop(sh);     /* the inline alloc's word step */
+			at_store_relaxed(&sh->word, at_load_relaxed(&sh->word) + SHEAF_WORD_OP);
+		}
+		if (id != client[0])
+			continue;
+		s = barn_get_empty(&pool, k, node, cap, id, &l->intent, &dep);
+		(void)s;                         /* held, empty */
+		s = barn_get_full(&pool, k, node, id, &l->intent);
+		if (s != SHEAF_ID_NONE)
+			barn_put_full(&pool, k, node, s, id, &l->intent);
+	}
+	lane_release(l);
+}
+
+static void segments(void)
+{
+	const struct shm_header *h = pool.hdr;
+
+	seg_off[SEG_OWNERS] = h->off_owners;   seg_len[SEG_OWNERS] = h->off_sheaves - h->off_owners;
+	seg_off[SEG_SHEAVES] = h->off_sheaves; seg_len[SEG_SHEAVES] = h->off_rings - h->off_sheaves;
+	seg_off[SEG_RINGS] = h->off_rings;     seg_len[SEG_RINGS] = h->off_barns - h->off_rings;
+	seg_off[SEG_BARNS] = h->off_barns;     seg_len[SEG_BARNS] = h->off_nodes - h->off_barns;
+	seg_off[SEG_NODES] = h->off_nodes;     seg_len[SEG_NODES] = h->off_lanes - h->off_nodes;
+	seg_off[SEG_LANES] = h->off_lanes;     seg_len[SEG_LANES] = h->off_inuse - h->off_lanes;
+	seg_off[SEG_INUSE] = h->off_inuse;     seg_len[SEG_INUSE] = h->off_data - h->off_inuse;
+	seg_off[SEG_ALL] = h->off_rw;          seg_len[SEG_ALL] = h->off_data - h->off_rw;
+}
+
+/* Copy [0, off_data) to the snapshot memfd. */
+static void snapshot(void)
+{
+	snap_len = pool.data_off;
+	snap_fd = memfd_create("fuzz-shm-snapshot", MFD_CLOEXEC);
+	if (snap_fd < 0 || ftruncate(snap_fd, (off_t)snap_len) != 0)
+		die("snapshot memfd", strerror(errno));
+	for (uint64_t off = 0; off < snap_len; ) {
+		ssize_t k = pwrite(snap_fd, pool.base + off, snap_len - off, (off_t)off);
+		if (k <= 0)
+			die("writing the snapshot", strerror(errno));
+		off += (uint64_t)k;
+	}
+}
+
+/* Back to the snapshot: every page an input wrote is dropped. */
+static void restore(void)
+{
+	void *at = mmap(pool.base, snap_len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_FIXED, snap_fd, 0);
+
+	if (at != pool.base)
+		die("mapping the snapshot", strerror(errno));
+}
+
+static void setup(void)
+{
+	struct pool_params pp = {
+		.size = FUZZ_POOL_BYTES, .nodes = FUZZ_NODES, .sheaf_count = FUZZ_SHEAVES,
+	};
+	struct check_report rep;
+	char err[256];
+
+	if (pool_create(&pool, &pp, err, sizeof(err)) != 0)
+		die("pool_create", err);
+	if (engine_init(&eng, &pool, err, sizeof(err)) != 0)
+		die("engine_init", err);
+	make_caches();
+	for (uint32_t n = 0; n < pool.nodes; n++)
+		engine_node_pass(&eng, n, &eng.worker_lane[n]->intent);
+	for (int i = 0; i < 2; i++) {
+		int id = client_attach(&pool, (uint32_t)getpid(), (uint32_t)getuid(),
+				       i ? "fuzz-1" : "fuzz-0");
+		if (id < 0)
+			die("client_attach", "no slot");
+		client[i] = (uint32_t)id;
+	}
+	client_activity(client[0], 0);
+	client_activity(client[1], 1);
+	for (uint32_t n = 0; n < pool.nodes; n++)
+		engine_node_pass(&eng, n, &eng.worker_lane[n]->intent);
+	if (pool_check(&pool, -1, -1, &rep, err, sizeof(err)) != 0)
+		die("the snapshot fails the checker", err);
+	segments();
+	verbose = getenv("FUZZ_SHM_VERBOSE") != NULL;
+	if (verbose)
+		for (int k = 0; k < SEG_NR; k++)
+			fprintf(stderr, "fuzz_shm: segment %s at %llu, %llu bytes\n", seg_name[k],
+				(unsigned long long)seg_off[k], (unsigned long long)seg_len[k]);
+	snapshot();
+	restore();
+}
+
+/* Apply the patches of @data (see the header comment). */
+static void apply(const uint8_t *data, size_t size)
+{
+	size_t i = 0;
+
+	while (i + 5 <= size) {
+		uint32_t seg = data[i] % SEG_NR;
+		uint64_t off = ((uint64_t)data[i + 1] << 16 | (uint64_t)data[i + 2] << 8 |
+				data[i + 3]) % seg_len[seg];
+		size_t len = data[i + 4];
+
+		i += 5;
+		if (len > size - i)
+			len = size - i;
+		if (len > seg_len[seg] - off)
+			len = (size_t)(seg_len[seg] - off);
+		if (verbose)
+			fprintf(stderr, "fuzz_shm: %zu bytes at %s+%llu (region offset %llu)\n",
+				len, seg_name[seg], (unsigned long long)off,
+				(unsigned long long)(seg_off[seg] + off));
+		memcpy(pool.base + seg_off[seg] + off, data + i, len);
+		i += len;
+	}
+}
+
+/* The readers behind Stats and Clients. */
+static void read_stats(void)
+{
+	volatile uint64_t sink = 0;
+
+	for (uint32_t c = 0; c < FUZZ_CACHES; c++) {
+		if (at_load_acquire(&pool.caches[c].state) != CACHE_LIVE)
+			continue;
+		for (uint32_t n = 0; n < pool.nodes; n++) {
+			struct stats_sum sum = { 0 };
+			stats_cache_node(&pool, c, n, &sum);
+			sink += sum.objects + sum.barn_full;
+		}
+		sink += (uint64_t)engine_counted_in_use(&pool, c);
+		for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+			if (at_load_relaxed(&pool.lanes[l].client) != LANE_FREE)
+				sink += (uint64_t)lane_in_use(&pool, &pool.lanes[l], c);
+	}
+	(void)sink;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int ready;
+	struct check_report rep;
+	char err[256];
+	uint8_t flags;
+
+	if (!ready) {
+		setup();
+		ready = 1;
+	}
+	if (size < 1)
+		return 0;
+	restore();
+	flags = data[0];
+	apply(data + 1, size - 1);
+
+	for (uint32_t n = 0; n < pool.nodes; n++)
+		engine_node_pass(&eng, n, &eng.worker_lane[n]->intent);
+	engine_reclaim_client(&eng, client[0]);
+	if (flags & FZ_RECLAIM_LAST)
+		engine_reclaim_client(&eng, client[1]);
+	if (flags & FZ_SHRINK)
+		engine_shrink(&eng, -1, 1);
+	if (flags & FZ_DESTROY)
+		engine_cache_destroy(&eng, (flags >> 4) % FUZZ_CACHES, err, sizeof(err));
+	pool_check(&pool, -1, -1, &rep, err, sizeof(err));
+	read_stats();
+	if (flags & FZ_ADOPT)
+		engine_adopt(&pool);
+	return 0;
+}
