@@ -78,6 +78,9 @@ int exe_dir(char *buf, size_t len, const char *rel);
 
 /* ---- processes ------------------------------------------------------------- */
 
+/* CPU time (utime + stime, /proc/@pid/stat) of process @pid in seconds,
+ * or -1. */
+double cpu_seconds(pid_t pid);
 /* "exit N", "signal N" or "status 0xN" for a wait status. */
 const char *status_str(int st, char *buf, size_t len);
 /* The wait status of a normal exit 0. */
