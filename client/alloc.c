@@ -251,6 +251,22 @@ static uint32_t stash_room(const struct tcache *t)
 	return n < STASH_MAX ? (uint32_t)n : STASH_MAX;
 }
 
+/* The main sheaf @m that a new main replaces: the spare when there is none,
+ * else kept in @stash (the stash of its kind, *@n in it) while room is
+ * left, else back to the barn; the dummy is nobody's. */
+static void retire_main(struct tcache *t, struct shm_sheaf *m, struct shm_sheaf **stash,
+			uint32_t *n)
+{
+	if (m == &sheaf_dummy)
+		return;
+	if (t->spare == NULL)
+		t->spare = m;
+	else if (*n < stash_room(t))
+		stash[(*n)++] = m;
+	else
+		put_sheaf(t, m);
+}
+
 /* ---- debug tracking ---------------------------------------------------- */
 
 /*
@@ -359,14 +375,7 @@ static void *alloc_slow(struct tcache *t)
 			stat_inc(t, ST_ALLOC_FAIL);
 			return NULL;
 		}
-		if (m != &sheaf_dummy) {
-			if (t->spare == NULL)
-				t->spare = m;
-			else if (t->nempty < stash_room(t))
-				t->stash_empty[t->nempty++] = m;
-			else
-				put_sheaf(t, m);
-		}
+		retire_main(t, m, t->stash_empty, &t->nempty);
 		tmain_set(t, full);
 		obj = take(t, full);
 	}
@@ -508,14 +517,7 @@ static struct shm_sheaf *main_room(struct tcache *t, uint32_t cap)
 		if (e == NULL)
 			return NULL;
 	}
-	if (m != &sheaf_dummy) {
-		if (t->spare == NULL)
-			t->spare = m;
-		else if (t->nfull < stash_room(t))
-			t->stash_full[t->nfull++] = m;
-		else
-			put_sheaf(t, m);
-	}
+	retire_main(t, m, t->stash_full, &t->nfull);
 	tmain_set(t, e);
 	return e;
 }

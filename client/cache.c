@@ -94,12 +94,16 @@ void tcache_leave(struct tcache *t)
 	at_store_release(&t->tp->lane->in_cache, 0);
 }
 
-/* A create request from the public arguments into *@cp: 0, or -EINVAL. */
-static int cache_params(const char *name, size_t size, const struct sheaf_cache_config *cfg,
-			struct engine_cache_params *cp)
+/* The prologue of a create on @pool: a create request from the public
+ * arguments into *@cp: 0, -ECHILD (a pool inherited through fork()) or
+ * -EINVAL. */
+static int cache_params(const sheaf_pool_t *pool, const char *name, size_t size,
+			const struct sheaf_cache_config *cfg, struct engine_cache_params *cp)
 {
 	char msg[160];
 
+	if (pool->forked)
+		return -ECHILD;
 	/* What does not fit the request's 32-bit fields, and flags the
 	 * public API does not know; the engine checks the rest. */
 	if (size > SHEAF_MAX_OBJ_SIZE ||
@@ -120,13 +124,8 @@ sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
 {
 	struct engine_cache_params cp = { 0 };
 	uint32_t gen = 0;
-	int id;
+	int id = cache_params(pool, name, size, cfg, &cp);
 
-	if (pool->forked) {
-		errno = ECHILD;
-		return NULL;
-	}
-	id = cache_params(name, size, cfg, &cp);
 	if (id == 0)
 		id = pool->ops->cache_create(pool, name, &cp, &gen);
 	if (id < 0) {
@@ -158,13 +157,8 @@ sheaf_cache_t *sheaf_cache_create_or_open(sheaf_pool_t *pool, const char *name, 
 {
 	struct engine_cache_params cp = { 0 };
 	uint32_t gen = 0;
-	int id;
+	int id = cache_params(pool, name, size, cfg, &cp);
 
-	if (pool->forked) {
-		errno = ECHILD;
-		return NULL;
-	}
-	id = cache_params(name, size, cfg, &cp);
 	for (int i = 0; id == 0 && i < CREATE_OR_OPEN_TRIES; i++) {
 		/* Create first: sheafd (or the local engine) decides under
 		 * its control lock, so of racing callers exactly one creates. */

@@ -15,6 +15,27 @@
 #include "shm/engine.h"
 #include "shm/tune.h"
 
+/*
+ * Send @rq over @conn and take its reply: 0 with *@r (the caller frees it
+ * with sheaf__v1__response__free_unpacked), rpc_call's error (message in
+ * @err), or -EPROTO when the reply's body is not @want (freed then).
+ * SHEAF__V1__RESPONSE__BODY__NOT_SET for @want takes any body.
+ */
+static int request(struct rpc_conn *conn, Sheaf__V1__Request *rq,
+		   Sheaf__V1__Response__BodyCase want, Sheaf__V1__Response **r, char *err,
+		   size_t errlen)
+{
+	int rc = rpc_call(conn, rq, r, NULL, err, errlen);
+
+	if (rc != 0)
+		return rc;
+	if (want != SHEAF__V1__RESPONSE__BODY__NOT_SET && (*r)->body_case != want) {
+		sheaf__v1__response__free_unpacked(*r, NULL);
+		return -EPROTO;
+	}
+	return 0;
+}
+
 static int remote_cache_create(sheaf_pool_t *pool, const char *name,
 			       const struct engine_cache_params *cp, uint32_t *gen)
 {
@@ -30,11 +51,10 @@ static int remote_cache_create(sheaf_pool_t *pool, const char *name,
 	cc.flags = cp->flags;
 	rq.body_case = SHEAF__V1__REQUEST__BODY_CACHE_CREATE;
 	rq.cache_create = &cc;
-	rc = rpc_call(&pool->conn, &rq, &r, NULL, NULL, 0);
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_CACHE_CREATE, &r, NULL, 0);
 	if (rc != 0)
 		return rc;
-	id = r->body_case == SHEAF__V1__RESPONSE__BODY_CACHE_CREATE && r->cache_create->cache &&
-	     r->cache_create->cache->id < SHEAF_MAX_CACHES
+	id = r->cache_create->cache && r->cache_create->cache->id < SHEAF_MAX_CACHES
 		? (int)r->cache_create->cache->id : -EPROTO;
 	/* The generation sheafd created (an older sheafd sends none, 0:
 	 * the mapped descriptor's, which a destroy since could have moved). */
@@ -63,7 +83,7 @@ static int remote_cache_tune(sheaf_cache_t *c, const struct tune_setting *s)
 	tr.settings = &sp;
 	rq.body_case = SHEAF__V1__REQUEST__BODY_TUNE;
 	rq.tune = &tr;
-	rc = rpc_call(&c->pool->conn, &rq, &r, NULL, NULL, 0);
+	rc = request(&c->pool->conn, &rq, SHEAF__V1__RESPONSE__BODY__NOT_SET, &r, NULL, 0);
 	if (rc == 0)
 		sheaf__v1__response__free_unpacked(r, NULL);
 	return rc;
@@ -79,11 +99,10 @@ static int remote_cache_shrink(sheaf_cache_t *c)
 	sr.cache = c->sc->name;
 	rq.body_case = SHEAF__V1__REQUEST__BODY_SHRINK;
 	rq.shrink = &sr;
-	rc = rpc_call(&c->pool->conn, &rq, &r, NULL, NULL, 0);
+	rc = request(&c->pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_SHRINK, &r, NULL, 0);
 	if (rc != 0)
 		return rc;
-	rc = r->body_case == SHEAF__V1__RESPONSE__BODY_SHRINK ? (int)r->shrink->slabs_released
-							       : -EPROTO;
+	rc = (int)r->shrink->slabs_released;
 	sheaf__v1__response__free_unpacked(r, NULL);
 	return rc;
 }
@@ -125,11 +144,11 @@ static int remote_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stat
 	sr.cache = c->sc->name;
 	rq.body_case = SHEAF__V1__REQUEST__BODY_STATS;
 	rq.stats = &sr;
-	rc = rpc_call(&c->pool->conn, &rq, &r, NULL, NULL, 0);
+	rc = request(&c->pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_STATS, &r, NULL, 0);
 	if (rc != 0)
 		return rc;
 	rc = -EPROTO;
-	if (r->body_case == SHEAF__V1__RESPONSE__BODY_STATS && r->stats->n_caches == 1) {
+	if (r->stats->n_caches == 1) {
 		const Sheaf__V1__CacheStats *cs = r->stats->caches[0];
 
 		for (size_t n = 0; n < cs->n_nodes; n++)
@@ -145,30 +164,27 @@ static int remote_check(sheaf_pool_t *pool, char *err, size_t errlen)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__CheckRequest cr = SHEAF__V1__CHECK_REQUEST__INIT;
+	Sheaf__V1__CheckResponse *c;
 	Sheaf__V1__Response *r;
 	int rc;
 
 	rq.body_case = SHEAF__V1__REQUEST__BODY_CHECK;
 	rq.check = &cr;
-	rc = rpc_call(&pool->conn, &rq, &r, NULL, err, errlen);
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_CHECK, &r, err, errlen);
 	if (rc != 0)
 		return rc;
-	rc = -EPROTO;
-	if (r->body_case == SHEAF__V1__RESPONSE__BODY_CHECK) {
-		Sheaf__V1__CheckResponse *c = r->check;
-		if (!c->ok) {
-			if (err != NULL)
-				snprintf(err, errlen, "%s", c->problem);
-			rc = -EUCLEAN;
-		} else if (c->in_use != c->counted_in_use) {
-			if (err != NULL)
-				snprintf(err, errlen, "in use %llu by the walk, %llu by the counters",
-					 (unsigned long long)c->in_use,
-					 (unsigned long long)c->counted_in_use);
-			rc = -EUCLEAN;
-		} else {
-			rc = 0;
-		}
+	c = r->check;
+	rc = 0;
+	if (!c->ok) {
+		if (err != NULL)
+			snprintf(err, errlen, "%s", c->problem);
+		rc = -EUCLEAN;
+	} else if (c->in_use != c->counted_in_use) {
+		if (err != NULL)
+			snprintf(err, errlen, "in use %llu by the walk, %llu by the counters",
+				 (unsigned long long)c->in_use,
+				 (unsigned long long)c->counted_in_use);
+		rc = -EUCLEAN;
 	}
 	sheaf__v1__response__free_unpacked(r, NULL);
 	return rc;

@@ -271,6 +271,21 @@ static Sheaf__V1__NodeStats *node_stats(struct daemon *d, struct arena *a, uint3
 	return ns;
 }
 
+/* The scope a request names in @name: every cache (*@cache -1) when it is
+ * NULL or "", else that cache's id; -1 after failing @rp with NOT_FOUND
+ * when no cache has that name. */
+static int cache_scope(struct daemon *d, const char *name, int *cache, struct reply *rp)
+{
+	*cache = -1;
+	if (name == NULL || name[0] == '\0')
+		return 0;
+	*cache = pool_cache_find(&d->pool, name);
+	if (*cache >= 0)
+		return 0;
+	fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", name);
+	return -1;
+}
+
 static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, struct reply *rp)
 {
 	struct shm_pool *p = &d->pool;
@@ -278,14 +293,8 @@ static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, st
 					   SHEAF__V1__STATS_RESPONSE__INIT);
 	int only = -1;
 
-	if (rq->cache != NULL && rq->cache[0] != '\0') {
-		only = pool_cache_find(p, rq->cache);
-		if (only < 0) {
-			fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'",
-			     rq->cache);
-			return;
-		}
-	}
+	if (cache_scope(d, rq->cache, &only, rp) != 0)
+		return;
 	if (sr == NULL || (sr->caches = arena_alloc(&rp->a, SHEAF_MAX_CACHES * sizeof(void *))) == NULL)
 		goto oom;
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
@@ -377,14 +386,8 @@ static void handle_check(struct daemon *d, const Sheaf__V1__CheckRequest *rq, ui
 	char err[256] = "", msg[128];
 	int rc, cache = -1;
 
-	if (rq->cache != NULL && rq->cache[0] != '\0') {
-		cache = pool_cache_find(&d->pool, rq->cache);
-		if (cache < 0) {
-			fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'",
-			     rq->cache);
-			return;
-		}
-	}
+	if (cache_scope(d, rq->cache, &cache, rp) != 0)
+		return;
 	if (d->base != NULL && check_start(d, id, cache) == 0) {
 		rp->deferred = 1;
 		return;
@@ -402,14 +405,8 @@ static void handle_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, 
 	Sheaf__V1__ShrinkResponse *sr;
 	int cache = -1, n;
 
-	if (rq->cache != NULL && rq->cache[0] != '\0') {
-		cache = pool_cache_find(&d->pool, rq->cache);
-		if (cache < 0) {
-			fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'",
-			     rq->cache);
-			return;
-		}
-	}
+	if (cache_scope(d, rq->cache, &cache, rp) != 0)
+		return;
 	n = engine_shrink(&d->engine, cache, 1);
 	sr = ARENA_NEW(&rp->a, Sheaf__V1__ShrinkResponse, SHEAF__V1__SHRINK_RESPONSE__INIT);
 	if (sr == NULL) {
@@ -431,13 +428,8 @@ static void handle_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, stru
 	char err[256];
 	int cache = -1, rc;
 
-	if (rq->cache != NULL && rq->cache[0] != '\0') {
-		cache = pool_cache_find(p, rq->cache);
-		if (cache < 0) {
-			fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->cache);
-			return;
-		}
-	}
+	if (cache_scope(d, rq->cache, &cache, rp) != 0)
+		return;
 	set = arena_alloc(&rp->a, (rq->n_settings + 1) * sizeof(*set));
 	if (set == NULL) {
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");

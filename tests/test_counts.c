@@ -37,32 +37,13 @@
 #include "shm/engine.h"
 #include "shm/stats.h"
 #include "tests/util_check.h"
+#include "tests/util_pool.h"
 
 static sheaf_pool_t *mkpool(void)
 {
 	struct sheaf_pool_config cfg = { .nodes = 1, .size = 64 << 20, .sheaf_count = 1024 };
-	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
 
-	ck_assert_msg(p != NULL, "pool: %s", err);
-	return p;
-}
-
-static sheaf_cache_t *mkcache(sheaf_pool_t *p, const char *name, int cap)
-{
-	struct sheaf_cache_config cc = { .capacity = cap };
-	sheaf_cache_t *c = sheaf_cache_create(p, name, 64, &cc);
-
-	ck_assert_msg(c != NULL, "cache %s: %s", name, strerror(errno));
-	return c;
-}
-
-static struct sheaf_stats stats(sheaf_cache_t *c)
-{
-	struct sheaf_stats s;
-
-	ck_assert_int_eq(sheaf_cache_stats(c, -1, &s), 0);
-	return s;
+	return pool_new(&cfg);
 }
 
 static void check_pool(sheaf_pool_t *p, int line)
@@ -175,7 +156,7 @@ static void victim(struct shm_pool *sp, uint32_t cache, int die, uint32_t *clien
 START_TEST(fold_death_every_step)
 {
 	sheaf_pool_t *p = mkpool();
-	sheaf_cache_t *c = mkcache(p, "victims", 16);
+	sheaf_cache_t *c = mkcache(p, "victims", 64, 16, 0);
 	struct shm_pool *sp = &p->shm;
 	uint64_t leaked[64 * 2 * (LF_NR - 1)];
 	unsigned nleaked = 0;
@@ -194,7 +175,7 @@ START_TEST(fold_death_every_step)
 		if (die & 1)
 			lane_live_repair(sp, l);
 		ck_assert_int_ge(engine_reclaim_client(&p->engine, client), 1);
-		s = stats(c);
+		s = cache_stats_of(c, -1);
 		ck_assert_msg(s.stat[ST_ALLOC_FASTPATH] == allocs_done &&
 			      s.stat[ST_FREE_FASTPATH] == frees_done,
 			      "death at stop point %d: counted %llu allocs %llu frees, did %llu %llu",
@@ -211,7 +192,7 @@ START_TEST(fold_death_every_step)
 	/* The dead victims' objects, freed by this thread: nothing in use. */
 	for (unsigned k = 0; k < nleaked; k++)
 		ck_assert_int_eq(sheaf_free(c, sp->base + leaked[k]), 0);
-	ck_assert_uint_eq(stats(c).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
 	check_pool(p, __LINE__);
 	sheaf_thread_exit();                    /* this thread's sheaves back */
 	ck_assert_msg(engine_cache_destroy(&p->engine, c->id, err, sizeof(err)) == 0,
@@ -230,8 +211,8 @@ static _Atomic uint64_t *counter(sheaf_pool_t *p, uint32_t cache, enum sheaf_sta
 START_TEST(destroy_by_slabs)
 {
 	sheaf_pool_t *p = mkpool();
-	sheaf_cache_t *c = mkcache(p, "lost", 16);
-	sheaf_cache_t *d = mkcache(p, "held", 16);
+	sheaf_cache_t *c = mkcache(p, "lost", 64, 16, 0);
+	sheaf_cache_t *d = mkcache(p, "held", 64, 16, 0);
 	char err[256] = "";
 	void *o;
 
@@ -257,8 +238,8 @@ END_TEST
 START_TEST(reconcile_counts)
 {
 	sheaf_pool_t *p = mkpool();
-	sheaf_cache_t *a = mkcache(p, "a", 16);
-	sheaf_cache_t *b = mkcache(p, "b", 16);
+	sheaf_cache_t *a = mkcache(p, "a", 64, 16, 0);
+	sheaf_cache_t *b = mkcache(p, "b", 64, 16, 0);
 	struct shm_pool *sp = &p->shm;
 	void *keep[3];
 	char err[256] = "";
@@ -272,8 +253,8 @@ START_TEST(reconcile_counts)
 	at_counter_add(counter(p, b->id, ST_ALLOC_SLOWPATH), 251);   /* b: +251 */
 	ck_assert_int_ne(sheaf_pool_check(p, err, sizeof(err)), 0);
 	ck_assert_int_eq(engine_reconcile_counts(&p->engine), 256);
-	ck_assert_uint_eq(stats(a).in_use, 0);
-	ck_assert_uint_eq(stats(b).in_use, 3);   /* what this thread holds */
+	ck_assert_uint_eq(cache_stats_of(a, -1).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(b, -1).in_use, 3);   /* what this thread holds */
 	check_pool(p, __LINE__);
 	ck_assert_int_eq(engine_reconcile_counts(&p->engine), 0);
 
@@ -288,14 +269,14 @@ START_TEST(reconcile_counts)
 	ck_assert_int_ge(engine_reclaim_client(&p->engine, client), 1);
 	ck_assert_int_eq(client_attach(sp, (uint32_t)getpid(), (uint32_t)getuid(), "local"),
 			 (int)p->client);
-	ck_assert_uint_eq(stats(a).in_use, nheld);
+	ck_assert_uint_eq(cache_stats_of(a, -1).in_use, nheld);
 	check_pool(p, __LINE__);
 	for (unsigned k = 0; k < nheld; k++)
 		ck_assert_int_eq(sheaf_free(a, sp->base + held[k]), 0);
 	for (int k = 0; k < 3; k++)
 		ck_assert_int_eq(sheaf_free(b, keep[k]), 0);
-	ck_assert_uint_eq(stats(a).in_use, 0);
-	ck_assert_uint_eq(stats(b).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(a, -1).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(b, -1).in_use, 0);
 	check_pool(p, __LINE__);
 	sheaf_pool_destroy(p);
 }
@@ -348,13 +329,13 @@ static void expect_idle(sheaf_pool_t *p, sheaf_cache_t *c, uint32_t low, uint32_
 		ck_assert_ptr_nonnull(objs[k] = sheaf_alloc(c));
 	for (int k = 0; k < 200; k++)
 		ck_assert_int_eq(sheaf_free(c, objs[k]), 0);
-	ck_assert_uint_eq(stats(c).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
 }
 
 START_TEST(bad_watermarks_idle)
 {
 	sheaf_pool_t *p = mkpool();
-	sheaf_cache_t *c = mkcache(p, "wm", 8);
+	sheaf_cache_t *c = mkcache(p, "wm", 64, 8, 0);
 
 	expect_idle(p, c, 10, 20, 1);           /* issue 13: both workers spun */
 	expect_idle(p, c, 5, 3, 0);             /* no limit at all */

@@ -621,27 +621,6 @@ static int brief_client(void *argp)
 	return 0;
 }
 
-/* utime + stime of @pid in seconds, or -1. */
-static double cpu_seconds(pid_t pid)
-{
-	char path[64], *s, *p;
-	unsigned long long ut = 0, stime = 0;
-	double r = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	s = read_file(path);
-	if (s == NULL)
-		return -1;
-	/* Fields after the command (which may hold spaces): state is field 3,
-	 * utime 14, stime 15. */
-	p = strrchr(s, ')');
-	if (p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-				&ut, &stime) == 2)
-		r = (double)(ut + stime) / (double)sysconf(_SC_CLK_TCK);
-	free(s);
-	return r;
-}
-
 START_TEST(idle_cpu)
 {
 	struct dmn d;

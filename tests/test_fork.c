@@ -5,102 +5,38 @@
  * nor change a local pool's shared descriptors), the child may release the
  * pool, and the parent's pool is unchanged afterwards.
  *
- * Two tests: a pool of a real sheafd (started by the test from
- * dirname(/proc/self/exe)/../daemon/sheafd, socket in a temporary
- * directory) and a local pool (sheaf_pool_create).
+ * Two tests: a pool of a real sheafd (the build's, util_daemon.h, socket
+ * in a temporary directory) and a local pool (sheaf_pool_create).
  *
  * Each test is its own TCase: CK_RUN_CASE=<name> runs one.
  */
 #include <check.h>
 #include <errno.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include "client/sheaf.h"
 #include "tests/util_check.h"
+#include "tests/util_daemon.h"
+#include "tests/util_pool.h"
+#include "tests/util_proc.h"
 
 #define CAPACITY 32u                 /* the cache's sheaf capacity */
 
 /* ---- a sheafd of the test's own ------------------------------------------- */
 
-struct dmn {
-	pid_t pid;
-	char dir[64];
-	char sock[128];
-	char log[128];
-};
-
-static char sheafd_path[PATH_MAX];
-
-static void sleep_ms(unsigned ms)
+/* Start sheafd (2 simulated nodes, 64 MiB; output to DIR/log) in a fresh
+ * directory and wait until its socket accepts (util_daemon.h). */
+static void start_sheafd(struct dmn *d)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	const char *argv[] = { sheafd_bin(), "--foreground", "--socket", d->sock,
+			       "--nodes", "2", "--size", "64M", NULL };
 
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-/* 1 when @sock accepts a connection. */
-static int accepts(const char *sock)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-/* Start sheafd (2 simulated nodes, 64 MiB; output to DIR/log) and wait
- * until its socket accepts.  It dies with the test process. */
-static void dmn_start(struct dmn *d)
-{
-	int st;
-
-	memset(d, 0, sizeof(*d));
-	snprintf(d->dir, sizeof(d->dir), "/tmp/sheaf-fork-XXXXXX");
-	ck_assert_msg(mkdtemp(d->dir) != NULL, "mkdtemp: %s", strerror(errno));
-	snprintf(d->sock, sizeof(d->sock), "%s/s.sock", d->dir);
-	snprintf(d->log, sizeof(d->log), "%s/log", d->dir);
-	d->pid = fork();
-	ck_assert_msg(d->pid >= 0, "fork: %s", strerror(errno));
-	if (d->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (freopen(d->log, "w", stdout) == NULL || dup2(1, 2) < 0)
-			_exit(126);
-		execl(sheafd_path, sheafd_path, "--foreground", "--socket", d->sock,
-		      "--nodes", "2", "--size", "64M", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 3000 && !accepts(d->sock); i++) {
-		ck_assert_msg(waitpid(d->pid, &st, WNOHANG) == 0,
-			      "sheafd exited at start (status 0x%x, log %s)", st, d->log);
-		sleep_ms(10);
-	}
-	ck_assert_msg(accepts(d->sock), "sheafd does not accept on %s", d->sock);
-}
-
-/* SIGTERM; require a clean exit; remove the directory. */
-static void dmn_stop(struct dmn *d)
-{
-	char cmd[96];
-	int st;
-
-	kill(d->pid, SIGTERM);
-	ck_assert_int_eq(waitpid(d->pid, &st, 0), d->pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sheafd ended with 0x%x", st);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
-	ck_assert_int_eq(system(cmd), 0);
+	dmn_init_at(d, "/tmp/sheaf-fork-XXXXXX", "log");
+	dmn_start_argv(d, (char *const *)argv);
 }
 
 /* ---- the child ---------------------------------------------------------------- */
@@ -174,9 +110,7 @@ static void fork_and_check(sheaf_pool_t *p)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
 		_exit(child_calls(p, c, obj));
-	for (int i = 0; i < 6000 && waitpid(pid, &st, WNOHANG) == 0; i++)
-		sleep_ms(10);
-	if (waitpid(pid, &st, WNOHANG) == 0) {
+	if (wait_pid(pid, 60000, &st) != 1) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &st, 0);
 		ck_abort_msg("the fork child hung (releasing the inherited pool?)");
@@ -196,22 +130,21 @@ START_TEST(fork_remote)
 	sheaf_pool_t *p;
 	struct dmn d;
 
-	dmn_start(&d);
+	start_sheafd(&d);
 	p = sheaf_connect(d.sock, "fork", 0, err, sizeof(err));
 	ck_assert_msg(p != NULL, "connect: %s", err);
 	fork_and_check(p);
 	sheaf_disconnect(p);
-	dmn_stop(&d);
+	dmn_stop(&d, 30000);
+	dmn_cleanup(&d);
 }
 END_TEST
 
 START_TEST(fork_local)
 {
 	struct sheaf_pool_config cfg = { .size = 64u << 20, .nodes = 2 };
-	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
+	sheaf_pool_t *p = pool_new(&cfg);
 
-	ck_assert_msg(p != NULL, "pool create: %s", err);
 	fork_and_check(p);
 	sheaf_pool_destroy(p);
 }
@@ -220,18 +153,8 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("fork");
-	ssize_t n = readlink("/proc/self/exe", sheafd_path, sizeof(sheafd_path) - 32);
-	char *slash;
 
-	if (n <= 0 || (sheafd_path[n] = '\0', slash = strrchr(sheafd_path, '/')) == NULL) {
-		fprintf(stderr, "test_fork: the path of /proc/self/exe: %s\n", strerror(errno));
-		return 1;
-	}
-	strcpy(slash, "/../daemon/sheafd");
-	if (access(sheafd_path, X_OK) != 0) {
-		fprintf(stderr, "test_fork: no sheafd at %s (build it first)\n", sheafd_path);
-		return 1;
-	}
+	require_binaries("test_fork");
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	ADD_ALONE(s, fork_remote, 120);
 	ADD_ALONE(s, fork_local, 120);

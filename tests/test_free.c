@@ -20,45 +20,14 @@
 #include "client/internal.h"
 #include "shm/check.h"
 #include "tests/util_check.h"
+#include "tests/util_pool.h"
 
 static sheaf_pool_t *mkpool(unsigned sheaves, unsigned wait_ms)
 {
 	struct sheaf_pool_config cfg = { .nodes = 1, .size = 64 << 20,
 					  .sheaf_count = sheaves, .wait_ms = wait_ms };
-	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
 
-	ck_assert_msg(p != NULL, "pool: %s", err);
-	return p;
-}
-
-static sheaf_cache_t *mkcache(sheaf_pool_t *p, const char *name, size_t size,
-			      int cap, unsigned flags)
-{
-	struct sheaf_cache_config cc = { .capacity = cap, .flags = flags };
-	sheaf_cache_t *c = sheaf_cache_create(p, name, size, &cc);
-
-	ck_assert_msg(c != NULL, "cache %s: %s", name, strerror(errno));
-	return c;
-}
-
-static uint64_t st(sheaf_cache_t *c, const char *name)
-{
-	struct sheaf_stats s;
-	int i = sheaf_stat_index(name);
-
-	ck_assert_int_ge(i, 0);
-	ck_assert_int_eq(sheaf_cache_stats(c, -1, &s), 0);
-	return s.stat[i];
-}
-
-static void *xalloc(sheaf_cache_t *c)
-{
-	void *o = sheaf_alloc(c);
-
-	if (o == NULL)
-		ck_abort_msg("alloc: %s", strerror(errno));
-	return o;
+	return pool_new(&cfg);
 }
 
 static int cmp_ptr(const void *a, const void *b)
@@ -79,14 +48,6 @@ static void require_distinct(void **o, size_t n)
 		if (s[i] == s[i - 1])
 			ck_abort_msg("object %p handed out twice", s[i]);
 	free(s);
-}
-
-static void check_pool(sheaf_pool_t *p)
-{
-	char err[512] = "";
-	int rc = sheaf_pool_check(p, err, sizeof(err));
-
-	ck_assert_msg(rc == 0, "pool check: %s", err);
 }
 
 /* ---- 1. a stale free of the object allocated last ---------------------- */
@@ -133,14 +94,14 @@ START_TEST(stale_free_of_last_object)
 	/* The stale pointer is refused like any other; never handed out. */
 	ck_assert_int_eq(sheaf_free(c, o[15]), -EINVAL);
 	ck_assert_int_eq(sheaf_free(c, o[14]), -EINVAL);
-	ck_assert_uint_eq(st(c, "free_invalid"), 2);
+	ck_assert_uint_eq(stat_count(c, -1, "free_invalid"), 2);
 	for (int i = 0; i < 64; i++) {
 		void *x = xalloc(c);
 		REQUIRE(x != o[15], "failed");
 		REQUIRE(sheaf_free(c, x) == 0, "failed");
 	}
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -163,14 +124,14 @@ START_TEST(double_free_immediate)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "failed");
 		REQUIRE(sheaf_free(c, o[i]) == -EALREADY, "failed");
 	}
-	ck_assert_uint_eq(st(c, "free_invalid"), N);
+	ck_assert_uint_eq(stat_count(c, -1, "free_invalid"), N);
 	ck_assert_int_eq(sheaf_alloc_bulk(c, again, N), 0);
 	require_distinct(again, N);
 	ck_assert_int_eq(sheaf_free_bulk(c, again, N), 0);
 	sheaf_cache_shrink(c);
-	ck_assert_uint_eq(st(c, "flush_invalid"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "flush_invalid"), 0);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -190,14 +151,14 @@ START_TEST(double_free_caught_at_flush)
 	ck_assert_int_eq(sheaf_free(c, x), 0);
 	ck_assert_int_eq(sheaf_free(c, y), 0);
 	ck_assert_int_eq(sheaf_free(c, x), 0);
-	ck_assert_uint_eq(st(c, "free_invalid"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "free_invalid"), 0);
 	sheaf_cache_shrink(c);               /* this thread's sheaves, the barn */
-	ck_assert_uint_eq(st(c, "flush_invalid"), 1);
+	ck_assert_uint_eq(stat_count(c, -1, "flush_invalid"), 1);
 	ck_assert_int_eq(sheaf_alloc_bulk(c, o, N), 0);
 	require_distinct(o, N);
 	ck_assert_int_eq(sheaf_free_bulk(c, o, N), 0);
 	sheaf_cache_shrink(c);
-	ck_assert_uint_eq(st(c, "flush_invalid"), 1);
+	ck_assert_uint_eq(stat_count(c, -1, "flush_invalid"), 1);
 	free(o);
 	sheaf_thread_exit();
 	sheaf_pool_destroy(p);
@@ -217,11 +178,11 @@ START_TEST(free_null_is_harmless)
 	ck_assert_int_eq(sheaf_free(c, NULL), 0);
 	ck_assert_int_eq(sheaf_free(d, NULL), 0);
 	ck_assert_int_eq(errno, 1234);
-	ck_assert_uint_eq(st(c, "free_invalid"), 0);
-	ck_assert_uint_eq(st(d, "free_invalid"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "free_invalid"), 0);
+	ck_assert_uint_eq(stat_count(d, -1, "free_invalid"), 0);
 	ck_assert_int_eq(sheaf_free(c, x), 0);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -260,7 +221,7 @@ START_TEST(handle_of_destroyed_pool)
 	x = xalloc(e);
 	ck_assert_int_eq(sheaf_free(e, x), 0);
 	sheaf_thread_exit();
-	check_pool(q);
+	require_pool_ok(q);
 	sheaf_pool_destroy(q);
 }
 END_TEST
@@ -312,7 +273,7 @@ START_TEST(free_needs_no_empty_sheaf_cap1)
 		ck_assert_int_eq(errno, 0);
 	}
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	free(o);
 	sheaf_pool_destroy(p);
 }
@@ -335,7 +296,7 @@ START_TEST(free_needs_no_empty_sheaf_cap256)
 		free_all_promptly(c, o, N, 100);
 	}
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	free(o);
 	sheaf_pool_destroy(p);
 }
@@ -434,7 +395,7 @@ START_TEST(debug_alloc_killed_between_steps)
 	ck_assert(!(*w & bit));
 	ck_assert_int_eq(sheaf_free(c, x), 0);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST

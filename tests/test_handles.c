@@ -29,6 +29,7 @@
 #include "proto/sheaf.pb-c.h"
 #include "tests/util_check.h"
 #include "tests/util_daemon.h"
+#include "tests/util_pool.h"
 #include "tests/util_proc.h"
 #include "tests/util_rpc.h"
 
@@ -172,11 +173,10 @@ START_TEST(stale_handle_local)
 {
 	struct sheaf_pool_config cfg = { .size = 64 << 20, .nodes = 2 };
 	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
+	sheaf_pool_t *p = pool_new(&cfg);
 	sheaf_cache_t *a, *b;
 	void *o;
 
-	ck_assert_msg(p != NULL, "pool: %s", err);
 	a = sheaf_cache_create(p, "a", 256, NULL);
 	ck_assert_ptr_nonnull(a);
 	o = sheaf_alloc(a);
@@ -204,11 +204,10 @@ START_TEST(destroy_resets_base)
 {
 	struct sheaf_pool_config cfg = { .size = 64 << 20, .nodes = 1 };
 	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
+	sheaf_pool_t *p = pool_new(&cfg);
 	sheaf_cache_t *a;
 	void *o;
 
-	ck_assert_msg(p != NULL, "pool: %s", err);
 	a = sheaf_cache_create(p, "a", 64, NULL);
 	ck_assert_ptr_nonnull(o = sheaf_alloc(a));
 	ck_assert_int_eq(sheaf_free(a, o), 0);
@@ -438,14 +437,12 @@ static void require_one_creator(int *a, int *b)
 START_TEST(create_or_open_local)
 {
 	struct sheaf_pool_config cfg = { .size = 64 << 20, .nodes = 1 };
-	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
+	sheaf_pool_t *p = pool_new(&cfg);
 	int created[2][RACE_NAMES];
 	pthread_barrier_t go;
 	struct opener o[2];
 	pthread_t t[2];
 
-	ck_assert_msg(p != NULL, "pool: %s", err);
 	create_or_open_rules(p);
 	pthread_barrier_init(&go, NULL, 2);
 	for (int i = 0; i < 2; i++) {

@@ -119,7 +119,6 @@ START_TEST(install_pkgconfig)
 	char soname[64];
 	const char *pcenv[] = { pcpath, sysroot, "-PKG_CONFIG_LIBDIR", NULL };
 	const char *runenv[] = { ldpath, sockenv, NULL };
-	const char *san_flags = "";
 	struct notify n;
 	struct svc d = { 0 };
 	char *out, *units;
@@ -201,14 +200,10 @@ START_TEST(install_pkgconfig)
 	fmt(path, sizeof(path), "%s/example.c", test_dir);
 	REQUIRE(write_text(path, example_c) == 0, "cannot write %s", path);
 	/* An instrumented libsheaf (SAN=) needs the sanitizer runtime in the
-	 * executable: the only flags added to pkg-config's. */
-	if (strcmp(san_name, "address") == 0)
-		san_flags = "-fsanitize=address,undefined";
-	else if (strcmp(san_name, "thread") == 0)
-		san_flags = "-fsanitize=thread";
+	 * executable: the only flags added to pkg-config's (san_cflags). */
 	fmt(cmd, sizeof(cmd),
 		 "cd '%s' && cc %s -o example example.c $(pkg-config --cflags --libs sheaf)",
-		 test_dir, san_flags);
+		 test_dir, san_cflags());
 	out = capture(cmd, pcenv, &st);
 	REQUIRE(exited_ok(st), "compiling the example failed:\n%s", out);
 	free(out);
@@ -224,7 +219,7 @@ START_TEST(install_pkgconfig)
 		 "cd '%s' && c++ -Wall -Wextra -Werror -x c++ -c -o hdr_cxx.o hdr.c "
 		 "$(pkg-config --cflags sheaf) && cc %s -std=gnu89 -Wall -Werror -o hdr89 hdr.c "
 		 "$(pkg-config --cflags --libs sheaf) && nm hdr89 | grep -q ' U sheaf_alloc'",
-		 test_dir, san_flags);
+		 test_dir, san_cflags());
 	out = capture(cmd, pcenv, &st);
 	REQUIRE(exited_ok(st), "the header in C++ or gnu89 C failed:\n%s", out);
 	free(out);

@@ -44,7 +44,6 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -54,11 +53,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tests/util_proc.h"
 #include "tests/util_check.h"
+#include "tests/util_daemon.h"
+#include "tests/util_deploy.h"
+#include "tests/util_proc.h"
 
-static char root_dir[PATH_MAX];          /* the source tree */
-static char san_name[32];                /* "", "address" or "thread" */
 static char top_dir[PATH_MAX];           /* TMP: the install and each test's directory */
 static char dest[PATH_MAX];              /* TMP/dest, PREFIX /usr */
 static int san;                          /* SHEAF_SAN set: scale down */
@@ -75,36 +74,6 @@ static void on_failure(const char *file, int line, const char *cond)
 		dump_file(NULL, fail_log, 200);
 	fprintf(stderr, "(test directory kept: %s)\n", top_dir);
 	fflush(stderr);
-}
-
-/* snprintf that fails the test rather than truncate. */
-static void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void fmt(char *buf, size_t len, const char *f, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, f);
-	n = vsnprintf(buf, len, f, ap);
-	va_end(ap);
-	REQUIRE(n >= 0 && (size_t)n < len, "'%s...' does not fit in %zu bytes", f, len);
-}
-
-/* 1 when @name is an executable in $PATH. */
-static int have_tool(const char *name)
-{
-	char buf[PATH_MAX];
-	const char *path = getenv("PATH");
-	char *dirs = strdup(path != NULL ? path : "/usr/bin:/bin"), *save = NULL;
-	int found = 0;
-
-	for (char *d = strtok_r(dirs, ":", &save); d != NULL && !found;
-	     d = strtok_r(NULL, ":", &save)) {
-		snprintf(buf, sizeof(buf), "%s/%s", d, name);
-		found = access(buf, X_OK) == 0;
-	}
-	free(dirs);
-	return found;
 }
 
 /* ---- running things -------------------------------------------------------- */
@@ -137,18 +106,8 @@ static int sh_in(const char *dir, const char *cmd, const char *const *env, const
 	return st;
 }
 
-/* The sanitizer runtime flag a program needs to load an instrumented lib. */
-static const char *san_flags(void)
-{
-	if (strcmp(san_name, "address") == 0)
-		return "-fsanitize=address,undefined";
-	if (strcmp(san_name, "thread") == 0)
-		return "-fsanitize=thread";
-	return "";
-}
-
 /* A test's own directory, TMP/@name. */
-static void test_dir(char *dir, size_t len, const char *name)
+static void case_dir(char *dir, size_t len, const char *name)
 {
 	fmt(dir, len, "%s/%s", top_dir, name);
 	REQUIRE(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", dir, strerror(errno));
@@ -591,7 +550,7 @@ static void build(const char *dir, const char *src, const char *exe, enum varian
 {
 	char cmd[2 * PATH_MAX], log[PATH_MAX], out[64];
 	const char *w = warn ? "-Wall -Wextra -Werror" : "";
-	const char *s = san_flags();
+	const char *s = san_cflags();
 	int st;
 
 	switch (v) {
@@ -669,7 +628,10 @@ static void run_against_sheafd(const char *dir, const char *cmd, const char *wan
 
 static int tools_missing(enum variant v)
 {
-	return !have_tool("pkg-config") || !have_tool("cc") || (v == CXX && !have_tool("c++"));
+	char path[PATH_MAX];
+
+	return !find_tool("pkg-config", path, sizeof(path)) || !find_tool("cc", path, sizeof(path)) ||
+	       (v == CXX && !find_tool("c++", path, sizeof(path)));
 }
 
 static const char *const variant_name[] = { "pie", "nopie", "cxx", "static" };
@@ -681,7 +643,7 @@ static void example(enum variant v)
 	char *src;
 
 	fmt(path, sizeof(path), "example-%s", variant_name[v]);
-	test_dir(dir, sizeof(dir), path);
+	case_dir(dir, sizeof(dir), path);
 	src = man_example();
 	fmt(path, sizeof(path), "%s/app.c", dir);
 	REQUIRE(write_text(path, src) == 0, "cannot write %s", path);
@@ -700,7 +662,7 @@ static void threads(enum variant v)
 	char *text, *counts;
 
 	fmt(path, sizeof(path), "threads-%s", variant_name[v]);
-	test_dir(dir, sizeof(dir), path);
+	case_dir(dir, sizeof(dir), path);
 	fmt(path, sizeof(path), "%s/threads.c", dir);
 	REQUIRE(write_text(path, threads_c) == 0, "cannot write %s", path);
 	build(dir, "threads.c", "threads", v, 1,
@@ -736,13 +698,13 @@ static void dlopen_run(const char *mode)
 	int st;
 
 	fmt(path, sizeof(path), "dlopen-%s", mode);
-	test_dir(dir, sizeof(dir), path);
+	case_dir(dir, sizeof(dir), path);
 	fmt(path, sizeof(path), "%s/dl.c", dir);
 	REQUIRE(write_text(path, dl_c) == 0, "cannot write %s", path);
 	fmt(log, sizeof(log), "%s/build.log", dir);
 	fmt(cmd, sizeof(cmd), "cc -O2 -Wall -Wextra -Werror %s -o dl dl.c "
 	    "$(pkg-config --cflags sheaf) -pthread -ldl && "
-	    "! readelf -d dl | grep -q 'NEEDED.*libsheaf'", san_flags());
+	    "! readelf -d dl | grep -q 'NEEDED.*libsheaf'", san_cflags());
 	st = sh_in(dir, cmd, NULL, log);
 	REQUIRE(exited_ok(st), "`%s` failed (%s)", cmd, status_str(st, out, sizeof(out)));
 	if (strcmp(mode, "plugin") == 0) {
@@ -750,7 +712,7 @@ static void dlopen_run(const char *mode)
 		REQUIRE(write_text(path, plugin_c) == 0, "cannot write %s", path);
 		fmt(cmd, sizeof(cmd), "cc -O2 -fPIC -shared -Wall -Wextra -Werror %s "
 		    "-o libplugin.so plugin.c $(pkg-config --cflags --libs sheaf) && "
-		    "nm -D libplugin.so | grep -q ' U sheaf__alloc_slow'", san_flags());
+		    "nm -D libplugin.so | grep -q ' U sheaf__alloc_slow'", san_cflags());
 		st = sh_in(dir, cmd, NULL, log);
 		REQUIRE(exited_ok(st), "`%s` failed (%s)", cmd, status_str(st, out, sizeof(out)));
 	}
@@ -775,7 +737,7 @@ START_TEST(exported_data)
 	char *text;
 	int st;
 
-	test_dir(dir, sizeof(dir), "exported-data");
+	case_dir(dir, sizeof(dir), "exported-data");
 	fmt(log, sizeof(log), "%s/readelf.log", dir);
 	fmt(cmd, sizeof(cmd), "readelf --dyn-syms -W '%s/usr/lib/libsheaf.so.1' | "
 	    "awk '$7 != \"UND\" && ($4 == \"OBJECT\" || $4 == \"TLS\") && "
@@ -825,24 +787,13 @@ static void xfmt(char *buf, size_t len, const char *f, ...)
 	}
 }
 
-/* ROOT/build[-SAN]/tests/test_link: the source tree and the SAN= name. */
-static void find_paths(void)
+/* ROOT/build[-SAN]/tests/test_link (util_daemon.h): ROOT must be the
+ * source tree. */
+static void require_source_tree(void)
 {
-	char tmp[PATH_MAX], build_dir[PATH_MAX];
-	const char *base;
+	char tmp[PATH_MAX];
 
-	if (exe_dir(tmp, sizeof(tmp), NULL) != 0) {
-		fprintf(stderr, "test_link: the path of /proc/self/exe: %s\n", strerror(errno));
-		exit(1);
-	}
-	xfmt(build_dir, sizeof(build_dir), "%s", dirname(tmp));
-	xfmt(tmp, sizeof(tmp), "%s", build_dir);
-	base = basename(tmp);
-	xfmt(san_name, sizeof(san_name), "%s",
-		 strncmp(base, "build-", 6) == 0 ? base + 6 : "");
-	xfmt(tmp, sizeof(tmp), "%s", build_dir);
-	xfmt(root_dir, sizeof(root_dir), "%s", dirname(tmp));
-	xfmt(tmp, sizeof(tmp), "%s/sheaf.pc.in", root_dir);
+	xfmt(tmp, sizeof(tmp), "%s/sheaf.pc.in", root_dir());
 	if (access(tmp, F_OK) != 0) {
 		fprintf(stderr, "test_link: no %s: not run from the source tree?\n", tmp);
 		exit(1);
@@ -863,7 +814,7 @@ static int install(void)
 	xfmt(log, sizeof(log), "%s/make-install.log", top_dir);
 	xfmt(cmd, sizeof(cmd),
 		 "make --no-print-directory -C '%s' install SAN=%s DESTDIR='%s' PREFIX=/usr",
-		 root_dir, san_name, dest);
+		 root_dir(), build_san(), dest);
 	msg = run_proc(argv, &o, 600000, &st, err, sizeof(err));
 	if (msg != NULL || !exited_ok(st)) {
 		fprintf(stderr, "test_link: `%s` failed: %s\n", cmd,
@@ -881,7 +832,7 @@ int main(void)
 
 	san = test_san();
 	require_set_hook(on_failure);
-	find_paths();
+	require_source_tree();
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (make_temp_dir(top_dir, sizeof(top_dir), "/tmp/sheaf-link-XXXXXX") != 0) {

@@ -20,50 +20,14 @@
 #include "client/internal.h"
 #include "shm/stats.h"
 #include "tests/util_check.h"
+#include "tests/util_pool.h"
 
 static sheaf_pool_t *mkpool(unsigned nodes, size_t size, size_t cap)
 {
 	struct sheaf_pool_config cfg = { .nodes = nodes, .size = size, .mem_cap = cap,
 					  .sheaf_count = 4096 };
-	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
 
-	ck_assert_msg(p != NULL, "pool: %s", err);
-	return p;
-}
-
-static sheaf_cache_t *mkcache(sheaf_pool_t *p, const char *name, size_t size,
-			      int cap, unsigned flags)
-{
-	struct sheaf_cache_config cc = { .capacity = cap, .flags = flags };
-	sheaf_cache_t *c = sheaf_cache_create(p, name, size, &cc);
-
-	ck_assert_msg(c != NULL, "cache %s: %s", name, strerror(errno));
-	return c;
-}
-
-static uint64_t st(sheaf_cache_t *c, int node, const char *name)
-{
-	struct sheaf_stats s;
-	int i = sheaf_stat_index(name);
-
-	ck_assert_int_ge(i, 0);
-	ck_assert_int_eq(sheaf_cache_stats(c, node, &s), 0);
-	return s.stat[i];
-}
-
-static struct sheaf_stats stats(sheaf_cache_t *c, int node)
-{
-	struct sheaf_stats s;
-	ck_assert_int_eq(sheaf_cache_stats(c, node, &s), 0);
-	return s;
-}
-
-static void check_pool(sheaf_pool_t *p)
-{
-	char err[512] = "";
-	int rc = sheaf_pool_check(p, err, sizeof(err));
-	ck_assert_msg(rc == 0, "pool check: %s", err);
+	return pool_new(&cfg);
 }
 
 /* Wait (bounded) until @cond holds; the engine works asynchronously. */
@@ -74,11 +38,11 @@ static void check_pool(sheaf_pool_t *p)
 		ck_assert_msg((cond), "timed out waiting for " #cond);      \
 	} while (0)
 
-static void *xalloc(sheaf_cache_t *c)
+/* xalloc, the object then written: it is mapped and writable. */
+static void *xalloc_touch(sheaf_cache_t *c)
 {
-	void *o = sheaf_alloc(c);
-	if (o == NULL)
-		ck_abort_msg("alloc: %s", strerror(errno));
+	void *o = xalloc(c);
+
 	*(volatile char *)o = 1;
 	return o;
 }
@@ -93,36 +57,36 @@ START_TEST(fast_path_and_swaps)
 
 	/* 16 allocs: two barn exchanges (the first empty main becomes spare). */
 	for (int i = 0; i < 16; i++)
-		o[i] = xalloc(c);
-	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), 2);
-	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), 14);
-	ck_assert_uint_eq(st(c, -1, "barn_get"), 2);
+		o[i] = xalloc_touch(c);
+	ck_assert_uint_eq(stat_count(c, -1, "alloc_slowpath"), 2);
+	ck_assert_uint_eq(stat_count(c, -1, "alloc_fastpath"), 14);
+	ck_assert_uint_eq(stat_count(c, -1, "barn_get"), 2);
 	/* 16 frees: main fills, swaps with the empty spare: no barn trip. */
 	for (int i = 0; i < 16; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
-	ck_assert_uint_eq(st(c, -1, "free_fastpath"), 16);
-	ck_assert_uint_eq(st(c, -1, "free_slowpath"), 0);
-	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "free_fastpath"), 16);
+	ck_assert_uint_eq(stat_count(c, -1, "free_slowpath"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "barn_put"), 0);
 	/* 16 allocs again: main, then swap with the full spare: all fast. */
 	for (int i = 0; i < 16; i++)
-		o[i] = xalloc(c);
-	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), 30);
-	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), 2);
+		o[i] = xalloc_touch(c);
+	ck_assert_uint_eq(stat_count(c, -1, "alloc_fastpath"), 30);
+	ck_assert_uint_eq(stat_count(c, -1, "alloc_slowpath"), 2);
 	/* Free 16 + 8 more: the third full sheaf stays with the thread, in
 	 * its stash (main and spare are full). */
 	void *more[8];
 	for (int i = 0; i < 8; i++)
-		more[i] = xalloc(c);
-	ck_assert_uint_eq(st(c, -1, "barn_get"), 3);
+		more[i] = xalloc_touch(c);
+	ck_assert_uint_eq(stat_count(c, -1, "barn_get"), 3);
 	for (int i = 0; i < 16; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	for (int i = 0; i < 8; i++)
 		REQUIRE(sheaf_free(c, more[i]) == 0, "sheaf_free(%p) failed", (void *)more[i]);
-	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
-	ck_assert_uint_eq(st(c, -1, "free_slowpath"), 1);
-	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	ck_assert_uint_eq(stat_count(c, -1, "barn_put"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "free_slowpath"), 1);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -143,37 +107,37 @@ START_TEST(stash_bounds)
 	uint64_t gets, puts;
 
 	for (int i = 0; i < FIT; i++)
-		o[i] = xalloc(c);
+		o[i] = xalloc_touch(c);
 	for (int i = 0; i < FIT; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
-	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);    /* all kept */
-	gets = st(c, -1, "barn_get");
+	ck_assert_uint_eq(stat_count(c, -1, "barn_put"), 0);    /* all kept */
+	gets = stat_count(c, -1, "barn_get");
 	for (int r = 0; r < 3; r++) {
 		for (int i = 0; i < FIT; i++)
-			o[i] = xalloc(c);
+			o[i] = xalloc_touch(c);
 		for (int i = 0; i < FIT; i++)
 			REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	}
-	ck_assert_uint_eq(st(c, -1, "barn_get"), gets); /* no barn trip */
-	ck_assert_uint_eq(st(c, -1, "barn_put"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "barn_get"), gets); /* no barn trip */
+	ck_assert_uint_eq(stat_count(c, -1, "barn_put"), 0);
 	/* Five sheaves more than main, spare and the stash hold: the barn. */
 	for (int i = 0; i < OVER; i++)
-		o[i] = xalloc(c);
+		o[i] = xalloc_touch(c);
 	for (int i = 0; i < OVER; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
-	ck_assert_uint_eq(st(c, -1, "barn_put"), 5);
+	ck_assert_uint_eq(stat_count(c, -1, "barn_put"), 5);
 	/* 4 KiB objects, 16 a sheaf: 64 KiB each, so four fit STASH_BYTES. */
 	ck_assert_uint_eq(STASH_BYTES / (16 * 4096), 4);
 	for (int i = 0; i < 16 * 8; i++)
-		o[i] = xalloc(big);
-	puts = st(big, -1, "barn_put");
+		o[i] = xalloc_touch(big);
+	puts = stat_count(big, -1, "barn_put");
 	for (int i = 0; i < 16 * 8; i++)
 		REQUIRE(sheaf_free(big, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
-	ck_assert_uint_eq(st(big, -1, "barn_put") - puts, 8 - 2 - 4);
+	ck_assert_uint_eq(stat_count(big, -1, "barn_put") - puts, 8 - 2 - 4);
 	sheaf_thread_exit();
-	ck_assert_uint_eq(stats(c, -1).in_use, 0);
-	ck_assert_uint_eq(stats(big, -1).in_use, 0);
-	check_pool(p);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(big, -1).in_use, 0);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -187,24 +151,24 @@ START_TEST(empty_barn_refilled)
 	/* No stocking ahead of demand (a worker pass may have run since the
 	 * cache was created): empty the barn, then allocate. */
 	at_store_relaxed(&c->sc->barn_low, 0);
-	for (int i = 0; i < 1000 && (sheaf_cache_shrink(c), stats(c, 0).barn_full) != 0; i++)
+	for (int i = 0; i < 1000 && (sheaf_cache_shrink(c), cache_stats_of(c, 0).barn_full) != 0; i++)
 		usleep(1000);       /* a pass begun before barn_low changed */
-	ck_assert_uint_eq(stats(c, 0).barn_full, 0);
-	o = xalloc(c);
+	ck_assert_uint_eq(cache_stats_of(c, 0).barn_full, 0);
+	o = xalloc_touch(c);
 
 	/* The barn was empty: the client waited for the engine's refill. */
-	ck_assert_uint_ge(st(c, -1, "barn_get_fail"), 1);
-	ck_assert_uint_ge(st(c, -1, "sheaf_refill"), 1);
-	ck_assert_uint_ge(st(c, -1, "alloc_slab"), 1);
+	ck_assert_uint_ge(stat_count(c, -1, "barn_get_fail"), 1);
+	ck_assert_uint_ge(stat_count(c, -1, "sheaf_refill"), 1);
+	ck_assert_uint_ge(stat_count(c, -1, "alloc_slab"), 1);
 	ck_assert_int_eq(sheaf_free(c, o), 0);
 	/* With a low watermark, the engine keeps the barn stocked ahead. */
 	at_store_relaxed(&c->sc->barn_low, 4);
 	sheaf_cache_shrink(c);
-	o = xalloc(c);
-	WAIT_FOR(stats(c, 0).barn_full >= 4);
+	o = xalloc_touch(c);
+	WAIT_FOR(cache_stats_of(c, 0).barn_full >= 4);
 	ck_assert_int_eq(sheaf_free(c, o), 0);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -218,18 +182,18 @@ START_TEST(overfull_barn_flushed)
 
 	at_store_relaxed(&c->sc->barn_limit, 4);
 	for (int i = 0; i < N; i++)
-		o[i] = xalloc(c);
+		o[i] = xalloc_touch(c);
 	for (int i = 0; i < N; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	/* All but main, spare and the thread's stash go to the barn. */
-	ck_assert_uint_ge(st(c, -1, "barn_put"), N / 8 - 3 - STASH_MAX);
-	ck_assert_uint_ge(st(c, -1, "barn_put_fail"), 1);
+	ck_assert_uint_ge(stat_count(c, -1, "barn_put"), N / 8 - 3 - STASH_MAX);
+	ck_assert_uint_ge(stat_count(c, -1, "barn_put_fail"), 1);
 	/* The engine flushes the surplus back to slabs in the background. */
-	WAIT_FOR(stats(c, 0).barn_full <= 4);
-	ck_assert_uint_ge(st(c, -1, "sheaf_flush"), N / 8 - 4 - 16 - STASH_MAX);
+	WAIT_FOR(cache_stats_of(c, 0).barn_full <= 4);
+	ck_assert_uint_ge(stat_count(c, -1, "sheaf_flush"), N / 8 - 4 - 16 - STASH_MAX);
 	free(o);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -289,10 +253,10 @@ static void remote_frees(unsigned nodes)
 
 	ck_assert_int_eq(sheaf_thread_set_node(p, 0), 0);
 	for (int i = 0; i < N; i++)
-		o[i] = xalloc(c);
+		o[i] = xalloc_touch(c);
 	/* Let the engine settle, then note node 0's barn. */
 	usleep(20000);
-	full0_before = stats(c, 0).barn_full;
+	full0_before = cache_stats_of(c, 0).barn_full;
 	for (unsigned n = 1; n < nodes; n++) {
 		ra.node = n;
 		ra.n = N / (int)(nodes - 1);
@@ -302,12 +266,12 @@ static void remote_frees(unsigned nodes)
 		pthread_create(&th, NULL, remote_freer, &ra);
 		pthread_join(th, NULL);
 		/* Node n's threads counted the remote frees... */
-		ck_assert_uint_ge(st(c, (int)n, "free_remote"), (uint64_t)ra.n);
+		ck_assert_uint_ge(stat_count(c, (int)n, "free_remote"), (uint64_t)ra.n);
 	}
-	ck_assert_uint_eq(st(c, -1, "free_remote"), N);
+	ck_assert_uint_eq(stat_count(c, -1, "free_remote"), N);
 	/* ...and handed whole sheaves to node 0's barn, none to their own
 	 * (the freeing threads exited: their partial sheaves went too). */
-	ck_assert_uint_ge(stats(c, 0).barn_full, full0_before + N / 16);
+	ck_assert_uint_ge(cache_stats_of(c, 0).barn_full, full0_before + N / 16);
 	ck_assert_int_eq(objs_in_barn(p, c, 0, o, N), N);
 	for (unsigned n = 1; n < nodes; n++)
 		ck_assert_int_eq(objs_in_barn(p, c, n, o, N), 0);
@@ -315,7 +279,7 @@ static void remote_frees(unsigned nodes)
 	ck_assert_int_eq(sheaf_alloc_bulk(c, back, N), 0);
 	ck_assert_int_eq(sheaf_free_bulk(c, back, N), 0);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 
@@ -335,21 +299,21 @@ START_TEST(prefill_guarantee)
 
 	ck_assert_ptr_nonnull(pf);
 	ck_assert_uint_eq(sheaf_prefill_remaining(pf), 100);
-	ck_assert_uint_eq(st(c, -1, "sheaf_prefill_oversize"), 1);
+	ck_assert_uint_eq(stat_count(c, -1, "sheaf_prefill_oversize"), 1);
 	for (int i = 0; i < 60; i++) {
 		o[i] = sheaf_prefill_alloc(pf);
 		ck_assert_ptr_nonnull(o[i]);
 	}
-	ck_assert_uint_eq(stats(c, -1).in_use, 100);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 100);
 	sheaf_prefill_return(pf);        /* 40 come back */
-	ck_assert_uint_eq(stats(c, -1).in_use, 60);
-	ck_assert_uint_eq(st(c, -1, "sheaf_return_fast") + st(c, -1, "sheaf_return_slow"), 1);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 60);
+	ck_assert_uint_eq(stat_count(c, -1, "sheaf_return_fast") + stat_count(c, -1, "sheaf_return_slow"), 1);
 	ck_assert_int_eq(sheaf_free_bulk(c, o, 60), 0);
 	/* A reservation larger than the pool can hold fails as a whole. */
 	pf = sheaf_prefill(c, 65536);
 	ck_assert_ptr_null(pf);
 	ck_assert_int_eq(errno, ENOMEM);
-	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
 	/* Used up: ENOSPC, not a crash. */
 	pf = sheaf_prefill(c, 2);
 	ck_assert_ptr_nonnull(pf);
@@ -362,7 +326,7 @@ START_TEST(prefill_guarantee)
 	ck_assert_ptr_null(sheaf_prefill(c, 0));
 	ck_assert_int_eq(errno, EINVAL);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -383,7 +347,7 @@ START_TEST(bulk_and_enomem_at_cap)
 	ck_assert_int_eq(sheaf_free_bulk(c, o, 1000), 0);
 	/* All or nothing past the cap. */
 	ck_assert_int_eq(sheaf_alloc_bulk(c, o, MAX + 1), -ENOMEM);
-	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
 	/* One by one until the cap: NULL with ENOMEM, promptly. */
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	while (n <= MAX && (o[n] = sheaf_alloc(c)) != NULL)
@@ -393,7 +357,7 @@ START_TEST(bulk_and_enomem_at_cap)
 	ck_assert_int_le(n, MAX);
 	ck_assert_int_ge(n, MAX - 2 * 32);   /* all but what sits in sheaves */
 	ck_assert_int_lt(b.tv_sec - a.tv_sec, 3);
-	ck_assert_uint_ge(st(c, -1, "alloc_fail"), 1);
+	ck_assert_uint_ge(stat_count(c, -1, "alloc_fail"), 1);
 	/* Again: still prompt, still ENOMEM. */
 	ck_assert_ptr_null(sheaf_alloc(c));
 	ck_assert_int_eq(errno, ENOMEM);
@@ -403,7 +367,7 @@ START_TEST(bulk_and_enomem_at_cap)
 	ck_assert_int_eq(sheaf_free_bulk(c, o, 1000), 0);
 	free(o);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -417,7 +381,7 @@ START_TEST(bad_frees_detected)
 	sheaf_cache_t *b = mkcache(p, "b", 64, 8, 0);
 	sheaf_cache_t *d = mkcache(p, "dbg", 48, 8, SHEAF_CACHE_DEBUG);
 	int local;
-	void *x = xalloc(a), *y = xalloc(b), *z = xalloc(d);
+	void *x = xalloc_touch(a), *y = xalloc_touch(b), *z = xalloc_touch(d);
 
 	ck_assert_int_eq(sheaf_free(a, NULL), 0);             /* as free(NULL) */
 	ck_assert_int_eq(sheaf_free(a, &local), -EFAULT);
@@ -427,25 +391,25 @@ START_TEST(bad_frees_detected)
 	/* A frame no slab uses: the last frame of the data region. */
 	char *last = p->shm.data + p->shm.data_len - 64;
 	ck_assert_int_eq(sheaf_free(a, last), -EINVAL);
-	ck_assert_uint_eq(st(a, -1, "free_invalid"), 5);
+	ck_assert_uint_eq(stat_count(a, -1, "free_invalid"), 5);
 	/* Debug caches catch a double free at once. */
 	ck_assert_int_eq(sheaf_free(d, z), 0);
 	ck_assert_int_eq(sheaf_free(d, z), -EALREADY);
-	ck_assert_uint_eq(st(d, -1, "free_invalid"), 1);
+	ck_assert_uint_eq(stat_count(d, -1, "free_invalid"), 1);
 	ck_assert_int_eq(sheaf_free(a, x), 0);
 	ck_assert_int_eq(sheaf_free(b, y), 0);
 	sheaf_thread_exit();
-	check_pool(p);   /* nothing was corrupted */
+	require_pool_ok(p);   /* nothing was corrupted */
 	/* Other caches: the immediate double free at once, another one
 	 * dropped by the engine at flush time, exactly once. */
-	x = xalloc(a);
-	y = xalloc(a);
+	x = xalloc_touch(a);
+	y = xalloc_touch(a);
 	ck_assert_int_eq(sheaf_free(a, x), 0);
 	ck_assert_int_eq(sheaf_free(a, x), -EALREADY);
 	ck_assert_int_eq(sheaf_free(a, y), 0);
 	ck_assert_int_eq(sheaf_free(a, x), 0);
 	sheaf_cache_shrink(a);
-	ck_assert_uint_eq(st(a, -1, "flush_invalid"), 1);
+	ck_assert_uint_eq(stat_count(a, -1, "flush_invalid"), 1);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -460,17 +424,17 @@ START_TEST(sheaves_disabled)
 	void *o[N];
 
 	for (int i = 0; i < N; i++)
-		o[i] = xalloc(c);
+		o[i] = xalloc_touch(c);
 	for (int i = 0; i < N; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
-	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), 0);
-	ck_assert_uint_eq(st(c, -1, "free_fastpath"), 0);
-	ck_assert_uint_eq(st(c, -1, "alloc_slowpath"), N);
-	ck_assert_uint_eq(st(c, -1, "free_slowpath"), N);
-	ck_assert_uint_ge(st(c, -1, "barn_get"), N);
+	ck_assert_uint_eq(stat_count(c, -1, "alloc_fastpath"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "free_fastpath"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "alloc_slowpath"), N);
+	ck_assert_uint_eq(stat_count(c, -1, "free_slowpath"), N);
+	ck_assert_uint_ge(stat_count(c, -1, "barn_get"), N);
 	ck_assert_ptr_eq((void *)sheaf__tls_fast[c->slot].main, (void *)&sheaf_dummy);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -483,22 +447,22 @@ START_TEST(capacity_tuned_at_run_time)
 
 	ck_assert_uint_eq(sheaf_cache_capacity(c), 32);
 	for (int i = 0; i < 200; i++)
-		o[i] = xalloc(c);
+		o[i] = xalloc_touch(c);
 	for (int i = 0; i < 200; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_int_eq(sheaf_cache_set_capacity(c, 257), -EINVAL);
 	ck_assert_int_eq(sheaf_cache_set_capacity(c, 4), 0);
-	uint64_t puts = st(c, -1, "barn_put");
+	uint64_t puts = stat_count(c, -1, "barn_put");
 	for (int i = 0; i < 200; i++)
-		o[i] = xalloc(c);
+		o[i] = xalloc_touch(c);
 	for (int i = 0; i < 200; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	/* New sheaves hold 4: about 200/4 full sheaves, less those the
 	 * thread keeps, go to the barn. */
-	ck_assert_uint_ge(st(c, -1, "barn_put") - puts, 200 / 4 - 4 - STASH_MAX);
+	ck_assert_uint_ge(stat_count(c, -1, "barn_put") - puts, 200 / 4 - 4 - STASH_MAX);
 	ck_assert_uint_eq(sheaf__tls_fast[c->slot].main->capacity, 4);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -544,7 +508,7 @@ START_TEST(fast_counts_while_running)
 
 	REQUIRE(pthread_create(&th, NULL, counting_thread, &k) == 0, "pthread_create failed");
 	while (atomic_load(&k.phase) == 0) {
-		s = stats(c, -1);
+		s = cache_stats_of(c, -1);
 		uint64_t a = s.stat[sheaf_stat_index("alloc_fastpath")];
 		uint64_t f = s.stat[sheaf_stat_index("free_fastpath")];
 		if (a < last_a || f < last_f)
@@ -559,7 +523,7 @@ START_TEST(fast_counts_while_running)
 		last_f = f;
 		reads++;
 	}
-	s = stats(c, -1);
+	s = cache_stats_of(c, -1);
 	/* The first alloc found no main sheaf: one slow path. */
 	ck_assert_uint_eq(s.stat[sheaf_stat_index("alloc_slowpath")], 1);
 	ck_assert_uint_eq(s.stat[sheaf_stat_index("alloc_fastpath")], k.pairs - 1);
@@ -567,11 +531,11 @@ START_TEST(fast_counts_while_running)
 	ck_assert_uint_eq(s.in_use, 0);
 	atomic_store(&k.phase, 2);
 	REQUIRE(pthread_join(th, NULL) == 0, "pthread_join failed");
-	ck_assert_uint_eq(st(c, -1, "alloc_fastpath"), k.pairs - 1);
-	ck_assert_uint_eq(st(c, -1, "free_fastpath"), k.pairs);
+	ck_assert_uint_eq(stat_count(c, -1, "alloc_fastpath"), k.pairs - 1);
+	ck_assert_uint_eq(stat_count(c, -1, "free_fastpath"), k.pairs);
 	printf("  %llu pairs counted on the sheaf word; %llu reads meanwhile, none went back\n",
 	       (unsigned long long)k.pairs, (unsigned long long)reads);
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -634,9 +598,9 @@ START_TEST(live_counts_wrap_and_repair)
 	lane_counts(sp, l, c->id, st);
 	ck_assert_uint_eq(st[ST_ALLOC_FASTPATH], 4);
 	ck_assert_uint_eq(st[ST_FREE_FASTPATH], 4);
-	ck_assert_uint_eq(stats(c, -1).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
 	sheaf_set_size(&sp->sheaves[s], 0);
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -665,7 +629,7 @@ static void *user_thread(void *arg)
 
 	for (int i = 0; i < ua->iters; i++) {
 		if (n < 256 && (n == 0 || rand_r(&ua->seed) % 3 != 0)) {
-			held[n++] = xalloc(ua->c);
+			held[n++] = xalloc_touch(ua->c);
 		} else {
 			int k = (int)(rand_r(&ua->seed) % (unsigned)n);
 			REQUIRE(sheaf_free(ua->c, held[k]) == 0, "sheaf_free(%p) failed", (void *)held[k]);
@@ -687,7 +651,7 @@ START_TEST(thread_exit_returns_sheaves)
 	pthread_create(&th, NULL, user_thread, &ua);
 	pthread_join(th, NULL);
 	ck_assert_uint_eq(sheaves_held_by(p, p->client), 0);
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -746,9 +710,9 @@ START_TEST(stress_threads_then_check)
 		if (slots[k] != NULL)
 			REQUIRE(sheaf_free(c, slots[k]) == 0, "sheaf_free(%p) failed", (void *)slots[k]);
 	sheaf_thread_exit();
-	ck_assert_uint_eq(stats(c, -1).in_use, 0);
-	ck_assert_uint_gt(st(c, -1, "free_remote"), 0);
-	check_pool(p);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	ck_assert_uint_gt(stat_count(c, -1, "free_remote"), 0);
+	require_pool_ok(p);
 	free(slots);
 	sheaf_pool_destroy(p);
 }
@@ -766,7 +730,7 @@ START_TEST(shrink_releases_memory)
 	fstat(p->shm.shared_fd, &sb);
 	before = sb.st_blocks;
 	for (int i = 0; i < N; i++)
-		o[i] = xalloc(c);
+		o[i] = xalloc_touch(c);
 	fstat(p->shm.shared_fd, &sb);
 	peak = sb.st_blocks;
 	for (int i = 0; i < N; i++)
@@ -777,10 +741,10 @@ START_TEST(shrink_releases_memory)
 	ck_assert_msg(peak - after >= (peak - before) * 8 / 10,
 		      "blocks before %ld peak %ld after %ld", (long)before,
 		      (long)peak, (long)after);
-	ck_assert_uint_ge(st(c, -1, "free_slab"), 1);
+	ck_assert_uint_ge(stat_count(c, -1, "free_slab"), 1);
 	free(o);
 	sheaf_thread_exit();
-	check_pool(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST

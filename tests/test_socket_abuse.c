@@ -59,25 +59,6 @@
 #define DAEMON_NOFILE 1024
 #define WINDOW_MS    3000
 
-/* utime + stime of @pid in seconds, or -1. */
-static double cpu_seconds(pid_t pid)
-{
-	char path[64], *s, *p;
-	unsigned long long ut, st;
-	double r = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	s = read_file(path);
-	if (s == NULL)
-		return -1;
-	p = strrchr(s, ')');
-	if (p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-				&ut, &st) == 2)
-		r = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-	free(s);
-	return r;
-}
-
 /* Start sheafd on d->sock with @extra flags (NULL-terminated), its
  * descriptor limit @nofile (0: ours), log level info (debug would log
  * every connection of a flood). */

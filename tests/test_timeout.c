@@ -22,14 +22,8 @@
 #include "client/sheaf.h"
 #include "tests/util_check.h"
 #include "tests/util_daemon.h"
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "tests/util_pool.h"
+#include "tests/util_proc.h"
 
 /* A listener that accepts connections and never answers. */
 struct mute {
@@ -96,10 +90,8 @@ END_TEST
 START_TEST(set_timeout_args)
 {
 	struct sheaf_pool_config cfg = { .size = 64 << 20, .nodes = 1 };
-	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
+	sheaf_pool_t *p = pool_new(&cfg);
 
-	ck_assert_msg(p != NULL, "pool: %s", err);
 	ck_assert_int_eq(sheaf_pool_set_timeout(p, 0), -EINVAL);
 	ck_assert_int_eq(sheaf_pool_set_timeout(p, 3600001), -EINVAL);
 	ck_assert_int_eq(sheaf_pool_set_timeout(p, 1), 0);

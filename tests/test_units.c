@@ -110,6 +110,20 @@ static char *replace_all(const char *s, const char *from, const char *to)
 	return out;
 }
 
+/* The settings @dflt of sheafd.@kind are those of the template @tmpl
+ * (sheafd@.@kind) with %i = sheafd. */
+static void require_default_instance(const char *tmpl, const char *dflt, const char *kind)
+{
+	char *a = replace_all(tmpl, "sheafd@%i", "sheafd");
+	char *want = replace_all(a, "%i", "sheafd");
+
+	free(a);
+	REQUIRE(strcmp(want, dflt) == 0,
+		"sheafd.%s is not sheafd@.%s with %%i=sheafd:\n--- expected\n%s"
+		"--- found\n%s", kind, kind, want, dflt);
+	free(want);
+}
+
 static int has_key(const char *settings, const char *key)
 {
 	size_t n = strlen(key);
@@ -140,7 +154,7 @@ START_TEST(units_static)
 		"ListenStream=/run/sheafd/%i.sock", "SocketMode=0660", "SocketGroup=sheaf",
 	};
 	char path[PATH_MAX];
-	char *tsvc, *tsock, *dsvc, *dsock, *want;
+	char *tsvc, *tsock, *dsvc, *dsock;
 
 	fmt(path, sizeof(path), "%s/systemd/sheafd@.service", root_dir());
 	tsvc = unit_settings(path);
@@ -162,22 +176,8 @@ START_TEST(units_static)
 			sock_required[i]);
 
 	/* The default instance: the template with %i = sheafd. */
-	{
-		char *a = replace_all(tsvc, "sheafd@%i", "sheafd");
-		want = replace_all(a, "%i", "sheafd");
-		free(a);
-		REQUIRE(strcmp(want, dsvc) == 0,
-			"sheafd.service is not sheafd@.service with %%i=sheafd:\n--- expected\n%s"
-			"--- found\n%s", want, dsvc);
-		free(want);
-		a = replace_all(tsock, "sheafd@%i", "sheafd");
-		want = replace_all(a, "%i", "sheafd");
-		free(a);
-		REQUIRE(strcmp(want, dsock) == 0,
-			"sheafd.socket is not sheafd@.socket with %%i=sheafd:\n--- expected\n%s"
-			"--- found\n%s", want, dsock);
-		free(want);
-	}
+	require_default_instance(tsvc, dsvc, "service");
+	require_default_instance(tsock, dsock, "socket");
 	free(tsvc);
 	free(tsock);
 	free(dsvc);

@@ -35,6 +35,7 @@
 #include "shm/untrusted.h"
 #include "tests/util_check.h"
 #include "tests/util_daemon.h"
+#include "tests/util_pool.h"
 #include "tests/util_proc.h"
 #include "tests/util_rpc.h"
 
@@ -46,27 +47,8 @@ static sheaf_pool_t *mkpool(unsigned nodes)
 {
 	struct sheaf_pool_config cfg = { .nodes = nodes, .size = 64 * MIB, .sheaf_count = 1024,
 					  .wait_ms = 100 };
-	char err[256] = "";
-	sheaf_pool_t *p = sheaf_pool_create(&cfg, err, sizeof(err));
 
-	ck_assert_msg(p != NULL, "pool: %s", err);
-	return p;
-}
-
-static sheaf_cache_t *mkcache(sheaf_pool_t *p, const char *name, size_t size, int cap)
-{
-	struct sheaf_cache_config cc = { .capacity = cap };
-	sheaf_cache_t *c = sheaf_cache_create(p, name, size, &cc);
-
-	ck_assert_msg(c != NULL, "cache %s: %s", name, strerror(errno));
-	return c;
-}
-
-static void check_ok(sheaf_pool_t *p)
-{
-	char err[512] = "";
-
-	ck_assert_msg(sheaf_pool_check(p, err, sizeof(err)) == 0, "pool check: %s", err);
+	return pool_new(&cfg);
 }
 
 /* @n allocs then frees on @c; each object must be @c's. */
@@ -107,10 +89,10 @@ START_TEST(depot_mask_then_alloc)
 
 	depot->mask = 0xffffffffu;
 	depot->size = 0x80000000u;
-	c = mkcache(p, "mask", 64, 32);
+	c = mkcache(p, "mask", 64, 32, 0);
 	churn(c, 5000);
 	ck_assert_int_ge(sheaf_cache_shrink(c), 0);
-	check_ok(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -122,7 +104,7 @@ START_TEST(ring_header_fields)
 {
 	static const uint32_t bad[] = { 0, 1, 3, 0x7fffffffu, 0x80000000u, 0xffffffffu };
 	sheaf_pool_t *p = mkpool(2);
-	sheaf_cache_t *c = mkcache(p, "hdr", 128, 16);
+	sheaf_cache_t *c = mkcache(p, "hdr", 128, 16, 0);
 	uint32_t ids[3];
 
 	churn(c, 200);
@@ -142,7 +124,7 @@ START_TEST(ring_header_fields)
 				churn(c, 300);
 				ck_assert_int_ge(sheaf_cache_shrink(c), 0);
 				churn(c, 50);
-				check_ok(p);
+				require_pool_ok(p);
 			}
 			*w = keep;
 		}
@@ -156,7 +138,7 @@ END_TEST
 START_TEST(ring_positions_and_slots)
 {
 	sheaf_pool_t *p = mkpool(1);
-	sheaf_cache_t *c = mkcache(p, "pos", 64, 16);
+	sheaf_cache_t *c = mkcache(p, "pos", 64, 16, 0);
 	struct ring_ref full = pool_full_ref(&p->shm, c->id, 0);
 	struct ring_ref depot = pool_depot_ref(&p->shm);
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
@@ -280,7 +262,7 @@ END_TEST
 START_TEST(capacity_over_cap_max)
 {
 	sheaf_pool_t *p = mkpool(1);
-	sheaf_cache_t *c = mkcache(p, "cap", 64, 16);
+	sheaf_cache_t *c = mkcache(p, "cap", 64, 16, 0);
 	struct ring_ref full = pool_full_ref(&p->shm, c->id, 0);
 	int64_t t0 = now_ms();
 
@@ -294,7 +276,7 @@ START_TEST(capacity_over_cap_max)
 	for (uint32_t s = 0; s < p->shm.sheaf_count; s++)
 		ck_assert_uint_le(sheaf_size(&p->shm.sheaves[s]), SHEAF_CAP_MAX);
 	at_store_relaxed(&p->shm.caches[c->id].sheaf_capacity, 16);
-	check_ok(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -305,7 +287,7 @@ END_TEST
 START_TEST(destroy_clamps_sheaf_size)
 {
 	sheaf_pool_t *p = mkpool(1);
-	sheaf_cache_t *c = mkcache(p, "destroy", 64, 16);
+	sheaf_cache_t *c = mkcache(p, "destroy", 64, 16, 0);
 	struct ring_ref full = pool_full_ref(&p->shm, c->id, 0);
 	int64_t t0 = now_ms();
 	uint64_t before = refusals();
@@ -327,7 +309,7 @@ START_TEST(destroy_clamps_sheaf_size)
 	}
 	ck_assert_msg(engine_cache_destroy(&p->engine, c->id, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_uint_gt(refusals(), before);
-	check_ok(p);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -340,7 +322,7 @@ END_TEST
 START_TEST(lane_seq_odd_stats_prompt)
 {
 	sheaf_pool_t *p = mkpool(1);
-	sheaf_cache_t *c = mkcache(p, "lanes", 64, 16);
+	sheaf_cache_t *c = mkcache(p, "lanes", 64, 16, 0);
 	struct sheaf_stats st;
 	int64_t t0;
 
@@ -387,7 +369,7 @@ static void *grab_thread(void *arg)
 START_TEST(barn_sheaf_foreign_offsets)
 {
 	sheaf_pool_t *p = mkpool(1);
-	sheaf_cache_t *a = mkcache(p, "a", 64, 32), *b = mkcache(p, "b", 64, 32);
+	sheaf_cache_t *a = mkcache(p, "a", 64, 32, 0), *b = mkcache(p, "b", 64, 32, 0);
 	struct shm_pool *sp = &p->shm;
 	struct ring_ref full = pool_full_ref(sp, a->id, 0);
 	void *bo[64];

@@ -74,6 +74,13 @@ const char *sheafctl_bin(void)
 	return paths.sheafctl;
 }
 
+const char *build_san(void)
+{
+	const char *b = build_dir(), *base = strrchr(b, '/') ? strrchr(b, '/') + 1 : b;
+
+	return strncmp(base, "build-", 6) == 0 ? base + 6 : "";
+}
+
 void require_binaries(const char *prog)
 {
 	const char *bins[] = { sheafd_bin(), sheafctl_bin() };

@@ -2,8 +2,9 @@
  * util_daemon.h - a real sheafd for a test, and the client processes that
  * talk to it: where the built programs are, a daemon per test in a fresh
  * temporary directory (started, waited for, stopped, its log shown when a
- * REQUIRE fails), and forked clients.  Used by test_daemon*, test_sheafctl*
- * and (for the paths) test_systemd, test_units and test_install.
+ * REQUIRE fails), and forked clients.  Used by test_daemon*, test_sheafctl*,
+ * test_handles, test_timeout, test_fork and others, and (for the paths)
+ * by test_systemd, test_units, test_install and test_link.
  *
  * Failures go through REQUIRE (util_check.h): the calls fail the test.
  */
@@ -25,6 +26,8 @@ const char *build_dir(void);             /* BUILD */
 const char *root_dir(void);              /* ROOT: the source tree */
 const char *sheafd_bin(void);            /* BUILD/daemon/sheafd */
 const char *sheafctl_bin(void);          /* BUILD/client/sheafctl/sheafctl */
+/* "", "address" or "thread": the SAN= of this build (BUILD's name). */
+const char *build_san(void);
 
 /* Exit 1 with a message naming @prog unless sheafd and sheafctl are built. */
 void require_binaries(const char *prog);

@@ -50,12 +50,8 @@ char san_name[32];
 void deploy_init(const char *prog)
 {
 	char tmp[PATH_MAX];
-	const char *base = strrchr(build_dir(), '/') ? strrchr(build_dir(), '/') + 1 : build_dir();
 
-	if (strncmp(base, "build-", 6) == 0)
-		snprintf(san_name, sizeof(san_name), "%s", base + 6);
-	else
-		san_name[0] = '\0';
+	snprintf(san_name, sizeof(san_name), "%s", build_san());
 	if (access(sheafd_bin(), X_OK) != 0) {
 		fprintf(stderr, "%s: no sheafd at %s (build it first)\n", prog, sheafd_bin());
 		exit(1);
@@ -77,6 +73,15 @@ void fmt(char *buf, size_t len, const char *f, ...)
 	n = vsnprintf(buf, len, f, ap);
 	va_end(ap);
 	REQUIRE(n >= 0 && (size_t)n < len, "'%s...' does not fit in %zu bytes", f, len);
+}
+
+const char *san_cflags(void)
+{
+	if (strcmp(build_san(), "address") == 0)
+		return "-fsanitize=address,undefined";
+	if (strcmp(build_san(), "thread") == 0)
+		return "-fsanitize=thread";
+	return "";
 }
 
 /* A fresh directory for the test (removed when it passes). */

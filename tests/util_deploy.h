@@ -1,9 +1,11 @@
 /*
  * util_deploy.h - the harness of the deployment tests (test_units,
- * test_systemd, test_install): the build under test and its source tree,
+ * test_systemd, test_install; test_link takes fmt, find_tool and
+ * san_cflags): the build under test and its source tree,
  * a test directory whose logs are printed (and which is kept) when a
  * REQUIRE fails, tools looked up in $PATH (a test whose tool is missing
- * prints SKIP and passes), programs run with their output in a log, `make
+ * prints SKIP and passes), the sanitizer flag a program built against the
+ * build's libsheaf needs, programs run with their output in a log, `make
  * install` into a temporary DESTDIR, and reading unit files.
  *
  * The build under test is the one the test program sits in
@@ -29,6 +31,11 @@ void deploy_init(const char *prog);
 
 /* snprintf that fails the test rather than truncate (paths, commands). */
 void fmt(char *buf, size_t len, const char *f, ...) __attribute__((format(printf, 3, 4)));
+
+/* The compiler flag with which a program links the libsheaf of this build:
+ * under SAN= the sanitizer's runtime must be in the executable ("" when
+ * none). */
+const char *san_cflags(void);
 
 /* SKIP: util_check.h's (a skipped test fails unless SHEAF_TEST_SKIP_OK=1). */
 

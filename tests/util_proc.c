@@ -257,6 +257,26 @@ int exe_dir(char *buf, size_t len, const char *rel)
 
 /* ---- processes ------------------------------------------------------------- */
 
+double cpu_seconds(pid_t pid)
+{
+	char path[64], *s, *p;
+	unsigned long long ut = 0, st = 0;
+	double r = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	s = read_file(path);
+	if (s == NULL)
+		return -1;
+	/* Fields after the command (which may hold spaces): state is field 3,
+	 * utime 14, stime 15. */
+	p = strrchr(s, ')');
+	if (p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+				&ut, &st) == 2)
+		r = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	free(s);
+	return r;
+}
+
 const char *status_str(int st, char *buf, size_t len)
 {
 	if (WIFEXITED(st))

@@ -1,7 +1,8 @@
 /*
  * util_proc.h - process, file and socket helpers shared by the integration
  * tests that run real processes (test_daemon*, test_sheafctl*, test_systemd,
- * test_units, test_install).
+ * test_units, test_install, test_link, test_socket_abuse, test_fork,
+ * test_timeout and others).
  *
  * Nothing here calls Check or knows about a test: every function reports
  * through its return value (a status, -errno, or a message in a caller's
@@ -78,6 +79,9 @@ int exe_dir(char *buf, size_t len, const char *rel);
 
 /* ---- processes ------------------------------------------------------------- */
 
+/* CPU time (utime + stime, /proc/@pid/stat) of process @pid in seconds,
+ * or -1. */
+double cpu_seconds(pid_t pid);
 /* "exit N", "signal N" or "status 0xN" for a wait status. */
 const char *status_str(int st, char *buf, size_t len);
 /* The wait status of a normal exit 0. */

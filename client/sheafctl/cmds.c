@@ -12,6 +12,19 @@
 	var.body_case = body_enum;                                          \
 	var.field = (value)
 
+/* A reply printed as JSON: one object, the document (pretty) on stdout. */
+static void json_open(struct jw *w)
+{
+	jw_init(w, stdout, 1);
+	jw_obj(w, NULL);
+}
+
+static void json_close(struct jw *w)
+{
+	jw_end(w, '}');
+	jw_done(w);
+}
+
 /* Subcommands without options of their own; checks the operand count. */
 static int plain_opts(struct ctl *c, int argc, char **argv, int min, int max, int *first)
 {
@@ -25,6 +38,16 @@ static int plain_opts(struct ctl *c, int argc, char **argv, int min, int max, in
 	if (n < min)
 		return ctl_usage(c, "missing argument");
 	return CTL_OK;
+}
+
+/* A subcommand without options or operands: its request @rq, the reply in
+ * *@r (ctl_free it) when CTL_OK. */
+static int plain_call(struct ctl *c, int argc, char **argv, Sheaf__V1__Request *rq,
+		      Sheaf__V1__Response **r)
+{
+	int first, rc = plain_opts(c, argc, argv, 0, 0, &first);
+
+	return rc != CTL_OK ? rc : ctl_call_or_say(c, rq, r);
 }
 
 /* ---- info ---------------------------------------------------------------- */
@@ -64,8 +87,7 @@ static void info_json(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *
 	const Sheaf__V1__Layout *l = di->layout;
 	struct jw w;
 
-	jw_init(&w, stdout, 1);
-	jw_obj(&w, NULL);
+	json_open(&w);
 	jw_str(&w, "version", di->version);
 	jw_u64(&w, "protocol_version", di->protocol_version);
 	jw_str(&w, "socket", c->socket);
@@ -82,8 +104,7 @@ static void info_json(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *
 	jw_u64(&w, "max_clients", di->max_clients);
 	jw_u64(&w, "max_caches", di->max_caches);
 	jw_u64(&w, "max_frame", di->max_frame);
-	jw_end(&w, '}');
-	jw_done(&w);
+	json_close(&w);
 }
 
 int cmd_info(struct ctl *c, int argc, char **argv)
@@ -91,9 +112,9 @@ int cmd_info(struct ctl *c, int argc, char **argv)
 	Sheaf__V1__DaemonInfoRequest body = SHEAF__V1__DAEMON_INFO_REQUEST__INIT;
 	REQ(rq, SHEAF__V1__REQUEST__BODY_DAEMON_INFO, daemon_info, &body);
 	Sheaf__V1__Response *r;
-	int first, rc = plain_opts(c, argc, argv, 0, 0, &first);
+	int rc = plain_call(c, argc, argv, &rq, &r);
 
-	if (rc != CTL_OK || (rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+	if (rc != CTL_OK)
 		return rc;
 	if (c->json)
 		info_json(c, r->daemon_info);
@@ -136,20 +157,18 @@ int cmd_caches(struct ctl *c, int argc, char **argv)
 	Sheaf__V1__CacheListRequest body = SHEAF__V1__CACHE_LIST_REQUEST__INIT;
 	REQ(rq, SHEAF__V1__REQUEST__BODY_CACHE_LIST, cache_list, &body);
 	Sheaf__V1__Response *r;
-	int first, rc = plain_opts(c, argc, argv, 0, 0, &first);
+	int rc = plain_call(c, argc, argv, &rq, &r);
 
-	if (rc != CTL_OK || (rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+	if (rc != CTL_OK)
 		return rc;
 	if (c->json) {
 		struct jw w;
-		jw_init(&w, stdout, 1);
-		jw_obj(&w, NULL);
+		json_open(&w);
 		jw_arr(&w, "caches");
 		for (size_t i = 0; i < r->cache_list->n_caches; i++)
 			jw_cache_info(&w, NULL, r->cache_list->caches[i]);
 		jw_end(&w, ']');
-		jw_end(&w, '}');
-		jw_done(&w);
+		json_close(&w);
 	} else {
 		caches_table(r->cache_list);
 	}
@@ -227,11 +246,9 @@ int cmd_create(struct ctl *c, int argc, char **argv)
 		return rc;
 	if (c->json) {
 		struct jw w;
-		jw_init(&w, stdout, 1);
-		jw_obj(&w, NULL);
+		json_open(&w);
 		jw_cache_info(&w, "cache", r->cache_create->cache);
-		jw_end(&w, '}');
-		jw_done(&w);
+		json_close(&w);
 	} else {
 		print_cache_line("created", r->cache_create->cache);
 	}
@@ -253,11 +270,9 @@ int cmd_destroy(struct ctl *c, int argc, char **argv)
 		return rc;
 	if (c->json) {
 		struct jw w;
-		jw_init(&w, stdout, 1);
-		jw_obj(&w, NULL);
+		json_open(&w);
 		jw_str(&w, "destroyed", body.name);
-		jw_end(&w, '}');
-		jw_done(&w);
+		json_close(&w);
 	} else {
 		printf("destroyed cache '%s'\n", body.name);
 	}
@@ -284,13 +299,11 @@ int cmd_shrink(struct ctl *c, int argc, char **argv)
 	bytes = r->shrink->bytes_released;
 	if (c->json) {
 		struct jw w;
-		jw_init(&w, stdout, 1);
-		jw_obj(&w, NULL);
+		json_open(&w);
 		jw_str(&w, "cache", body.cache);
 		jw_u64(&w, "slabs_released", r->shrink->slabs_released);
 		jw_u64(&w, "bytes_released", bytes);
-		jw_end(&w, '}');
-		jw_done(&w);
+		json_close(&w);
 	} else {
 		printf("%s%s%s: released %u slab%s (%s)\n", body.cache[0] ? "cache '" : "every cache",
 		       body.cache, body.cache[0] ? "'" : "", r->shrink->slabs_released,
@@ -352,13 +365,11 @@ static void tune_print(const struct ctl *c, const Sheaf__V1__TuneResponse *tr)
 
 	if (c->json) {
 		struct jw w;
-		jw_init(&w, stdout, 1);
-		jw_obj(&w, NULL);
+		json_open(&w);
 		if (ci != NULL)
 			jw_cache_info(&w, "cache", ci);
 		jw_u64(&w, "mem_cap", tr->mem_cap);
-		jw_end(&w, '}');
-		jw_done(&w);
+		json_close(&w);
 	} else if (ci != NULL) {
 		printf("cache '%s': sheaf_capacity=%u barn_limit=%u barn_low=%u barn_high=%u "
 		       "min_partial=%u\n", ci->name, ci->sheaf_capacity, ci->barn_limit,
@@ -431,8 +442,7 @@ static void clients_json(const Sheaf__V1__ClientsResponse *cr)
 {
 	struct jw w;
 
-	jw_init(&w, stdout, 1);
-	jw_obj(&w, NULL);
+	json_open(&w);
 	jw_arr(&w, "clients");
 	for (size_t i = 0; i < cr->n_clients; i++) {
 		const Sheaf__V1__ClientInfo *ci = cr->clients[i];
@@ -447,8 +457,7 @@ static void clients_json(const Sheaf__V1__ClientsResponse *cr)
 		jw_end(&w, '}');
 	}
 	jw_end(&w, ']');
-	jw_end(&w, '}');
-	jw_done(&w);
+	json_close(&w);
 }
 
 int cmd_clients(struct ctl *c, int argc, char **argv)
@@ -456,9 +465,9 @@ int cmd_clients(struct ctl *c, int argc, char **argv)
 	Sheaf__V1__ClientsRequest body = SHEAF__V1__CLIENTS_REQUEST__INIT;
 	REQ(rq, SHEAF__V1__REQUEST__BODY_CLIENTS, clients, &body);
 	Sheaf__V1__Response *r;
-	int first, rc = plain_opts(c, argc, argv, 0, 0, &first);
+	int rc = plain_call(c, argc, argv, &rq, &r);
 
-	if (rc != CTL_OK || (rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+	if (rc != CTL_OK)
 		return rc;
 	if (c->json)
 		clients_json(r->clients);
@@ -476,16 +485,15 @@ int cmd_check(struct ctl *c, int argc, char **argv)
 	REQ(rq, SHEAF__V1__REQUEST__BODY_CHECK, check, &body);
 	Sheaf__V1__Response *r;
 	const Sheaf__V1__CheckResponse *k;
-	int first, ok, rc = plain_opts(c, argc, argv, 0, 0, &first);
+	int ok, rc = plain_call(c, argc, argv, &rq, &r);
 
-	if (rc != CTL_OK || (rc = ctl_call_or_say(c, &rq, &r)) != CTL_OK)
+	if (rc != CTL_OK)
 		return rc;
 	k = r->check;
 	ok = k->ok && k->in_use == k->counted_in_use;
 	if (c->json) {
 		struct jw w;
-		jw_init(&w, stdout, 1);
-		jw_obj(&w, NULL);
+		json_open(&w);
 		jw_bool(&w, "ok", ok);
 		jw_str(&w, "problem", k->problem);
 		jw_u64(&w, "objects", k->objects);
@@ -493,8 +501,7 @@ int cmd_check(struct ctl *c, int argc, char **argv)
 		jw_u64(&w, "in_sheaves", k->in_sheaves);
 		jw_u64(&w, "in_use", k->in_use);
 		jw_u64(&w, "counted_in_use", k->counted_in_use);
-		jw_end(&w, '}');
-		jw_done(&w);
+		json_close(&w);
 	} else {
 		printf("pool check %s: objects %llu, free in slabs %llu, in sheaves %llu, "
 		       "in use %llu (counted %llu)\n", ok ? "ok" : "FAILED",

@@ -1,0 +1,62 @@
+/*
+ * util_pool.c - local pools for the object-path tests (see util_pool.h).
+ */
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+#include "tests/util_pool.h"
+
+sheaf_pool_t *pool_new(const struct sheaf_pool_config *cfg)
+{
+	char err[256] = "";
+	sheaf_pool_t *p = sheaf_pool_create(cfg, err, sizeof(err));
+
+	ck_assert_msg(p != NULL, "pool: %s", err);
+	return p;
+}
+
+sheaf_cache_t *mkcache(sheaf_pool_t *p, const char *name, size_t size, int cap,
+		       unsigned flags)
+{
+	struct sheaf_cache_config cc = { .capacity = cap, .flags = flags };
+	sheaf_cache_t *c = sheaf_cache_create(p, name, size, &cc);
+
+	ck_assert_msg(c != NULL, "cache %s: %s", name, strerror(errno));
+	return c;
+}
+
+void *xalloc(sheaf_cache_t *c)
+{
+	void *o = sheaf_alloc(c);
+
+	if (o == NULL)
+		ck_abort_msg("alloc: %s", strerror(errno));
+	return o;
+}
+
+struct sheaf_stats cache_stats_of(sheaf_cache_t *c, int node)
+{
+	struct sheaf_stats s;
+
+	ck_assert_int_eq(sheaf_cache_stats(c, node, &s), 0);
+	return s;
+}
+
+uint64_t stat_count(sheaf_cache_t *c, int node, const char *name)
+{
+	struct sheaf_stats s;
+	int i = sheaf_stat_index(name);
+
+	ck_assert_int_ge(i, 0);
+	ck_assert_int_eq(sheaf_cache_stats(c, node, &s), 0);
+	return s.stat[i];
+}
+
+void require_pool_ok(sheaf_pool_t *p)
+{
+	char err[512] = "";
+	int rc = sheaf_pool_check(p, err, sizeof(err));
+
+	ck_assert_msg(rc == 0, "pool check: %s", err);
+}
