@@ -300,12 +300,13 @@ START_TEST(destroy_races_threads)
 		if (slot == SHEAF_MAX_CACHES)
 			slot = c->id;
 		ck_assert_uint_eq(c->id, slot);
-		/* The slot's new cache starts empty: nothing leaked into it.  (A
-		 * node worker's pass may already have stocked its barn: then
-		 * every object it holds sits in those sheaves, none in use.) */
+		/* The slot's new cache starts empty: nothing leaked into it: no
+		 * object in use, no count carried over.  (A node worker's pass
+		 * may be stocking its barn right now, so the objects out of the
+		 * slabs are not compared with the barn's sheaves; the checker
+		 * at the end of the round walks every object.) */
 		ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
-		ck_assert_msg(st.in_use == 0 &&
-			      st.active_objects == st.barn_full * sheaf_cache_capacity(c) &&
+		ck_assert_msg(st.in_use == 0 && st.active_objects <= st.objects &&
 			      st.stat[sheaf_stat_index("alloc_fastpath")] == 0 &&
 			      st.stat[sheaf_stat_index("free_slowpath")] == 0,
 			      "round %d: new cache has %llu objects (%llu out of slabs), %llu slabs, "
