@@ -240,8 +240,11 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  * atomic instruction and no system call.
  * Returns the object, or NULL with errno:
  *   EINVAL  @cache is a handle of a destroyed or disconnected pool;
- *   ENOMEM  the pool is at its memory cap and no object is free anywhere
- *           (returned promptly, never after a hang);
+ *   ENOMEM  the pool is at its memory cap and no object of this cache is
+ *           free anywhere; returned promptly, never after a hang.  Free
+ *           objects of other caches do not count: their slabs go back to
+ *           the pool only once empty (a shrink, or the engine taking
+ *           other caches' empty slabs at the cap);
  *   EAGAIN  the engine did not stock the barn within wait_ms;
  *   EMFILE  this thread could not get a lane (256 threads use the pool);
  *   ECHILD  the pool was inherited through fork() (see sheaf_connect);

@@ -228,6 +228,38 @@ START_TEST(notify)
 	REQUIRE(notify_wait(&n, &n.reloading, reload0 + 1, 5000), "no RELOADING=1 on SIGHUP");
 	REQUIRE(notify_wait(&n, &n.ready, ready0 + 1, 5000), "no READY=1 after the reload");
 
+	/* STATUS= follows slab memory, which moves without any event (no
+	 * attach, no cache created): the periodic refresh reports it. */
+	{
+		struct sheaf_cache_config cc = { .capacity = 4 };
+		char err[256] = "";
+		sheaf_pool_t *p = sheaf_connect(d.sock, "status", 0, err, sizeof(err));
+		sheaf_cache_t *c;
+		void *objs[640];
+		unsigned mib = 0;
+		int64_t end;
+
+		REQUIRE(p != NULL, "connect: %s", err);
+		c = sheaf_cache_create(p, "status", 4096, &cc);
+		REQUIRE(c != NULL, "cache: %s", strerror(errno));
+		notify_drain(&n, 300);           /* the attach's and create's STATUS= */
+		for (int i = 0; i < 640; i++)
+			REQUIRE((objs[i] = sheaf_alloc(c)) != NULL, "alloc %d: %s", i,
+				strerror(errno));
+		for (end = now_ms() + 15000; now_ms() < end && mib < 2;) {
+			notify_drain(&n, 500);
+			if (sscanf(strstr(n.last_status, "caches, ") ? strstr(n.last_status,
+				   "caches, ") + 8 : "", "%u MiB", &mib) != 1)
+				mib = 0;
+		}
+		REQUIRE(mib >= 2, "STATUS= did not follow 2.5 MiB of new slabs within 15 s: %s",
+			n.last_status);
+		printf("  STATUS refreshed without an event: %s\n", n.last_status);
+		for (int i = 0; i < 640; i++)
+			REQUIRE(sheaf_free(c, objs[i]) == 0, "free %d", i);
+		sheaf_disconnect(p);
+	}
+
 	svc_stop(&d, &n, SIGTERM);
 	printf("  notify: READY, STATUS (%s), WATCHDOG, RELOADING, STOPPING, FDSTORE "
 	       "(FDNAME=%s, a memfd)\n", n.last_status, n.fdname);
