@@ -112,7 +112,8 @@ static void setup(void)
 	conn.out_nfds = 0;
 	conn.ev_read = event_new(d.base, sv[0], EV_READ, on_never, NULL);
 	conn.ev_write = event_new(d.base, sv[0], EV_WRITE, on_never, NULL);
-	if (conn.ev_read == NULL || conn.ev_write == NULL)
+	conn.ev_idle = evtimer_new(d.base, on_never, NULL);
+	if (conn.ev_read == NULL || conn.ev_write == NULL || conn.ev_idle == NULL)
 		die("event_new", "failed");
 	peer_self(&conn.peer);
 }
@@ -170,6 +171,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(conn.in, data, size);
 	conn.in_len = conn.in_cap = size;
 	consume_frames(&conn);
+	/* A Check runs on its own thread (daemon/check.c) and answers through
+	 * the event loop: run it until that answer is queued, so the next
+	 * input does not find the pool check still running. */
+	while (check_running(&d))
+		event_base_loop(d.base, EVLOOP_ONCE);
+	conn.waiting = 0;
 	after_input();
 	return 0;
 }
