@@ -509,9 +509,3 @@ int pool_punch(struct shm_pool *p, uint64_t off, uint64_t len)
 
 	return rc != 0 ? rc : punch_part(p->shared_fd, rw, p->size, off, len);
 }
-
-struct shm_ring *pool_ring_of(void *ctx, uint32_t id)
-{
-	struct shm_pool *p = ctx;
-	return id < ring_total(p->nodes) ? pool_ring(p, id) : NULL;
-}

@@ -156,7 +156,5 @@ static inline _Atomic uint64_t *pool_inuse(const struct shm_pool *p, uint32_t fr
 	SHEAF_ASSERT(frame < p->frames_total);
 	return &p->inuse[(uint64_t)frame * SLAB_BITMAP_WORDS];
 }
-/* ring_of callback for ring_reclaim (ctx is the struct shm_pool). */
-struct shm_ring *pool_ring_of(void *ctx, uint32_t id);
 
 #endif
