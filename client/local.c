@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "shm/check.h"
 #include "shm/clients.h"
+#include "shm/names.h"
 #include "shm/tune.h"
 #include "client/internal.h"
 #include "client/pool_ops.h"
@@ -21,6 +22,8 @@ static void seterr(char *err, size_t errlen, const char *msg)
 	if (err != NULL && errlen > 0)
 		snprintf(err, errlen, "%s", msg);
 }
+
+static _Atomic uint64_t local_pools_made;
 
 sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 				char *err, size_t errlen)
@@ -46,6 +49,10 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	pp.nodes = cfg->nodes;
 	pp.sheaf_count = cfg->sheaf_count;
 	pp.mem_cap = cfg->mem_cap;
+	/* A map address of its own for each local pool of each process
+	 * (pool_create tries the next slots when it is taken). */
+	pp.addr_seed = ((uint64_t)getpid() << 20) ^
+		       (uint64_t)at_fetch_add_relaxed(&local_pools_made, 1) * 0x9e3779b97f4a7c15ull;
 	rc = registry_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",
@@ -162,6 +169,16 @@ static void local_close(sheaf_pool_t *pool)
 	engine_fini(&pool->engine);
 }
 
+static int local_name_set(sheaf_pool_t *pool, const char *name, uint64_t off)
+{
+	return engine_name_set(&pool->engine, name, off, NULL, 0);
+}
+
+static int local_name_del(sheaf_pool_t *pool, const char *name)
+{
+	return engine_name_del(&pool->engine, name, NULL, 0);
+}
+
 const struct pool_ops local_pool_ops = {
 	.cache_create = local_cache_create,
 	.cache_tune = local_cache_tune,
@@ -169,4 +186,6 @@ const struct pool_ops local_pool_ops = {
 	.cache_stats = local_cache_stats,
 	.check = local_check,
 	.close = local_close,
+	.name_set = local_name_set,
+	.name_del = local_name_del,
 };

@@ -53,6 +53,11 @@ struct pool_ops {
 	 * go.
 	 */
 	void (*close)(sheaf_pool_t *pool);
+	/* Name object @off (region offset) @name (names_check passed it):
+	 * engine_name_set's 0, -EEXIST, -ENOSPC, -EINVAL. */
+	int (*name_set)(sheaf_pool_t *pool, const char *name, uint64_t off);
+	/* Delete @name: 0 or -ENOENT. */
+	int (*name_del)(sheaf_pool_t *pool, const char *name);
 };
 
 extern const struct pool_ops local_pool_ops;    /* local.c */

@@ -197,6 +197,40 @@ static void remote_close(sheaf_pool_t *pool)
 	rpc_close(&pool->conn);
 }
 
+/* The name directory is sheafd's to change: one request each. */
+static int remote_name_set(sheaf_pool_t *pool, const char *name, uint64_t off)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__NameSetRequest nr = SHEAF__V1__NAME_SET_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	nr.name = (char *)name;
+	nr.offset = off;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_NAME_SET;
+	rq.name_set = &nr;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_NAME_SET, &r, NULL, 0);
+	if (rc == 0)
+		sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+static int remote_name_del(sheaf_pool_t *pool, const char *name)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__NameDelRequest nr = SHEAF__V1__NAME_DEL_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	nr.name = (char *)name;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_NAME_DEL;
+	rq.name_del = &nr;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_NAME_DEL, &r, NULL, 0);
+	if (rc == 0)
+		sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
 const struct pool_ops remote_pool_ops = {
 	.cache_create = remote_cache_create,
 	.cache_tune = remote_cache_tune,
@@ -204,4 +238,6 @@ const struct pool_ops remote_pool_ops = {
 	.cache_stats = remote_cache_stats,
 	.check = remote_check,
 	.close = remote_close,
+	.name_set = remote_name_set,
+	.name_del = remote_name_del,
 };

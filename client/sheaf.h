@@ -359,6 +359,102 @@ SHEAF_API int sheaf_stat_index(const char *name);
  */
 SHEAF_API int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen);
 
+/* ---- names and offsets ------------------------------------------------- */
+
+/*
+ * The name directory: a pool's objects may be given names, by which any
+ * process of the pool finds them (a shared table, a queue head, a
+ * configuration block).  The directory is sheafd's (engine-owned memory,
+ * read-only to clients): setting or deleting a name is a request to sheafd
+ * (for a local pool, a call into its engine); reading one is done in this
+ * process, with no request and no lock.  It survives a sheafd restart that
+ * adopts the pool (entries that no longer name an allocated object of a
+ * live cache are dropped then).  Names are listed by `sheafctl names`.
+ * Limits: SHEAF_NAMES_MAX names per pool, names of 1..SHEAF_NAME_LEN_MAX
+ * bytes (any bytes but NUL).
+ * Rules: a name records its object's cache (and the cache's generation):
+ * when the cache is destroyed its names are dropped, and a name never
+ * resolves to an object of a cache made again in the same slot.  A name
+ * does not keep its object allocated: free a named object only after
+ * deleting its name (sheaf_name_get would otherwise return a free object).
+ */
+#define SHEAF_NAMES_MAX     1024
+#define SHEAF_NAME_LEN_MAX  95
+
+/*
+ * Name @obj (an allocated object of a live cache of @pool) @name.
+ * Returns 0, or:
+ *   -EEXIST        the name is taken (nothing changes; delete it first);
+ *   -ENOSPC        the pool has SHEAF_NAMES_MAX names;
+ *   -ENAMETOOLONG  @name is longer than SHEAF_NAME_LEN_MAX bytes;
+ *   -EINVAL        @name is NULL or empty, @obj is not an allocated object
+ *                  of a live cache (free, off an object boundary, a
+ *                  destroyed cache's);
+ *   -EFAULT        @obj is not in @pool's object memory;
+ *   -ECHILD        @pool was inherited through fork();
+ *   or the error of the request to sheafd (ETIMEDOUT, ESTALE, ...).
+ */
+SHEAF_API int sheaf_name_set(sheaf_pool_t *pool, const char *name, void *obj);
+
+/*
+ * The object named @name, read from the directory in this process (no
+ * request).  Returns it, or NULL with errno ENOENT (no such name, or its
+ * cache was destroyed), EINVAL (@name NULL or empty), ENAMETOOLONG,
+ * ECHILD, or EAGAIN (the entry kept changing while read: try again).
+ */
+SHEAF_API void *sheaf_name_get(sheaf_pool_t *pool, const char *name);
+
+/*
+ * Delete name @name (the object stays allocated).  Returns 0, -ENOENT,
+ * -EINVAL, -ENAMETOOLONG, -ECHILD, or the error of the request to sheafd.
+ */
+SHEAF_API int sheaf_name_del(sheaf_pool_t *pool, const char *name);
+
+/*
+ * The object named @name, made if there is none: a new object of @cache,
+ * zero-filled, named @name.  Of processes racing to create the same name
+ * exactly one creates; the others get its object (the object a loser had
+ * allocated is freed).  *@created (may be NULL) is set to 1 when this call
+ * created it, else 0.  Returns the object or NULL with errno:
+ *   EINVAL        @name NULL or empty, @cache NULL or of another pool, or
+ *                 the name exists for an object of another cache;
+ *   ENAMETOOLONG, ENOSPC (SHEAF_NAMES_MAX names), ECHILD, ESTALE (@cache
+ *                 was destroyed), the errors of sheaf_alloc (ENOMEM,
+ *                 EAGAIN, ...) and of the request to sheafd;
+ *   EAGAIN        also when the name was deleted and set again under this
+ *                 call 8 times in a row.
+ */
+SHEAF_API void *sheaf_name_get_or_create(sheaf_pool_t *pool, const char *name,
+					 sheaf_cache_t *cache, int *created);
+
+/*
+ * Offsets.  A pool is mapped at the same address in every process (each
+ * pool at its own address, chosen by sheafd when it creates the pool and
+ * kept when a restarted sheafd adopts it, so that a process can attach to
+ * several pools), unless a process connected with SHEAF_CONNECT_RELOCATE:
+ * then its pointers differ, and what processes exchange should be
+ * offsets.  An offset is a pointer's distance from the pool's base, the
+ * same in every process of the pool.
+ */
+#define SHEAF_OFF_INVALID UINT64_MAX
+
+/* Where @pool is mapped in this process (its offset 0). */
+SHEAF_API void *sheaf_pool_base(const sheaf_pool_t *pool);
+
+/*
+ * The offset of @p, a pointer into @pool's object memory (an object or
+ * any byte of one).  Returns it, or SHEAF_OFF_INVALID with errno EFAULT
+ * (@p NULL or not in the pool's object memory) or ECHILD.
+ */
+SHEAF_API uint64_t sheaf_ptr_to_off(const sheaf_pool_t *pool, const void *p);
+
+/*
+ * The pointer at offset @off of @pool in this process.  Returns it, or
+ * NULL with errno EFAULT (@off, e.g. SHEAF_OFF_INVALID, not in the pool's
+ * object memory) or ECHILD.
+ */
+SHEAF_API void *sheaf_off_to_ptr(const sheaf_pool_t *pool, uint64_t off);
+
 /* ---- inline fast paths ------------------------------------------------- */
 
 /*

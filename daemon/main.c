@@ -195,6 +195,13 @@ static int make_pool(struct daemon *d, int meta_fd, int shared_fd, char *err, si
 	pp.nodes = d->cfg.nodes;
 	pp.sheaf_count = d->cfg.sheaves;
 	pp.mem_cap = d->cfg.mem_cap;
+	/* Each daemon's pool at an address of its own (a hash of its socket
+	 * path picks the slot), so that one process can attach to the pools
+	 * of several daemons; an adopted pool keeps the address its header
+	 * records.  FNV-1a. */
+	pp.addr_seed = 0xcbf29ce484222325ull;
+	for (const char *c = d->cfg.socket; c != NULL && *c; c++)
+		pp.addr_seed = (pp.addr_seed ^ (unsigned char)*c) * 0x100000001b3ull;
 	return pool_create(&d->pool, &pp, err, errlen);
 }
 

@@ -25,6 +25,7 @@
 #include "shm/barn.h"
 #include "shm/check.h"
 #include "shm/clients.h"
+#include "shm/names.h"
 #include "shm/stats.h"
 #include "shm/tune.h"
 #include "shm/untrusted.h"
@@ -501,6 +502,88 @@ oom:
 	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
+/* ---- the name directory (shm/names.h) --------------------------------- */
+
+static Sheaf__V1__NameInfo *name_info(struct daemon *d, struct arena *a,
+				      const struct name_rec *r)
+{
+	Sheaf__V1__NameInfo *ni = ARENA_NEW(a, Sheaf__V1__NameInfo, SHEAF__V1__NAME_INFO__INIT);
+
+	if (ni == NULL || (ni->name = arena_strdup(a, r->name)) == NULL ||
+	    (ni->cache = arena_strdup(a, d->pool.caches[r->cache].name)) == NULL)
+		return NULL;
+	ni->offset = r->off;
+	ni->cache_id = r->cache;
+	ni->cache_generation = r->cache_gen;
+	ni->object_size = d->pool.caches[r->cache].obj_size;
+	ni->created_at = r->created_at;
+	return ni;
+}
+
+static Sheaf__V1__Status name_status(int rc)
+{
+	return rc == -ENAMETOOLONG ? SHEAF__V1__STATUS__STATUS_BAD_REQUEST : status_of(rc);
+}
+
+static void handle_name_set(struct daemon *d, const Sheaf__V1__NameSetRequest *rq,
+			    struct reply *rp)
+{
+	Sheaf__V1__NameSetResponse *nr;
+	struct name_rec r;
+	char err[160];
+	int rc = engine_name_set(&d->engine, rq->name, rq->offset, err, sizeof(err));
+
+	if (rc != 0) {
+		fail(rp, name_status(rc), "%s", err);
+		return;
+	}
+	nr = ARENA_NEW(&rp->a, Sheaf__V1__NameSetResponse, SHEAF__V1__NAME_SET_RESPONSE__INIT);
+	if (nr == NULL || names_lookup(&d->pool, rq->name, &r) != 0 ||
+	    (nr->name = name_info(d, &rp->a, &r)) == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_NAME_SET;
+	rp->r.name_set = nr;
+}
+
+static void handle_name_del(struct daemon *d, const Sheaf__V1__NameDelRequest *rq,
+			    struct reply *rp)
+{
+	char err[160];
+	int rc = engine_name_del(&d->engine, rq->name, err, sizeof(err));
+
+	if (rc != 0) {
+		fail(rp, name_status(rc), "%s", err);
+		return;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_NAME_DEL;
+	rp->r.name_del = ARENA_NEW(&rp->a, Sheaf__V1__NameDelResponse,
+				   SHEAF__V1__NAME_DEL_RESPONSE__INIT);
+	if (rp->r.name_del == NULL)
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+}
+
+static void handle_name_list(struct daemon *d, struct reply *rp)
+{
+	Sheaf__V1__NameListResponse *lr = ARENA_NEW(&rp->a, Sheaf__V1__NameListResponse,
+						    SHEAF__V1__NAME_LIST_RESPONSE__INIT);
+	struct name_rec r;
+
+	if (lr == NULL ||
+	    (lr->names = arena_alloc(&rp->a, SHEAF_DIR_ENTRIES * sizeof(void *))) == NULL)
+		goto oom;
+	for (uint32_t i = 0; i < SHEAF_DIR_ENTRIES; i++)
+		if (names_read(&d->pool, i, &r) &&
+		    (lr->names[lr->n_names++] = name_info(d, &rp->a, &r)) == NULL)
+			goto oom;
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_NAME_LIST;
+	rp->r.name_list = lr;
+	return;
+oom:
+	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 /* Unknown fields anywhere we look are refused: they mean a peer speaking
@@ -520,6 +603,8 @@ static int changes_pool(Sheaf__V1__Request__BodyCase body)
 	case SHEAF__V1__REQUEST__BODY_SHRINK:
 	case SHEAF__V1__REQUEST__BODY_TUNE:
 	case SHEAF__V1__REQUEST__BODY_CHECK:
+	case SHEAF__V1__REQUEST__BODY_NAME_SET:   /* reads slab bitmaps */
+	case SHEAF__V1__REQUEST__BODY_NAME_DEL:
 		return 1;
 	default:
 		return 0;
@@ -544,6 +629,9 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 	case SHEAF__V1__REQUEST__BODY_SHRINK: body = &rq->shrink->base; break;
 	case SHEAF__V1__REQUEST__BODY_TUNE: body = &rq->tune->base; break;
 	case SHEAF__V1__REQUEST__BODY_CLIENTS: body = &rq->clients->base; break;
+	case SHEAF__V1__REQUEST__BODY_NAME_SET: body = &rq->name_set->base; break;
+	case SHEAF__V1__REQUEST__BODY_NAME_DEL: body = &rq->name_del->base; break;
+	case SHEAF__V1__REQUEST__BODY_NAME_LIST: body = &rq->name_list->base; break;
 	default: break;
 	}
 	if ((tag = unknown_fields(&rq->base)) != 0 || (tag = unknown_fields(body)) != 0) {
@@ -570,6 +658,9 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 	case SHEAF__V1__REQUEST__BODY_SHRINK: handle_shrink(d, rq->shrink, rp); break;
 	case SHEAF__V1__REQUEST__BODY_TUNE: handle_tune(d, rq->tune, rp); break;
 	case SHEAF__V1__REQUEST__BODY_CLIENTS: handle_clients(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_NAME_SET: handle_name_set(d, rq->name_set, rp); break;
+	case SHEAF__V1__REQUEST__BODY_NAME_DEL: handle_name_del(d, rq->name_del, rp); break;
+	case SHEAF__V1__REQUEST__BODY_NAME_LIST: handle_name_list(d, rp); break;
 	default:
 		d->n.bad_frames++;
 		log_warn("client pid %d: request %llu has no known body", (int)peer->pid,

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "names.h"
 #include "barn.h"
 #include "check.h"
 #include "clients.h"
@@ -385,6 +386,9 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 	 * then fail with ESTALE; no refill starts). */
 	at_store_release(&sc->state, CACHE_FREE);
 	do_cache_release(p, cache, in);
+	/* Names of its objects go with it (names.h: only names of objects
+	 * freed with their name left can be here). */
+	names_drop_cache(p, cache);
 	goto out;
 revive:
 	/* Release: waiting clients go on with the cache as it was. */

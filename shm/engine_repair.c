@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include "names.h"
 #include "barn.h"
 #include "clients.h"
 #include "engine_internal.h"
@@ -127,6 +128,7 @@ int engine_adopt(struct shm_pool *p)
 	 * entries or lanes that name nobody are taken back. */
 	untrusted_quarantine_caches(p);
 	slab_rebuild(p);
+	names_adopt(p);                  /* after the bitmaps are trusted */
 	untrusted_adopt_shared(p, OWNER_ENGINE);
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */

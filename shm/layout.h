@@ -8,8 +8,8 @@
  *
  *   [0, off_rw)        META, engine-owned: header, cache descriptors, per
  *                      cache-node slab lists, node frame allocators, the slab
- *                      table, client slots, the free-object bitmaps, the
- *                      frame->cache map.  Only the engine (sheafd) writes it;
+ *                      table, client slots, the name directory, the
+ *                      free-object bitmaps, the frame->cache map.  Only the engine (sheafd) writes it;
  *                      clients get it as a read-only descriptor and cannot
  *                      map it writable (pool_meta_readonly_fd).
  *   [off_rw, size)     SHARED: sheaf owner table, sheaves, rings, barns, node
@@ -35,6 +35,8 @@
  *                      engine; waiters by clients.
  *   shm_node           doorbell bumped by clients, read by the node worker.
  *   shm_client         engine (attach, repair); clients only read it.
+ *   shm_name           engine, under its ctl_lock, each entry under its own
+ *                      sequence count (names.h); clients read it, no lock.
  *   shm_lane           the thread that holds it (stats, intent); readers sum.
  *
  * Invariant (checked by pool_check, check.c): every object of every cache is
@@ -51,7 +53,8 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  3u      /* 3: META and SHARED memfds */
+#define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: the
+					 name directory (off_names) */
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_MAX_CACHES      64u
@@ -92,7 +95,10 @@ struct shm_header {
 	_Atomic uint64_t mem_cap;    /* bytes of slab frames allowed */
 	_Atomic uint64_t frames_used;
 	_Atomic uint64_t created_at; /* CLOCK_REALTIME seconds */
-	char pad[40];
+	/* Layout 4: the name directory (names.h), SHEAF_DIR_ENTRIES entries
+	 * of struct shm_name in META. */
+	uint64_t off_names;
+	char pad[32];
 };
 _Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
 
@@ -126,6 +132,32 @@ struct shm_cache {
 	char pad1[16];
 };
 _Static_assert(sizeof(struct shm_cache) == 2 * SHEAF_CACHELINE, "cache size");
+
+/*
+ * The name directory (shm/names.h): an open-addressed table of
+ * SHEAF_DIR_ENTRIES entries (linear probing from the name's hash; a
+ * deleted entry is a tombstone until the chain behind it ends), each naming
+ * one object by its offset and its cache's id and generation.  Written by
+ * the engine only (under ctl_lock), each entry under its sequence count
+ * @seq (odd while it changes); clients read it with no lock and no round
+ * trip, and retry when @seq moved.  Every field is an atomic word so that
+ * those reads race with nothing.
+ */
+#define SHEAF_DIR_ENTRIES     1024u      /* power of two */
+#define SHEAF_DIR_NAME_BYTES  96u        /* a name and its NUL */
+enum name_state { NAME_FREE = 0, NAME_USED = 1, NAME_TOMB = 2 };
+
+struct shm_name {
+	_Atomic uint32_t seq;
+	_Atomic uint32_t state;      /* enum name_state */
+	_Atomic uint32_t cache;      /* the object's cache id ... */
+	_Atomic uint32_t cache_gen;  /* ... and that cache's generation */
+	_Atomic uint64_t off;        /* the object, a region offset */
+	_Atomic uint64_t created_at; /* CLOCK_REALTIME seconds */
+	_Atomic uint64_t name[SHEAF_DIR_NAME_BYTES / 8];  /* NUL-terminated */
+};
+_Static_assert(sizeof(struct shm_name) == 2 * SHEAF_CACHELINE, "name entry size");
+_Static_assert((SHEAF_DIR_ENTRIES & (SHEAF_DIR_ENTRIES - 1)) == 0, "directory size");
 
 enum slab_list { SL_NONE = 0, SL_PARTIAL, SL_FULL, SL_EMPTY };
 

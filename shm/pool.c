@@ -60,6 +60,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_node_alloc = o;   o += nodes * sizeof(struct shm_node_alloc);
 	h->off_slabs = o;        o += frames * sizeof(struct shm_slab);
 	h->off_clients = o;      o += SHEAF_MAX_CLIENTS * sizeof(struct shm_client);
+	h->off_names = o;        o += SHEAF_DIR_ENTRIES * sizeof(struct shm_name);
 	o = align_up(o, PAGE);
 	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
 	/* frame_owner[] starts half-way into a page and off a cache line's
@@ -92,7 +93,8 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	 * page's start. */
 	SHEAF_ASSERT(h->off_caches < h->off_cache_nodes && h->off_cache_nodes < h->off_node_alloc &&
 		     h->off_node_alloc < h->off_slabs && h->off_slabs < h->off_clients &&
-		     h->off_clients < h->off_bitmaps && h->off_bitmaps < h->off_frame_owner &&
+		     h->off_clients < h->off_names && h->off_names < h->off_bitmaps &&
+		     h->off_bitmaps < h->off_frame_owner &&
 		     h->off_frame_owner < h->off_rw && h->off_owners < h->off_sheaves &&
 		     h->off_sheaves < h->off_rings && h->off_rings < h->off_barns &&
 		     h->off_barns < h->off_nodes && h->off_nodes < h->off_lanes &&
@@ -124,7 +126,8 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	    h->node_bytes != want.node_bytes || h->region_size != want.region_size ||
 	    memcmp(&h->off_caches, &want.off_caches,
 		   offsetof(struct shm_header, mem_cap) -
-		   offsetof(struct shm_header, off_caches)) != 0)
+		   offsetof(struct shm_header, off_caches)) != 0 ||
+	    h->off_names != want.off_names)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
 	return 0;
@@ -154,6 +157,7 @@ static void pool_bind(struct shm_pool *p)
 	p->barns = (struct shm_barn *)(p->base + h->off_barns);
 	p->node = (struct shm_node *)(p->base + h->off_nodes);
 	p->clients = (struct shm_client *)(p->base + h->off_clients);
+	p->names = (struct shm_name *)(p->base + h->off_names);
 	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
 	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);
 	p->data = p->base + h->off_data;
@@ -262,18 +266,33 @@ static void *reserve(void *want, uint64_t size)
  * room for it too: every client maps it at this same address.  The kernel's
  * own choice (the top-down mmap area) is where every process keeps its
  * libraries and thread stacks, so it would often be taken in a client;
- * instead try a few 1 TiB-aligned addresses in the middle of the 47-bit user
- * address space, which nothing uses by default, and fall back to the
- * kernel's choice.
+ * instead use the middle of the 47-bit user address space, [32 TiB,
+ * 96 TiB), which nothing uses by default, cut into slots of the region's
+ * size rounded up to a power of two (at least 1 GiB), and fall back to the
+ * kernel's choice.  The first slot tried is @seed's (pool_params.addr_seed:
+ * sheafd hashes its socket path), so that two pools (two daemons) get
+ * different addresses and one process can map both without relocating;
+ * the others follow in turn when it is taken here.
  */
-static void *reserve_new_region(uint64_t size)
+#define POOL_ADDR_LO  0x200000000000ull
+#define POOL_ADDR_HI  0x600000000000ull
+static void *reserve_new_region(uint64_t size, uint64_t seed)
 {
 #ifndef __SANITIZE_THREAD__     /* TSan allows application memory only where it says */
-	for (uint64_t a = 0x200000000000ull; a + size < 0x600000000000ull; a += 1ull << 40) {
+	uint64_t slot = 1ull << 30, nslots;
+
+	while (slot < size)
+		slot <<= 1;
+	nslots = (POOL_ADDR_HI - POOL_ADDR_LO) / slot;
+	for (uint64_t i = 0; i < nslots; i++) {
+		uint64_t a = POOL_ADDR_LO + ((seed + i) % nslots) * slot;
 		void *at = reserve((void *)(uintptr_t)a, size);
+
 		if (at != MAP_FAILED)
 			return at;
 	}
+#else
+	(void)seed;
 #endif
 	return reserve(NULL, size);
 }
@@ -329,7 +348,7 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 		rc = p->shared_fd;
 		goto out_close;
 	}
-	base = reserve_new_region(h.region_size);
+	base = reserve_new_region(h.region_size, pp->addr_seed);
 	if (base == MAP_FAILED) {
 		rc = fail(err, errlen, -errno, "reserving %llu bytes of address space: %s",
 			  (unsigned long long)h.region_size, strerror(errno));

@@ -45,6 +45,7 @@ struct shm_pool {
 	struct shm_barn *barns;
 	struct shm_node *node;
 	struct shm_client *clients;
+	struct shm_name *names;      /* the name directory (names.h) */
 	struct shm_lane *lanes;
 	_Atomic uint64_t *inuse;
 	char *data;                  /* base + off_data */
@@ -57,6 +58,8 @@ struct pool_params {
 	uint32_t nodes;              /* 0: from libnuma; else simulated nodes */
 	uint32_t sheaf_count;        /* 0: default 32768 (rounded to a power of 2) */
 	uint64_t mem_cap;            /* 0: no cap below size */
+	uint64_t addr_seed;          /* picks the map address's slot (any value;
+					sheafd: a hash of its socket path) */
 };
 
 #define POOL_DEFAULT_SIZE        (1ull << 30)

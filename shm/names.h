@@ -1,0 +1,84 @@
+/*
+ * names.h - the name directory: names for objects, kept in the engine-owned
+ * part of the region (layout.h, struct shm_name), so that any client finds
+ * an object by name with no round trip, no client can change or spoil the
+ * directory, and it survives an adoption.
+ *
+ * Who may call: names_check, names_lookup and names_read from any process
+ * (they only read; a client reads its read-only mapping of META); the
+ * names_* writers from the engine only (sheafd, or a local pool's
+ * in-process engine): engine_name_set and engine_name_del take the
+ * engine's ctl_lock, names_drop_cache and names_adopt assume the caller
+ * serialises them (engine_cache_destroy holds ctl_lock; engine_adopt runs
+ * before any engine thread).  Errors: 0 or -errno, with a message in
+ * @err where there is one.
+ *
+ * The rules:
+ *   - a name is 1..SHEAF_DIR_NAME_BYTES-1 bytes (no NUL); at most
+ *     SHEAF_DIR_ENTRIES names per pool;
+ *   - an entry names an allocated object of a live cache (checked when it
+ *     is set: in a slab frame of the cache, on an object boundary, not free
+ *     in its slab), and records that cache's id and generation: a reader
+ *     takes an entry whose cache is gone or was made again for stale (not
+ *     found);
+ *   - destroying a cache drops the names of its objects (only names of
+ *     objects freed without their name can be left: destroy is refused
+ *     while objects are in use);
+ *   - the directory does not keep objects alive: freeing a named object
+ *     leaves its name pointing at a free object (delete the name first);
+ *   - adoption drops every entry that fails those checks (a bad entry is
+ *     dropped, never followed), and entries whose write died with the
+ *     previous engine.
+ */
+#ifndef SHEAF_SHM_NAMES_H
+#define SHEAF_SHM_NAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "engine.h"
+#include "pool.h"
+
+/* One entry as read (a private copy). */
+struct name_rec {
+	uint32_t cache;
+	uint32_t cache_gen;
+	uint64_t off;
+	uint64_t created_at;
+	char name[SHEAF_DIR_NAME_BYTES];
+};
+
+/* @name is a valid name: 0, -EINVAL (NULL or empty), -ENAMETOOLONG. */
+int names_check(const char *name);
+
+/*
+ * Find @name: 0 with *@out filled (an entry whose cache is live, of the
+ * recorded generation, and whose offset is an object of that cache),
+ * -ENOENT, or -EAGAIN when an entry kept changing under the reader (the
+ * engine writes one entry in a few stores; practically never).
+ */
+int names_lookup(const struct shm_pool *p, const char *name, struct name_rec *out);
+
+/* Entry @i (< SHEAF_DIR_ENTRIES) if it names a live object as
+ * names_lookup requires: 1 with *@out, else 0. */
+int names_read(const struct shm_pool *p, uint32_t i, struct name_rec *out);
+
+/*
+ * Name object @off (a region offset) @name.  0, -EEXIST (the name is
+ * taken; unchanged), -ENOSPC (SHEAF_DIR_ENTRIES names), -EINVAL (not an
+ * allocated object of a live cache of this pool), -ENAMETOOLONG.
+ */
+int engine_name_set(struct engine *e, const char *name, uint64_t off,
+		    char *err, size_t errlen);
+
+/* Delete @name: 0, -ENOENT, -EINVAL / -ENAMETOOLONG (a bad name). */
+int engine_name_del(struct engine *e, const char *name, char *err, size_t errlen);
+
+/* Drop every name of an object of @cache (being destroyed, or gone).
+ * Returns how many.  Caller holds the engine's ctl_lock. */
+uint32_t names_drop_cache(struct shm_pool *p, uint32_t cache);
+
+/* Adoption: drop every entry that is not valid now (and any whose write
+ * died half-way).  Returns how many were dropped.  No engine thread runs. */
+uint32_t names_adopt(struct shm_pool *p);
+
+#endif
