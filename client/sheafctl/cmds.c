@@ -477,6 +477,68 @@ int cmd_clients(struct ctl *c, int argc, char **argv)
 	return CTL_OK;
 }
 
+/* ---- names --------------------------------------------------------------- */
+
+static void names_table(const Sheaf__V1__NameListResponse *nr)
+{
+	int w = 4, wc = 5;
+	char t[32];
+
+	for (size_t i = 0; i < nr->n_names; i++) {
+		if ((int)strlen(nr->names[i]->name) > w)
+			w = (int)strlen(nr->names[i]->name);
+		if ((int)strlen(nr->names[i]->cache) > wc)
+			wc = (int)strlen(nr->names[i]->cache);
+	}
+	printf("%-*s %18s %-*s %8s %-19s\n", w, "NAME", "OFFSET", wc, "CACHE", "OBJSIZE",
+	       "CREATED");
+	for (size_t i = 0; i < nr->n_names; i++) {
+		const Sheaf__V1__NameInfo *ni = nr->names[i];
+		printf("%-*s %#18llx %-*s %8u %-19s\n", w, ni->name,
+		       (unsigned long long)ni->offset, wc, ni->cache, ni->object_size,
+		       fmt_time(t, sizeof(t), ni->created_at));
+	}
+}
+
+static void names_json(const Sheaf__V1__NameListResponse *nr)
+{
+	struct jw w;
+
+	json_open(&w);
+	jw_arr(&w, "names");
+	for (size_t i = 0; i < nr->n_names; i++) {
+		const Sheaf__V1__NameInfo *ni = nr->names[i];
+		jw_obj(&w, NULL);
+		jw_str(&w, "name", ni->name);
+		jw_u64(&w, "offset", ni->offset);
+		jw_str(&w, "cache", ni->cache);
+		jw_u64(&w, "cache_id", ni->cache_id);
+		jw_u64(&w, "cache_generation", ni->cache_generation);
+		jw_u64(&w, "object_size", ni->object_size);
+		jw_u64(&w, "created_at", ni->created_at);
+		jw_end(&w, '}');
+	}
+	jw_end(&w, ']');
+	json_close(&w);
+}
+
+int cmd_names(struct ctl *c, int argc, char **argv)
+{
+	Sheaf__V1__NameListRequest body = SHEAF__V1__NAME_LIST_REQUEST__INIT;
+	REQ(rq, SHEAF__V1__REQUEST__BODY_NAME_LIST, name_list, &body);
+	Sheaf__V1__Response *r;
+	int rc = plain_call(c, argc, argv, &rq, &r);
+
+	if (rc != CTL_OK)
+		return rc;
+	if (c->json)
+		names_json(r->name_list);
+	else
+		names_table(r->name_list);
+	ctl_free(r);
+	return CTL_OK;
+}
+
 /* ---- check --------------------------------------------------------------- */
 
 int cmd_check(struct ctl *c, int argc, char **argv)

@@ -77,6 +77,11 @@ static const struct cmd cmds[] = {
 	  "List the attached processes: id, pid, name, uid, attach time, sheaves\n"
 	  "held and objects in use.\n\n"
 	  COMMON_OPTS },
+	{ "names", cmd_names,
+	  "Usage: sheafctl names [-o json]\n"
+	  "List the pool's named objects (sheaf_name_set): name, offset, cache,\n"
+	  "object size, creation time.\n\n"
+	  COMMON_OPTS },
 	{ "create", cmd_create,
 	  "Usage: sheafctl create NAME SIZE [--align N] [--capacity N] [--debug]\n"
 	  "Create a cache of SIZE-byte objects (K suffix allowed).\n\n"
@@ -124,6 +129,7 @@ static void usage_main(FILE *f)
 		"  tune --pool mem_cap=BYTES    change the pool's memory cap\n"
 		"  shrink [CACHE]               give empty slabs back to the kernel\n"
 		"  clients                      attached processes\n"
+		"  names                        named objects\n"
 		"  create NAME SIZE [--align N] [--capacity N] [--debug]\n"
 		"  destroy NAME\n"
 		"  metrics                      Prometheus text format\n"

@@ -148,6 +148,7 @@ int cmd_destroy(struct ctl *c, int argc, char **argv);
 int cmd_shrink(struct ctl *c, int argc, char **argv);
 int cmd_tune(struct ctl *c, int argc, char **argv);
 int cmd_clients(struct ctl *c, int argc, char **argv);
+int cmd_names(struct ctl *c, int argc, char **argv);
 int cmd_check(struct ctl *c, int argc, char **argv);
 int cmd_stats(struct ctl *c, int argc, char **argv);      /* stats.c */
 int cmd_top(struct ctl *c, int argc, char **argv);        /* top.c */
