@@ -46,6 +46,9 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	pp.nodes = cfg->nodes;
 	pp.sheaf_count = cfg->sheaf_count;
 	pp.mem_cap = cfg->mem_cap;
+	pp.max_clients = cfg->max_clients;
+	pp.max_lanes = cfg->max_threads;
+	pp.max_caches = cfg->max_caches;
 	rc = registry_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",
@@ -127,7 +130,7 @@ static int local_check(sheaf_pool_t *pool, char *err, size_t errlen)
 	int rc = 0;
 
 	engine_stop(&pool->engine);       /* the checker needs a quiet pool */
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES && rc == 0; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used && rc == 0; c++) {
 		int64_t in_use;
 
 		if (at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
