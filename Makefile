@@ -71,6 +71,9 @@ TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/util_*.c))
 TEST_BIN   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_BIN  := $(BUILD)/tests/bench/sheafbench
+# tests/bench/scale/walks.c: the scale measurements (issue 12), linked like
+# a test program and placed beside them (it finds sheafd as they do).
+SCALE_BENCH := $(BUILD)/tests/scale_walks
 BENCH_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/bench/dpdkbench.c,$(wildcard tests/bench/*.c)))
 # The DPDK rte_mempool peer (tests/bench/dpdkbench.c) is optional: built for
 # `make bench` only when pkg-config finds libdpdk (its headers as -isystem).
@@ -79,7 +82,7 @@ DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null)
 DPDK_BENCH  := $(if $(DPDK_LIBS),$(BUILD)/tests/bench/dpdkbench)
 
 .PHONY: all lib tests test bench deps clean check-deps deps-or-check run
-all: lib $(SHEAFD) $(SHEAFCTL) tests $(BENCH_BIN)
+all: lib $(SHEAFD) $(SHEAFCTL) tests $(BENCH_BIN) $(SCALE_BENCH)
 
 lib: $(BUILD)/libsheaf.a $(BUILD)/libsheaf.so
 
@@ -129,6 +132,9 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(BUILD)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
 
+$(SCALE_BENCH): $(BUILD)/tests/bench/scale/walks.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
+
 # The release artefacts must carry no test hook (nm lists local symbols too).
 .PHONY: check-no-hooks
 check-no-hooks: lib $(SHEAFD) $(SHEAFCTL)
@@ -161,7 +167,7 @@ test: deps-or-check
 		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
 	done; echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
 
-bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH)
+bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(SCALE_BENCH)
 	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
 

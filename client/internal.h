@@ -25,7 +25,10 @@
 #include "shm/engine.h"
 #include "shm/pool.h"
 
-#define SHEAF_POOLS_MAX    8u
+/* Pools open at once in a process, and cache handles over all of them
+ * (a handle costs every thread that uses the library 72 bytes of its
+ * tstate: fast[] and tc[]). */
+#define SHEAF_POOLS_MAX    64u
 #define SHEAF_HANDLES_MAX  SHEAF__HANDLES
 #define STASH_MAX          16u
 #define STASH_BYTES        (256u << 10)
@@ -47,7 +50,7 @@ struct sheaf_pool {
 	uint32_t client;             /* our client id in the region */
 	int64_t wait_ns;
 	pthread_mutex_t lock;        /* handles[]; before registry_lock */
-	sheaf_cache_t *handles[SHEAF_MAX_CACHES];
+	sheaf_cache_t *handles[SHEAF_MAX_CACHES];   /* by cache id < shm.max_caches */
 };
 
 /* A handle: one of the process's SHEAF_HANDLES_MAX slots of handles[]

@@ -53,6 +53,9 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	 * (pool_create tries the next slots when it is taken). */
 	pp.addr_seed = ((uint64_t)getpid() << 20) ^
 		       (uint64_t)at_fetch_add_relaxed(&local_pools_made, 1) * 0x9e3779b97f4a7c15ull;
+	pp.max_clients = cfg->max_clients;
+	pp.max_lanes = cfg->max_threads;
+	pp.max_caches = cfg->max_caches;
 	rc = registry_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",
@@ -134,7 +137,7 @@ static int local_check(sheaf_pool_t *pool, char *err, size_t errlen)
 	int rc = 0;
 
 	engine_stop(&pool->engine);       /* the checker needs a quiet pool */
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES && rc == 0; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used && rc == 0; c++) {
 		int64_t in_use;
 
 		if (at_load_acquire(&p->caches[c].state) != CACHE_LIVE)

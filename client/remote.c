@@ -54,7 +54,7 @@ static int remote_cache_create(sheaf_pool_t *pool, const char *name,
 	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_CACHE_CREATE, &r, NULL, 0);
 	if (rc != 0)
 		return rc;
-	id = r->cache_create->cache && r->cache_create->cache->id < SHEAF_MAX_CACHES
+	id = r->cache_create->cache && r->cache_create->cache->id < pool->shm.max_caches
 		? (int)r->cache_create->cache->id : -EPROTO;
 	/* The generation sheafd created (an older sheafd sends none, 0:
 	 * the mapped descriptor's, which a destroy since could have moved). */

@@ -52,6 +52,12 @@ struct sheaf_pool_config {
 	unsigned sheaf_count;   /* sheaves in the pool; 0: 32768 */
 	size_t mem_cap;         /* most bytes of slabs; 0: size */
 	unsigned wait_ms;       /* longest wait for the engine; 0: 5000 */
+	/* Limits, fixed at creation; 0: the default.  Slots never used cost
+	 * no memory (sparse), so generous limits are cheap. */
+	unsigned max_clients;   /* attached processes, 1..4096; 0: 1024 */
+	unsigned max_threads;   /* threads using the pool at once, 10..65536;
+				   0: 8192 */
+	unsigned max_caches;    /* caches, 1..1024; 0: 256 */
 };
 
 /*
@@ -59,7 +65,7 @@ struct sheaf_pool_config {
  * stocking workers, one per node) runs as threads of this process.  @cfg may
  * be NULL for defaults.
  * Returns the pool, or NULL with errno: EINVAL (a config field out of range,
- * named in @err), ENOMEM, EMFILE (too many pools in this process, max 8), or
+ * named in @err), ENOMEM, EMFILE (too many pools in this process, max 64), or
  * the error of memfd_create/ftruncate/mmap.
  */
 SHEAF_API sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
@@ -91,7 +97,7 @@ SHEAF_API void sheaf_pool_destroy(sheaf_pool_t *pool);
  *   ENOSPC           sheafd has no free client slot;
  *   ETIMEDOUT        sheafd did not answer within the control timeout
  *                    (sheaf_pool_set_timeout; $SHEAF_RPC_TIMEOUT_MS);
- *   EINVAL           unknown @flags; EMFILE  8 pools already open.
+ *   EINVAL           unknown @flags; EMFILE  64 pools already open.
  * If sheafd restarts, the next control request (cache create, stats,
  * shrink, check, capacity) reconnects and resumes this client; allocation
  * and free never need the connection.  If the new daemon did not adopt the
@@ -182,7 +188,7 @@ struct sheaf_cache_config {
  * rounded up to the alignment) in @pool; @cfg may be NULL for defaults.
  * Returns a handle or NULL with errno: EINVAL (size, align, capacity or
  * flags out of range), EEXIST (a cache of that name exists; see
- * sheaf_cache_create_or_open), ENOSPC (64 caches exist), EMFILE (too many
+ * sheaf_cache_create_or_open), ENOSPC (max_caches caches exist), EMFILE (too many
  * handles in this process).
  */
 SHEAF_API sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
@@ -246,7 +252,7 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  *           the pool only once empty (a shrink, or the engine taking
  *           other caches' empty slabs at the cap);
  *   EAGAIN  the engine did not stock the barn within wait_ms;
- *   EMFILE  this thread could not get a lane (256 threads use the pool);
+ *   EMFILE  this thread could not get a lane (max_threads threads use the pool);
  *   ECHILD  the pool was inherited through fork() (see sheaf_connect);
  *   ESTALE  @cache was destroyed (see "Handles" above).
  */
@@ -489,7 +495,7 @@ struct sheaf__fast {            /* a thread's fast path for one cache */
 				   shortcut, which accepted stale frees) */
 };                              /* 64 bytes, as a cache handle */
 
-#define SHEAF__HANDLES      128
+#define SHEAF__HANDLES      1024
 #define SHEAF__FRAME_SHIFT  18  /* slab frames of 256 KiB */
 #define SHEAF__WORD_SIZE    0xffffu
 #define SHEAF__WORD_OP      0x10000u   /* one operation in sheaf__sheaf.word */

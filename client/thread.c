@@ -202,7 +202,7 @@ static void tcache_fast_init(struct tcache *t, const sheaf_cache_t *c, uint32_t 
 	t->f->node_data = p->base + pool_frame_off(p, first);
 	t->f->node_len = (uint64_t)p->frames_per_node << SLAB_SHIFT;
 	t->f->owner = (const uint16_t *)(const void *)&p->frame_owner[first];
-	t->stat = t->tp->lane->stat[c->id];
+	t->stat = lane_stat(p, t->tp->lane, c->id);
 	t->f->cache_id = (uint16_t)c->id;
 	div_test_init(t->f, c->sc->obj_size, c->sc->slab_bytes / c->sc->obj_size);
 }

@@ -22,7 +22,9 @@ void config_defaults(struct config *c)
 	c->sheaves = 32768;
 	c->max_frame = FRAME_DEFAULT_CAP;
 	c->idle_timeout_ms = CONFIG_IDLE_TIMEOUT_MS;
-	c->max_clients_per_uid = CONFIG_CLIENTS_PER_UID;
+	c->max_clients = SHEAF_DEFAULT_CLIENTS;
+	c->max_threads = SHEAF_DEFAULT_LANES;
+	c->max_caches = SHEAF_DEFAULT_CACHES;
 	c->log_level = LOG_INFO;
 	c->allow_uid[0] = (uint32_t)getuid();
 	c->n_uid = 1;
@@ -38,7 +40,8 @@ void config_usage(FILE *out)
 "                         /run/sheafd/sheafd.sock for root, else /tmp/sheafd-UID/sheafd.sock)\n"
 "  -c, --config FILE      key=value file: socket, size, mem_cap, nodes, sheaves,\n"
 "                         log_level, allow_uid, allow_gid, max_frame,\n"
-"                         max_connections, idle_timeout, max_clients_per_uid\n"
+"                         max_connections, idle_timeout, max_clients_per_uid,\n"
+"                         max_clients, max_threads, max_caches\n"
 "                         (flags win)\n"
 "      --size BYTES       pool data size, K/M/G suffixes (default 1G; sparse)\n"
 "      --mem-cap BYTES    most bytes of slabs (default: size)\n"
@@ -53,7 +56,14 @@ void config_usage(FILE *out)
 "                         request, or stalls inside a frame, this long\n"
 "                         (default %u; 0: never)\n"
 "      --max-clients-per-uid N  client slots one uid may hold (1..%u,\n"
-"                         default %u); Attach beyond fails with NO_SPACE\n"
+"                         default half of max-clients); Attach beyond fails\n"
+"                         with NO_SPACE\n"
+"      --max-clients N    attached processes the pool holds (1..%u, default %u)\n"
+"      --max-threads N    threads using the pool at once, all processes\n"
+"                         (%u..%u, default %u)\n"
+"      --max-caches N     caches in the pool (1..%u, default %u)\n"
+"                         (the three are fixed when the pool is created;\n"
+"                         unused slots cost no memory)\n"
 "  -f, --foreground       stay in the foreground (default: detach)\n"
 "      --log-level LEVEL  error, warn, info (default) or debug\n"
 "      --allow-uid USER   allow this uid or user name to attach (repeatable;\n"
@@ -64,8 +74,10 @@ void config_usage(FILE *out)
 "  -V, --version          version\n"
 "\n"
 "Signals: SIGTERM stops cleanly, SIGHUP re-reads log_level and allow lists.\n",
-		CONFIG_FD_RESERVE, CONFIG_IDLE_TIMEOUT_MS, SHEAF_MAX_CLIENTS,
-		CONFIG_CLIENTS_PER_UID);
+		CONFIG_FD_RESERVE(SHEAF_DEFAULT_CLIENTS), CONFIG_IDLE_TIMEOUT_MS,
+		SHEAF_MAX_CLIENTS, SHEAF_MAX_CLIENTS, SHEAF_DEFAULT_CLIENTS,
+		2 + SHEAF_MAX_NODES, SHEAF_MAX_LANES, SHEAF_DEFAULT_LANES,
+		SHEAF_MAX_CACHES, SHEAF_DEFAULT_CACHES);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -163,6 +175,12 @@ static int apply(struct config *c, const char *key, const char *val, int from_fi
 	} else if (strcmp(key, "max_clients_per_uid") == 0 ||
 		   strcmp(key, "max-clients-per-uid") == 0) {
 		rc = parse_u32(val, 1, SHEAF_MAX_CLIENTS, &c->max_clients_per_uid);
+	} else if (strcmp(key, "max_clients") == 0 || strcmp(key, "max-clients") == 0) {
+		rc = parse_u32(val, 1, SHEAF_MAX_CLIENTS, &c->max_clients);
+	} else if (strcmp(key, "max_threads") == 0 || strcmp(key, "max-threads") == 0) {
+		rc = parse_u32(val, 2 + SHEAF_MAX_NODES, SHEAF_MAX_LANES, &c->max_threads);
+	} else if (strcmp(key, "max_caches") == 0 || strcmp(key, "max-caches") == 0) {
+		rc = parse_u32(val, 1, SHEAF_MAX_CACHES, &c->max_caches);
 	} else if (strcmp(key, "log_level") == 0 || strcmp(key, "log-level") == 0) {
 		rc = log_level_parse(val);
 		if (rc >= 0) {
@@ -240,6 +258,9 @@ static const struct option longopts[] = {
 	{ "max-connections", required_argument, NULL, 9 },
 	{ "idle-timeout", required_argument, NULL, 10 },
 	{ "max-clients-per-uid", required_argument, NULL, 11 },
+	{ "max-clients", required_argument, NULL, 12 },
+	{ "max-threads", required_argument, NULL, 13 },
+	{ "max-caches", required_argument, NULL, 14 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -249,6 +270,7 @@ static const char *const keys[] = {
 	[1] = "size", [2] = "mem_cap", [3] = "nodes", [4] = "sheaves",
 	[5] = "max_frame", [6] = "log_level", [7] = "allow_uid", [8] = "allow_gid",
 	[9] = "max_connections", [10] = "idle_timeout", [11] = "max_clients_per_uid",
+	[12] = "max_clients", [13] = "max_threads", [14] = "max_caches",
 };
 
 int config_from_args(struct config *c, int argc, char **argv, char *err, size_t errlen)
@@ -285,7 +307,7 @@ int config_from_args(struct config *c, int argc, char **argv, char *err, size_t 
 			} else if (opt == 's') {
 				if (apply(c, "socket", optarg, 0, err, errlen) != 0)
 					return -1;
-			} else if (opt >= 1 && opt <= 11) {
+			} else if (opt >= 1 && opt <= 14) {
 				/* A flag's id list replaces the file's. */
 				if (opt == 7 && !uid_flag++)
 					c->n_uid = 0;
@@ -303,6 +325,8 @@ int config_from_args(struct config *c, int argc, char **argv, char *err, size_t 
 		    load_file(c, c->config_path, err, errlen) != 0)
 			return -1;
 	}
+	if (c->max_clients_per_uid == 0)
+		c->max_clients_per_uid = CONFIG_CLIENTS_PER_UID(c->max_clients);
 	return 0;
 }
 

@@ -14,10 +14,11 @@
 #define CONFIG_MAX_IDS 16
 /* Defaults of the limits that keep the control socket up under abuse. */
 #define CONFIG_IDLE_TIMEOUT_MS  10000u
-#define CONFIG_CLIENTS_PER_UID  (SHEAF_MAX_CLIENTS / 2)
+/* max_clients_per_uid when not set: half of max_clients. */
+#define CONFIG_CLIENTS_PER_UID(max_clients) ((max_clients) / 2 > 0 ? (max_clients) / 2 : 1)
 /* Descriptors kept out of the default max_connections: one pidfd per
  * client slot, the pool, the listener, the log, libevent's own. */
-#define CONFIG_FD_RESERVE       (SHEAF_MAX_CLIENTS + 64u)
+#define CONFIG_FD_RESERVE(max_clients) ((max_clients) + 64u)
 
 struct config {
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -29,7 +30,9 @@ struct config {
 	uint32_t max_frame;
 	uint32_t max_connections;    /* 0: from RLIMIT_NOFILE (server.c) */
 	uint32_t idle_timeout_ms;    /* a connection's first request, or a frame, within this */
-	uint32_t max_clients_per_uid;
+	uint32_t max_clients_per_uid; /* 0 until set: CONFIG_CLIENTS_PER_UID */
+	/* The pool's limits, fixed at its creation (0: SHEAF_DEFAULT_*). */
+	uint32_t max_clients, max_threads, max_caches;
 	int foreground;
 	int log_level;
 	uint32_t allow_uid[CONFIG_MAX_IDS], n_uid;

@@ -189,8 +189,17 @@ static int make_pool(struct daemon *d, int meta_fd, int shared_fd, char *err, si
 		d->adopted = 1;
 		log_info("adopted the pool from the fd store: %d sheaves of the previous "
 			 "engine recovered", rc);
+		if (d->pool.max_clients != d->cfg.max_clients ||
+		    d->pool.max_lanes != d->cfg.max_threads ||
+		    d->pool.max_caches != d->cfg.max_caches)
+			log_info("the adopted pool keeps its limits (%u clients, %u threads, "
+				 "%u caches); the configured ones apply to a new pool",
+				 d->pool.max_clients, d->pool.max_lanes, d->pool.max_caches);
 		return 0;
 	}
+	pp.max_clients = d->cfg.max_clients;
+	pp.max_lanes = d->cfg.max_threads;
+	pp.max_caches = d->cfg.max_caches;
 	pp.size = d->cfg.size;
 	pp.nodes = d->cfg.nodes;
 	pp.sheaf_count = d->cfg.sheaves;

@@ -43,7 +43,7 @@ uint32_t daemon_live_clients(const struct daemon *d)
 {
 	uint32_t n = 0;
 
-	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++)
+	for (uint32_t c = 0, used = pool_clients_used(&d->pool); c < used; c++)
 		n += at_load_acquire(&d->pool.clients[c].state) == CLIENT_LIVE;
 	return n;
 }
@@ -129,7 +129,7 @@ int daemon_attach(struct daemon *d, struct conn_info *peer, const char *name,
 	int id, rc;
 
 	/* One uid may not take every slot from the others. */
-	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++)
+	for (uint32_t c = 0, used = pool_clients_used(&d->pool); c < used; c++)
 		held += at_load_acquire(&d->pool.clients[c].state) == CLIENT_LIVE &&
 			d->pool.clients[c].uid == (uint32_t)peer->uid;
 	if (cap > 0 && held >= cap) {
@@ -141,7 +141,8 @@ int daemon_attach(struct daemon *d, struct conn_info *peer, const char *name,
 	}
 	id = client_attach(&d->pool, (uint32_t)peer->pid, (uint32_t)peer->uid, name);
 	if (id < 0) {
-		snprintf(err, errlen, "all %u client slots are in use", SHEAF_MAX_CLIENTS);
+		snprintf(err, errlen, "all %u client slots are in use (max_clients)",
+			 d->pool.max_clients);
 		return id;
 	}
 	rc = watch_add(d, id, peer->pid);
@@ -163,7 +164,7 @@ int daemon_resume(struct daemon *d, struct conn_info *peer, uint32_t id,
 {
 	const struct shm_client *sc;
 
-	if (id >= SHEAF_MAX_CLIENTS) {
+	if (id >= pool_clients_used(&d->pool)) {
 		snprintf(err, errlen, "no client %u", id);
 		return -EINVAL;
 	}
@@ -184,7 +185,7 @@ int daemon_resume(struct daemon *d, struct conn_info *peer, uint32_t id,
 
 void daemon_watch_existing(struct daemon *d)
 {
-	for (uint32_t id = 0; id < SHEAF_MAX_CLIENTS; id++) {
+	for (uint32_t id = 0, used = pool_clients_used(&d->pool); id < used; id++) {
 		const struct shm_client *sc = &d->pool.clients[id];
 		int n;
 
@@ -217,7 +218,7 @@ static int client_holds_anything(const struct daemon *d, uint32_t id)
 		if (at_load_relaxed(&p->owners[s]) == id)
 			return 1;
 	/* Idle lanes (their thread returned everything) do not count. */
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
 		if (at_load_relaxed(&p->lanes[l].client) == id &&
 		    at_load_acquire(&p->lanes[l].busy))
 			return 1;

@@ -204,9 +204,11 @@ static void handle_cache_list(struct daemon *d, struct reply *rp)
 	Sheaf__V1__CacheListResponse *lr = ARENA_NEW(&rp->a, Sheaf__V1__CacheListResponse,
 					       SHEAF__V1__CACHE_LIST_RESPONSE__INIT);
 
-	if (lr == NULL || (lr->caches = arena_alloc(&rp->a, SHEAF_MAX_CACHES * sizeof(void *))) == NULL)
+	uint32_t used = pool_caches_used(&d->pool);
+
+	if (lr == NULL || (lr->caches = arena_alloc(&rp->a, (used + 1) * sizeof(void *))) == NULL)
 		goto oom;
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0; c < used; c++) {
 		if (at_load_acquire(&d->pool.caches[c].state) != CACHE_LIVE)
 			continue;
 		if ((lr->caches[lr->n_caches++] = cache_info(d, &rp->a, c)) == NULL)
@@ -293,12 +295,13 @@ static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, st
 	Sheaf__V1__StatsResponse *sr = ARENA_NEW(&rp->a, Sheaf__V1__StatsResponse,
 					   SHEAF__V1__STATS_RESPONSE__INIT);
 	int only = -1;
+	uint32_t used = pool_caches_used(p);
 
 	if (cache_scope(d, rq->cache, &only, rp) != 0)
 		return;
-	if (sr == NULL || (sr->caches = arena_alloc(&rp->a, SHEAF_MAX_CACHES * sizeof(void *))) == NULL)
+	if (sr == NULL || (sr->caches = arena_alloc(&rp->a, (used + 1) * sizeof(void *))) == NULL)
 		goto oom;
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0; c < used; c++) {
 		Sheaf__V1__CacheStats *cs;
 		int64_t in_use;
 
@@ -341,8 +344,8 @@ static void handle_daemon_info(struct daemon *d, struct reply *rp)
 	di->pool_size = d->pool.data_len;
 	di->mem_cap = at_load_relaxed(&d->pool.hdr->mem_cap);
 	di->uptime_seconds = (uint64_t)(time(NULL) - d->started);
-	di->max_caches = SHEAF_MAX_CACHES;
-	di->max_clients = SHEAF_MAX_CLIENTS;
+	di->max_caches = d->pool.max_caches;
+	di->max_clients = d->pool.max_clients;
 	di->clients = daemon_live_clients(d);
 	di->max_frame = d->cfg.max_frame;
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_DAEMON_INFO;
@@ -361,7 +364,7 @@ static void fill_check(struct daemon *d, int cache, int rc, const struct check_r
 		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+	for (uint32_t c = 0, used = pool_caches_used(&d->pool); c < used; c++)
 		if ((cache < 0 || (uint32_t)cache == c) &&
 		    at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE)
 			counted = ut_add64(counted, engine_counted_in_use(&d->pool, c));
@@ -463,15 +466,48 @@ static void handle_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, stru
 	rp->r.tune = tr;
 }
 
+/*
+ * Sheaves held and objects in use of every client slot below the mark, in
+ * one walk of the owner table and one of the lanes (not one per client):
+ * the cost follows the sheaves, the lanes used and the caches used.
+ */
+static void client_tallies(const struct shm_pool *p, uint32_t used, uint64_t *held,
+			   int64_t *in_use)
+{
+	uint32_t caches = pool_caches_used(p);
+
+	for (uint32_t s = 0; s < p->sheaf_count; s++) {
+		uint32_t o = at_load_relaxed(&p->owners[s]);
+		if (o < used)
+			held[o]++;
+	}
+	for (uint32_t l = 0, lanes = pool_lanes_used(p); l < lanes; l++) {
+		const struct shm_lane *ln = &p->lanes[l];
+		uint32_t c = at_load_relaxed(&ln->client);
+
+		if (c >= used || !pool_lane_ready(ln))
+			continue;
+		for (uint32_t k = 0; k < caches; k++)
+			in_use[c] = ut_add64(in_use[c], lane_in_use(p, ln, k));
+	}
+}
+
 static void handle_clients(struct daemon *d, struct reply *rp)
 {
 	struct shm_pool *p = &d->pool;
 	Sheaf__V1__ClientsResponse *cr = ARENA_NEW(&rp->a, Sheaf__V1__ClientsResponse,
 					     SHEAF__V1__CLIENTS_RESPONSE__INIT);
+	uint32_t used = pool_clients_used(p);
+	uint64_t *held = arena_alloc(&rp->a, (used + 1) * sizeof(*held));
+	int64_t *in_use = arena_alloc(&rp->a, (used + 1) * sizeof(*in_use));
 
-	if (cr == NULL || (cr->clients = arena_alloc(&rp->a, SHEAF_MAX_CLIENTS * sizeof(void *))) == NULL)
+	if (cr == NULL || held == NULL || in_use == NULL ||
+	    (cr->clients = arena_alloc(&rp->a, (used + 1) * sizeof(void *))) == NULL)
 		goto oom;
-	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++) {
+	memset(held, 0, (used + 1) * sizeof(*held));
+	memset(in_use, 0, (used + 1) * sizeof(*in_use));
+	client_tallies(p, used, held, in_use);
+	for (uint32_t c = 0; c < used; c++) {
 		const struct shm_client *sc = &p->clients[c];
 		Sheaf__V1__ClientInfo *ci;
 
@@ -484,15 +520,8 @@ static void handle_clients(struct daemon *d, struct reply *rp)
 		ci->pid = sc->pid;
 		ci->uid = sc->uid;
 		ci->attached_since = sc->attached_at;
-		for (uint32_t s = 0; s < p->sheaf_count; s++)
-			ci->sheaves_held += at_load_relaxed(&p->owners[s]) == c;
-		for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
-			if (at_load_relaxed(&p->lanes[l].client) != c)
-				continue;
-			for (uint32_t k = 0; k < SHEAF_MAX_CACHES; k++)
-				ci->objects_in_use = ut_add64(ci->objects_in_use,
-							      lane_in_use(p, &p->lanes[l], k));
-		}
+		ci->sheaves_held = held[c];
+		ci->objects_in_use = in_use[c];
 		cr->clients[cr->n_clients++] = ci;
 	}
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CLIENTS;

@@ -157,17 +157,35 @@ static uint32_t conn_cap(const struct daemon *d)
 		return d->cfg.max_connections;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 1u << 16;
-	if (rl.rlim_cur < CONFIG_FD_RESERVE + 16)
+	if (rl.rlim_cur < CONFIG_FD_RESERVE(d->cfg.max_clients) + 16)
 		return 16;
-	return rl.rlim_cur - CONFIG_FD_RESERVE > (1u << 16) ? 1u << 16
-		: (uint32_t)(rl.rlim_cur - CONFIG_FD_RESERVE);
+	return rl.rlim_cur - CONFIG_FD_RESERVE(d->cfg.max_clients) > (1u << 16) ? 1u << 16
+		: (uint32_t)(rl.rlim_cur - CONFIG_FD_RESERVE(d->cfg.max_clients));
 }
 
 static void on_accept_retry(evutil_socket_t fd, short what, void *arg);
 
+/* Each attached client takes two descriptors (its connection and its
+ * pidfd): raise the soft RLIMIT_NOFILE towards the hard one when it is
+ * below what max_clients needs (the default soft limit, 1024, is). */
+static void nofile_raise(const struct daemon *d)
+{
+	struct rlimit rl;
+	rlim_t want = 2 * (rlim_t)d->cfg.max_clients + CONFIG_FD_RESERVE(0) + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		log_warn("raising RLIMIT_NOFILE to %llu: %s", (unsigned long long)rl.rlim_cur,
+			 strerror(errno));
+}
+
 /* What every listener needs, activated or bound. */
 static int listen_events(struct daemon *d)
 {
+	nofile_raise(d);
 	d->max_conns = conn_cap(d);
 	if (d->cfg.idle_timeout_ms > 0) {
 		struct timeval tv = { (time_t)(d->cfg.idle_timeout_ms / 1000),

@@ -20,7 +20,7 @@ void daemon_status(struct daemon *d)
 	uint32_t caches = 0;
 	uint64_t frames = at_load_relaxed(&d->pool.hdr->frames_used);
 
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+	for (uint32_t c = 0, used = pool_caches_used(&d->pool); c < used; c++)
 		caches += at_load_acquire(&d->pool.caches[c].state) == CACHE_LIVE;
 	snprintf(msg, sizeof(msg), "STATUS=%u clients, %u caches, %llu MiB of slabs%s",
 		 daemon_live_clients(d), caches,

@@ -39,7 +39,7 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 
 	if (seen == NULL)
 		return bad(err, errlen, "out of memory");
-	for (uint32_t r = 0; r < ring_total(p->nodes) && rc == 0; r++) {
+	for (uint32_t r = 0, used = pool_rings_used(p); r < used && rc == 0; r++) {
 		if (!ring_of_cache(p, cache, r))
 			continue;
 		/* The geometry is the pool's (untrusted.h), never the ring
@@ -76,7 +76,7 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 	for (uint32_t s = 0; s < p->sheaf_count && rc == 0; s++) {
 		uint32_t o = at_load_relaxed(&p->owners[s]);
 		if (cache >= 0) {
-			if (OWNER_IS_RING(o) && OWNER_RING_ID(o) < ring_total(p->nodes) &&
+			if (OWNER_IS_RING(o) && OWNER_RING_ID(o) < pool_rings_used(p) &&
 			    ring_of_cache(p, cache, OWNER_RING_ID(o)) && !seen[s])
 				rc = bad(err, errlen, "sheaf %u owned by ring %u but in no slot",
 					 s, OWNER_RING_ID(o));
@@ -113,9 +113,9 @@ static int sheaf_counts_for(const struct shm_pool *p, uint32_t c, uint32_t o,
 	if (!own_rings)
 		return o != OWNER_RING(RING_DEPOT);
 	if (OWNER_IS_RING(o))
-		return OWNER_RING_ID(o) < ring_total(p->nodes) &&
+		return OWNER_RING_ID(o) < pool_rings_used(p) &&
 		       ring_of_cache(p, (int)c, OWNER_RING_ID(o));
-	return o < SHEAF_MAX_CLIENTS || o == OWNER_ENGINE;
+	return o < p->max_clients || o == OWNER_ENGINE;
 }
 
 static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
@@ -213,7 +213,7 @@ static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
 		 * before it indexes objs[]. */
 		size = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
 		capacity = ut_load32(&sh->capacity);
-		if (size == 0 || ut_sheaf_cache(sh) != c)
+		if (size == 0 || ut_sheaf_cache(p, sh) != c)
 			continue;
 		if (size > capacity || size > SHEAF_CAP_MAX) {
 			rc = bad(err, errlen, "sheaf %u: size %u > capacity %u", s,
@@ -291,12 +291,12 @@ int pool_check(struct shm_pool *p, int cache, int64_t expect_in_use,
 	struct check_report local;
 	int rc;
 
-	SHEAF_ASSERT(cache < (int)SHEAF_MAX_CACHES);
+	SHEAF_ASSERT(cache < (int)p->max_caches);
 	if (rep == NULL)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));
 	rc = check_sheaves(p, -1, rep, err, errlen);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES && rc == 0; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used && rc == 0; c++) {
 		if ((cache >= 0 && (uint32_t)cache != c) ||
 		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 			continue;
@@ -317,7 +317,7 @@ int pool_check_cache(struct shm_pool *p, uint32_t cache, struct check_report *re
 	if (rep == NULL)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));
-	if (cache >= SHEAF_MAX_CACHES || at_load_acquire(&p->caches[cache].state) != CACHE_LIVE)
+	if (cache >= pool_caches_used(p) || at_load_acquire(&p->caches[cache].state) != CACHE_LIVE)
 		return bad(err, errlen, "cache %u is not live", cache);
 	rc = check_sheaves(p, (int)cache, rep, err, errlen);
 	if (rc == 0)

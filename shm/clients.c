@@ -10,12 +10,20 @@
 
 int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name)
 {
-	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++) {
+	/* A used slot first; a slot past the mark only when none is free
+	 * (the engine alone attaches: the mark is its to raise). */
+	uint32_t used = pool_clients_used(p);
+
+	for (uint32_t c = 0; c < p->max_clients; c++) {
 		struct shm_client *cl = &p->clients[c];
 		uint32_t exp = CLIENT_FREE;
 
+		if (c > used)
+			break;
 		if (!at_cas_acqrel(&cl->state, &exp, CLIENT_LIVE))
 			continue;
+		if (c == used)
+			at_store_release(&p->hdr->clients_hwm, c + 1);
 		cl->pid = pid;
 		cl->uid = uid;
 		cl->generation++;
@@ -31,7 +39,7 @@ int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *na
 void client_detach(struct shm_pool *p, uint32_t client)
 {
 	/* Client slots are engine-owned: their state may be asserted. */
-	SHEAF_ASSERT(client < SHEAF_MAX_CLIENTS &&
+	SHEAF_ASSERT(client < p->max_clients &&
 		     at_load_relaxed(&p->clients[client].state) != CLIENT_FREE);
 	at_store_release(&p->clients[client].state, CLIENT_FREE);
 }
@@ -63,9 +71,9 @@ static void word_delta(uint64_t from, uint64_t to, uint64_t *allocs, uint64_t *f
 void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache,
 		 uint64_t *out)
 {
-	const struct shm_live *lv = &l->live[cache];
+	const struct shm_live *lv = lane_live(p, l, cache);
+	const _Atomic uint64_t *stat = lane_stat(p, l, cache);
 
-	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES);
 	/*
 	 * A sequence lock without fences (TSan has none): the thread's stores
 	 * of the fields below are releases, these loads acquires, so a load
@@ -78,7 +86,7 @@ void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 		uint64_t from = at_load_acquire(&lv->word), to = from, a, f;
 
 		for (unsigned i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
-			out[i] = at_load_acquire(&l->stat[cache][i]);
+			out[i] = at_load_acquire((_Atomic uint64_t *)&stat[i]);
 		if (id < p->sheaf_count)        /* client-written: bounded */
 			to = at_load_relaxed(&p->sheaves[id].word);
 		if ((seq & 1) == 0 && at_load_relaxed(&lv->seq) == seq) {
@@ -111,7 +119,7 @@ int64_t lane_net(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 
 int64_t lane_in_use(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache)
 {
-	return ut_sub64(lane_net(p, l, cache), at_load_relaxed(&l->base[cache]));
+	return ut_sub64(lane_net(p, l, cache), at_load_relaxed(lane_base(p, l, cache)));
 }
 
 /* Open (odd) and close (even) a change of @lv that readers must not see
@@ -148,12 +156,12 @@ void (*lane_fold_hook)(int step);
 void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 		       uint32_t sheaf)
 {
-	struct shm_live *lv = &l->live[cache];
+	struct shm_live *lv = lane_live(p, l, cache);
 	uint32_t seq;
 
 	/* Only after a fold (or none ever): a death inside leaves @sheaf's
 	 * operations since it was installed, which are none yet. */
-	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES && sheaf < p->sheaf_count &&
+	SHEAF_ASSERT(sheaf < p->sheaf_count &&
 		     at_load_relaxed(&lv->sheaf) == SHEAF_ID_NONE);
 	seq = live_begin(lv);
 	STEP(LF_INSTALL_OPEN);
@@ -167,13 +175,15 @@ void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 
 /* The staged fold's second half: its counters are absolute values, so
  * doing it again after a death part-way is doing it once. */
-static void fold_apply(struct shm_lane *l, uint32_t cache)
+static void fold_apply(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
 {
-	at_store_release(&l->stat[cache][ST_ALLOC_FASTPATH], at_load_relaxed(&l->fold_alloc));
+	_Atomic uint64_t *stat = lane_stat(p, l, cache);
+
+	at_store_release(&stat[ST_ALLOC_FASTPATH], at_load_relaxed(&l->fold_alloc));
 	STEP(LF_FOLD_ALLOC);
-	at_store_release(&l->stat[cache][ST_FREE_FASTPATH], at_load_relaxed(&l->fold_free));
+	at_store_release(&stat[ST_FREE_FASTPATH], at_load_relaxed(&l->fold_free));
 	STEP(LF_FOLD_FREE);
-	at_store_release(&l->live[cache].sheaf, SHEAF_ID_NONE);
+	at_store_release(&lane_live(p, l, cache)->sheaf, SHEAF_ID_NONE);
 	STEP(LF_FOLD_SHEAF);
 }
 
@@ -186,24 +196,24 @@ static void fold_apply(struct shm_lane *l, uint32_t cache)
  */
 void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
 {
-	struct shm_live *lv = &l->live[cache];
+	struct shm_live *lv = lane_live(p, l, cache);
+	_Atomic uint64_t *stat = lane_stat(p, l, cache);
 	uint32_t id = at_load_relaxed(&lv->sheaf), seq;
 	uint64_t a, f;
 
-	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES);
 	if (id >= p->sheaf_count)
 		return;
 	word_delta(at_load_relaxed(&lv->word), at_load_relaxed(&p->sheaves[id].word), &a, &f);
-	at_store_relaxed(&l->fold_alloc, at_load_relaxed(&l->stat[cache][ST_ALLOC_FASTPATH]) + a);
+	at_store_relaxed(&l->fold_alloc, at_load_relaxed(&stat[ST_ALLOC_FASTPATH]) + a);
 	STEP(LF_STAGE_ALLOC);
-	at_store_relaxed(&l->fold_free, at_load_relaxed(&l->stat[cache][ST_FREE_FASTPATH]) + f);
+	at_store_relaxed(&l->fold_free, at_load_relaxed(&stat[ST_FREE_FASTPATH]) + f);
 	STEP(LF_STAGE_FREE);
 	/* Release: pairs with the repair's acquire load. */
 	at_store_release(&l->fold_cache, cache + 1);
 	STEP(LF_STAGED);
 	seq = live_begin(lv);
 	STEP(LF_FOLD_OPEN);
-	fold_apply(l, cache);
+	fold_apply(p, l, cache);
 	live_end(lv, seq);
 	STEP(LF_FOLD_CLOSED);
 	at_store_release(&l->fold_cache, 0);
@@ -214,17 +224,20 @@ void lane_live_repair(struct shm_pool *p, struct shm_lane *l)
 {
 	uint32_t staged = at_load_acquire(&l->fold_cache);
 
-	if (staged != 0 && staged <= SHEAF_MAX_CACHES) {
+	uint32_t caches = pool_caches_used(p);
+
+	if (staged != 0 && staged <= caches) {
 		/* Died inside a staged fold: complete it. */
-		struct shm_live *lv = &l->live[staged - 1];
+		struct shm_live *lv = lane_live(p, l, staged - 1);
 		uint32_t seq = live_begin(lv);
 
-		fold_apply(l, staged - 1);
+		fold_apply(p, l, staged - 1);
 		live_end(lv, seq);
 	}
 	at_store_release(&l->fold_cache, 0);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
-		struct shm_live *lv = &l->live[c];
+	/* Caches never set up were never a thread's: nothing to fold. */
+	for (uint32_t c = 0; c < caches; c++) {
+		struct shm_live *lv = lane_live(p, l, c);
 
 		if (at_load_relaxed(&lv->seq) & 1) {
 			/* Died inside lane_live_install: nothing was done on
@@ -240,29 +253,64 @@ void lane_live_repair(struct shm_pool *p, struct shm_lane *l)
 static void lane_bind(struct shm_pool *p, struct shm_lane *l, uint32_t node,
 		      int new_owner)
 {
-	at_store_relaxed(&l->bound, node + 1);
 	at_store_relaxed(&l->node, node);
 	l->tid = (uint32_t)gettid();
 	at_store_relaxed(&l->intent.op, RING_OP_NONE);
 	if (new_owner)
-		for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
-			at_store_relaxed(&l->base[c], lane_net(p, l, c));
+		for (uint32_t c = 0, n = pool_caches_used(p); c < n; c++)
+			at_store_relaxed(lane_base(p, l, c), lane_net(p, l, c));
+	/* Release, last: a lane below the mark with @bound 0 is still being
+	 * set up (lane_fresh); from here on its fields are complete. */
+	at_store_release(&l->bound, node + 1);
+}
+
+/* A never-used lane for @client: raise the mark past it, then set it up
+ * (its live records name no sheaf; every other field is zero).  A death
+ * part-way leaves it with @bound 0: no one's, never reused (one lane). */
+static struct shm_lane *lane_fresh(struct shm_pool *p, uint32_t client, uint32_t node)
+{
+	uint32_t h = at_load_acquire(&p->lane_hwm->hwm);
+	struct shm_lane *l;
+
+	do {
+		if (h >= p->max_lanes)
+			return NULL;
+	} while (!at_cas_acqrel(&p->lane_hwm->hwm, &h, h + 1));
+	l = &p->lanes[h];
+	for (uint32_t c = 0; c < p->max_caches; c++)
+		at_store_relaxed(&lane_live(p, l, c)->sheaf, SHEAF_ID_NONE);
+	at_store_relaxed(&l->client, client);
+	at_store_relaxed(&l->busy, 1);
+	lane_bind(p, l, node, 1);
+	return l;
 }
 
 /*
  * A lane for a thread of @client on @node: an idle lane of the client bound
- * to @node first; then a free lane bound to @node, a never used one, any
- * free one (its past counts then move to @node), and last an idle lane of
- * the client bound elsewhere.
+ * to @node first; then a free lane bound to @node, a never used one (past
+ * the mark: lane_fresh), any free one (its past counts then move to @node),
+ * and last an idle lane of the client bound elsewhere.  Every pass but the
+ * fresh one walks only lanes below the mark.
  */
 struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node)
 {
 	SHEAF_ASSERT(node < p->nodes && client != LANE_FREE);
 	for (int pass = 0; pass < 5; pass++) {
-		for (uint32_t i = 0; i < SHEAF_MAX_LANES; i++) {
+		uint32_t used = pool_lanes_used(p);
+
+		if (pass == 2) {
+			struct shm_lane *l = lane_fresh(p, client, node);
+			if (l != NULL)
+				return l;
+			continue;
+		}
+		for (uint32_t i = 0; i < used; i++) {
 			struct shm_lane *l = &p->lanes[i];
 			uint32_t owner = at_load_relaxed(&l->client), exp;
 
+			/* Acquire: pairs with lane_bind's release. */
+			if (at_load_acquire(&l->bound) == 0)
+				continue;       /* being set up (lane_fresh) */
 			if (pass == 0 || pass == 4) {
 				exp = 0;
 				if (owner != client ||
@@ -275,7 +323,6 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
 			exp = LANE_FREE;
 			if (owner != LANE_FREE ||
 			    (pass == 1 && at_load_relaxed(&l->bound) != node + 1) ||
-			    (pass == 2 && at_load_relaxed(&l->bound) != 0) ||
 			    !at_cas_acqrel(&l->client, &exp, client))
 				continue;
 			at_store_relaxed(&l->busy, 1);

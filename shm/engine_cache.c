@@ -41,7 +41,7 @@ uint32_t engine_default_capacity(uint32_t obj_size)
 
 int pool_cache_find(const struct shm_pool *p, const char *name)
 {
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		const struct shm_cache *sc = &p->caches[c];
 		/* Acquire: pairs with the release store in do_cache_install
 		 * (the name is then complete). */
@@ -135,17 +135,19 @@ int engine_cache_create(struct engine *e, const char *name,
 		id = -EEXIST;
 		goto out;
 	}
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0; c < p->max_caches; c++) {
 		/* Relaxed: only control calls, serialised by ctl_lock, write
-		 * the state. */
+		 * the state.  A slot past the mark is set up first (sparse:
+		 * pool_cache_slot_init). */
 		if (at_load_relaxed(&p->caches[c].state) != CACHE_FREE)
 			continue;
+		pool_cache_slot_init(p, c);
 		do_cache_install(&p->caches[c], name, cp, obj_size, per_slab, cap);
 		id = (int)c;
 		break;
 	}
 	if (id == -ENOSPC)
-		snprintf(err, errlen, "all %u cache slots in use", SHEAF_MAX_CACHES);
+		snprintf(err, errlen, "all %u cache slots in use (max_caches)", p->max_caches);
 out:
 	lock_release(&e->ctl_lock);
 	return id;
@@ -155,8 +157,9 @@ int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache)
 {
 	int64_t n = 0;
 
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		n = ut_add64(n, lane_net(p, &p->lanes[l], cache));
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
+		if (pool_lane_ready(&p->lanes[l]))
+			n = ut_add64(n, lane_net(p, &p->lanes[l], cache));
 	return n;
 }
 
@@ -175,7 +178,7 @@ static int64_t do_reconcile_counts(struct engine *e)
 	char err[128];
 
 	SHEAF_ASSERT_HELD(&e->ctl_lock);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		struct check_report rep;
 		int64_t diff;
 
@@ -185,9 +188,10 @@ static int64_t do_reconcile_counts(struct engine *e)
 		/* The counters are client-written: wrapping arithmetic. */
 		diff = ut_sub64(engine_counted_in_use(p, c), (int64_t)rep.in_use);
 		if (diff > 0)
-			at_counter_add(&e->ctl_lane->stat[c][ST_FREE_SLOWPATH], (uint64_t)diff);
+			at_counter_add(&lane_stat(p, e->ctl_lane, c)[ST_FREE_SLOWPATH], (uint64_t)diff);
 		else if (diff < 0)
-			at_counter_add(&e->ctl_lane->stat[c][ST_ALLOC_SLOWPATH], 0 - (uint64_t)diff);
+			at_counter_add(&lane_stat(p, e->ctl_lane, c)[ST_ALLOC_SLOWPATH],
+				       0 - (uint64_t)diff);
 		booked = ut_add64(booked, diff > 0 ? diff : ut_sub64(0, diff));
 	}
 	return booked;
@@ -232,7 +236,7 @@ static uint32_t do_cache_holder(const struct shm_pool *p, uint32_t cache)
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		uint32_t o = at_load_relaxed(&p->owners[s]);
 		if (!OWNER_IS_RING(o) && o != OWNER_ENGINE && o != OWNER_NONE &&
-		    ut_sheaf_cache(pool_sheaf(p, s)) == cache)
+		    ut_sheaf_cache(p, pool_sheaf(p, s)) == cache)
 			return o;
 	}
 	return OWNER_NONE;
@@ -278,11 +282,14 @@ static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_int
 	/* Counters of the lanes for this cache start again from zero, and so
 	 * does each lane's base (net - base is a client's own in use: a base
 	 * left behind would make it negative). */
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
+		const struct shm_lane *ln = &p->lanes[l];
+		_Atomic uint64_t *st = lane_stat(p, ln, cache);
+
 		for (int i = 0; i < SHEAF_STAT_NR; i++)
-			at_store_relaxed(&p->lanes[l].stat[cache][i], 0);
-		at_store_relaxed(&p->lanes[l].base[cache], 0);
-		at_store_relaxed(&p->lanes[l].live[cache].sheaf, SHEAF_ID_NONE);
+			at_store_relaxed(&st[i], 0);
+		at_store_relaxed(lane_base(p, ln, cache), 0);
+		at_store_relaxed(&lane_live(p, ln, cache)->sheaf, SHEAF_ID_NONE);
 	}
 }
 
@@ -301,7 +308,7 @@ static int do_cache_quiesce(struct shm_pool *p, uint32_t cache, uint32_t *client
 	struct timespec nap = { 0, 100000 };
 	int64_t end = clock_ns() + (int64_t)QUIESCE_MS * 1000000;
 
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 
 		/* A lane no thread holds keeps a dead thread's value, if any:
@@ -323,7 +330,7 @@ static int do_cache_quiesce(struct shm_pool *p, uint32_t cache, uint32_t *client
 
 void engine_caches_revive(struct shm_pool *p)
 {
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		uint32_t dying = CACHE_DYING;
 
 		at_cas_acqrel(&p->caches[c].state, &dying, CACHE_LIVE);
@@ -482,7 +489,7 @@ int engine_shrink(struct engine *e, int cache, int keep_min)
 
 	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	in = &e->ctl_lane->intent;
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		if ((cache >= 0 && (uint32_t)cache != c) ||
 		    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 			continue;

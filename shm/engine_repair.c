@@ -35,12 +35,12 @@
  */
 static void sheaf_to_slabs(struct shm_pool *p, struct shm_sheaf *sh, int count)
 {
-	uint32_t c = ut_sheaf_cache(sh);
+	uint32_t c = ut_sheaf_cache(p, sh);
 
 	/* Acquire: pairs with the release stores of the state in
 	 * do_cache_install and engine_cache_destroy (engine_cache.c); a
 	 * quarantined cache (CACHE_BROKEN) is not LIVE: its objects stay. */
-	if (sheaf_size(sh) == 0 || c >= SHEAF_MAX_CACHES ||
+	if (sheaf_size(sh) == 0 || c >= p->max_caches ||
 	    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 		return;
 	engine_sheaf_to_slabs(p, c, sh);
@@ -60,9 +60,9 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 {
 	uint32_t n;
 
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
-		if (at_load_acquire(&ln->client) == dead)
+		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln))
 			rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count,
 				   &ln->intent, 1, dead, me, ids, 0);
 	}
@@ -78,15 +78,15 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 /* Free every lane of @owner (its counters stay, see lane_free). */
 static void free_lanes_of(struct shm_pool *p, uint32_t owner)
 {
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		if (at_load_acquire(&p->lanes[l].client) == owner)
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
+		if (at_load_acquire(&p->lanes[l].client) == owner && pool_lane_ready(&p->lanes[l]))
 			lane_free(&p->lanes[l]);
 }
 
 /* Whether any client slot is taken (live, or dead and not yet repaired). */
 static int pool_has_clients(const struct shm_pool *p)
 {
-	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++)
+	for (uint32_t c = 0, used = pool_clients_used(p); c < used; c++)
 		if (at_load_acquire(&p->clients[c].state) != CLIENT_FREE)
 			return 1;
 	return 0;
@@ -99,8 +99,8 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 
 	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	/* Count what its threads did on their main sheaves before those go. */
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		if (at_load_acquire(&p->lanes[l].client) == client)
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
+		if (at_load_acquire(&p->lanes[l].client) == client && pool_lane_ready(&p->lanes[l]))
 			lane_live_repair(p, &p->lanes[l]);
 	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1);
 	free_lanes_of(p, client);

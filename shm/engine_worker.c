@@ -200,7 +200,7 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 	struct shm_pool *p = e->pool;
 	uint32_t work = 0;
 
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++)
 		/* Acquire: pairs with the release store of CACHE_LIVE in
 		 * engine_cache_create (the cache's fields are then seen). */
 		if (at_load_acquire(&p->caches[c].state) == CACHE_LIVE)

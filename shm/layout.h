@@ -53,13 +53,20 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: the
-					 name directory (off_names) */
+#define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: per-pool
+					 limits, the name directory (off_names) */
 
 #define SHEAF_MAX_NODES       8u
-#define SHEAF_MAX_CACHES      64u
-#define SHEAF_MAX_CLIENTS     64u
-#define SHEAF_MAX_LANES       256u
+/* Per-pool limits (clients, lanes, caches) are set at creation and kept in
+ * the header; these are their upper bounds (validation, id widths) and
+ * defaults.  Every array they size is sparse: a slot costs memory once it
+ * is first used (docs/design.md, "Limits and sparse metadata"). */
+#define SHEAF_MAX_CACHES      1024u
+#define SHEAF_MAX_CLIENTS     4096u
+#define SHEAF_MAX_LANES       65536u
+#define SHEAF_DEFAULT_CACHES  256u
+#define SHEAF_DEFAULT_CLIENTS 1024u
+#define SHEAF_DEFAULT_LANES   8192u
 #define SHEAF_CAP_MAX         256u       /* objects one sheaf can hold */
 #define SHEAF_NAME_MAX        48u
 
@@ -99,8 +106,20 @@ struct shm_header {
 	 * of struct shm_name in META. */
 	uint64_t off_names;
 	char pad[32];
+	/* Layout 4: the pool's limits, fixed at creation (each <= its
+	 * SHEAF_MAX_*), and the segments they size. */
+	uint32_t max_clients, max_lanes, max_caches, pad2;
+	uint64_t off_lane_hwm;       /* SHARED: struct shm_lane_hwm */
+	uint64_t off_lane_stats;     /* SHARED: per-lane counter blocks */
+	uint64_t lane_stride;        /* bytes of one lane's counter block */
+	/* High-water marks (engine, release): slots [0, hwm) have been used
+	 * at least once, slots past it never were (still zero pages).  Walks
+	 * stop there: their cost follows use, not the limits. */
+	_Atomic uint32_t clients_hwm;
+	_Atomic uint32_t caches_hwm;
+	char pad3[16];
 };
-_Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
+_Static_assert(sizeof(struct shm_header) == 5 * SHEAF_CACHELINE, "header size");
 
 /* A slot's state: FREE, LIVE, DYING while engine_cache_destroy decides
  * (client slow paths wait, then go on if it is LIVE again; engine_adopt
@@ -289,7 +308,8 @@ _Static_assert(sizeof(struct shm_client) == SHEAF_CACHELINE, "client size");
 #define LANE_FREE 0xffffffffu
 
 /*
- * A lane belongs to a client (a process) until the client detaches or is
+ * A lane (its header here, its counters in a block of its own: struct
+ * shm_lane_stats) belongs to a client (a process) until the client detaches or is
  * repaired, and to one of its threads at a time (@busy): a thread that exits
  * leaves the lane idle for the client's next thread, so the client's counts
  * stay its own.  A lane's counters are never reset, so sums over lanes never
@@ -331,13 +351,31 @@ struct shm_lane {
 	 * none: engine_cache_destroy waits for it.  Former padding. */
 	_Atomic uint32_t in_cache;
 	uint32_t reserved;
-	_Atomic int64_t base[SHEAF_MAX_CACHES];
-	_Atomic uint64_t stat[SHEAF_MAX_CACHES][SHEAF_STAT_NR];
-	struct shm_live live[SHEAF_MAX_CACHES];
 };
-_Static_assert(sizeof(struct shm_lane) % SHEAF_CACHELINE == 0, "lane size");
-_Static_assert(offsetof(struct shm_lane, fold_alloc) == 40 &&
-	       offsetof(struct shm_lane, base) == SHEAF_CACHELINE, "lane header");
+_Static_assert(sizeof(struct shm_lane) == SHEAF_CACHELINE, "lane size");
+_Static_assert(offsetof(struct shm_lane, fold_alloc) == 40, "lane header");
+
+/*
+ * A lane's per-cache counters: a block of header->lane_stride bytes (page
+ * aligned) at off_lane_stats + lane * lane_stride, holding, for the pool's
+ * max_caches caches, live[max_caches] (struct shm_live), then
+ * base[max_caches] (int64), then stat[max_caches][SHEAF_STAT_NR] (uint64).
+ * pool.h's lane_live, lane_base and lane_stat find them.  A lane's block
+ * is touched only for the caches its threads use.
+ */
+#define SHEAF_LANE_CACHE_BYTES (sizeof(struct shm_live) + 8u + 8u * SHEAF_STAT_NR)
+
+/*
+ * Lanes [0, hwm) have been claimed at least once (SHARED: a client's
+ * thread raises it, by CAS, when it takes a never-used lane; readers in
+ * sheafd bound it by their private max_lanes).  A lane at or past it is
+ * zero; one below it whose @bound is still 0 is being set up by the thread
+ * that raised the mark (lane_acquire) and belongs to nobody yet.
+ */
+struct shm_lane_hwm {
+	_Atomic uint32_t hwm;
+	char pad[SHEAF_CACHELINE - 4];
+};
 
 /* Ring numbering: 0 is the depot of unused sheaves; each cache-node barn
  * has a ring of full sheaves and one of empty sheaves. */
@@ -350,9 +388,12 @@ static inline uint32_t ring_empty_id(uint32_t cache, uint32_t node, uint32_t nod
 {
 	return 2u + 2u * (cache * nodes + node);
 }
-static inline uint32_t ring_total(uint32_t nodes)
+/* Rings of a pool of @caches cache slots (every ring of cache c comes
+ * before those of c + 1: the rings of caches [0, n) are ring_total(n, ..)
+ * long). */
+static inline uint32_t ring_total(uint32_t caches, uint32_t nodes)
 {
-	return 1u + 2u * SHEAF_MAX_CACHES * nodes;
+	return 1u + 2u * caches * nodes;
 }
 
 #endif

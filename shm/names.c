@@ -117,7 +117,7 @@ static int rec_valid(const struct shm_pool *p, const struct name_rec *r)
 {
 	uint32_t st;
 
-	if (r->cache >= SHEAF_MAX_CACHES)
+	if (r->cache >= p->max_caches)
 		return 0;
 	st = at_load_acquire(&p->caches[r->cache].state);
 	return (st == CACHE_LIVE || st == CACHE_DYING) &&
@@ -251,7 +251,7 @@ static int object_cache(struct shm_pool *p, uint64_t off, char *err, size_t errl
 	}
 	f = pool_frame_of(p, off);
 	cache = at_load_acquire(&p->frame_owner[f]);
-	if (cache >= SHEAF_MAX_CACHES ||
+	if (cache >= p->max_caches ||
 	    at_load_acquire(&p->caches[cache].state) != CACHE_LIVE ||
 	    slab_validate(p, cache, off) != 0) {
 		seterr(err, errlen, "offset %#llx is not an object of a live cache",

@@ -42,12 +42,14 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
-/* Fill the header's geometry and segment offsets. */
+/* Fill the header's geometry and segment offsets; its limits
+ * (max_clients, max_lanes, max_caches) are the caller's, already set. */
 static void layout_compute(struct shm_header *h, uint32_t nodes,
 			   uint32_t frames_per_node, uint32_t sheaves)
 {
 	uint64_t frames = (uint64_t)nodes * frames_per_node;
 	uint64_t o = align_up(sizeof(*h), SHEAF_CACHELINE);
+	uint64_t caches = h->max_caches;
 
 	h->nodes = nodes;
 	h->sheaf_count = sheaves;
@@ -55,11 +57,11 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->node_frame_shift = (uint32_t)__builtin_ctz(frames_per_node);
 	h->node_bytes = (uint64_t)frames_per_node << SLAB_SHIFT;
 
-	h->off_caches = o;       o += SHEAF_MAX_CACHES * sizeof(struct shm_cache);
-	h->off_cache_nodes = o;  o += (uint64_t)SHEAF_MAX_CACHES * nodes * sizeof(struct shm_cache_node);
+	h->off_caches = o;       o += caches * sizeof(struct shm_cache);
+	h->off_cache_nodes = o;  o += caches * nodes * sizeof(struct shm_cache_node);
 	h->off_node_alloc = o;   o += nodes * sizeof(struct shm_node_alloc);
 	h->off_slabs = o;        o += frames * sizeof(struct shm_slab);
-	h->off_clients = o;      o += SHEAF_MAX_CLIENTS * sizeof(struct shm_client);
+	h->off_clients = o;      o += (uint64_t)h->max_clients * sizeof(struct shm_client);
 	h->off_names = o;        o += SHEAF_DIR_ENTRIES * sizeof(struct shm_name);
 	o = align_up(o, PAGE);
 	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
@@ -78,11 +80,15 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_sheaves = o;      o += (uint64_t)sheaves * sizeof(struct shm_sheaf);
 	o = align_up(o, PAGE);
 	h->ring_stride = align_up(ring_bytes(sheaves), SHEAF_CACHELINE);
-	h->off_rings = o;        o += ring_total(nodes) * h->ring_stride;
+	h->off_rings = o;        o += ring_total(h->max_caches, nodes) * h->ring_stride;
 	o = align_up(o, PAGE);
-	h->off_barns = o;        o += (uint64_t)SHEAF_MAX_CACHES * nodes * sizeof(struct shm_barn);
+	h->off_barns = o;        o += caches * nodes * sizeof(struct shm_barn);
 	h->off_nodes = o;        o += nodes * sizeof(struct shm_node);
-	h->off_lanes = o;        o += SHEAF_MAX_LANES * sizeof(struct shm_lane);
+	h->off_lane_hwm = o;     o += sizeof(struct shm_lane_hwm);
+	h->off_lanes = o;        o += (uint64_t)h->max_lanes * sizeof(struct shm_lane);
+	o = align_up(o, PAGE);
+	h->lane_stride = align_up(caches * SHEAF_LANE_CACHE_BYTES, PAGE);
+	h->off_lane_stats = o;   o += (uint64_t)h->max_lanes * h->lane_stride;
 	o = align_up(o, PAGE);
 	h->off_inuse = o;        o += frames * SLAB_BITMAP_WORDS * 8;
 	o = align_up(o, PAGE);
@@ -97,11 +103,29 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 		     h->off_bitmaps < h->off_frame_owner &&
 		     h->off_frame_owner < h->off_rw && h->off_owners < h->off_sheaves &&
 		     h->off_sheaves < h->off_rings && h->off_rings < h->off_barns &&
-		     h->off_barns < h->off_nodes && h->off_nodes < h->off_lanes &&
-		     h->off_lanes < h->off_inuse && h->off_inuse < h->off_data);
+		     h->off_barns < h->off_nodes && h->off_nodes < h->off_lane_hwm &&
+		     h->off_lane_hwm < h->off_lanes && h->off_lanes < h->off_lane_stats &&
+		     h->off_lane_stats < h->off_inuse && h->off_inuse < h->off_data);
 	SHEAF_ASSERT(h->off_rw % PAGE == 0 && h->off_owners == h->off_rw &&
 		     h->off_data % PAGE == 0 && h->off_sheaves % SHEAF_CACHELINE == 0 &&
 		     h->off_frame_owner % PAGE == PAGE / 2 + SHEAF_CACHELINE / 2);
+}
+
+/* Limits within 1..SHEAF_MAX_* (and room for the engine's lanes).  0, or
+ * -EINVAL with @err. */
+static int limits_check(uint32_t clients, uint32_t lanes, uint32_t caches,
+			char *err, size_t errlen)
+{
+	if (clients < 1 || clients > SHEAF_MAX_CLIENTS)
+		return fail(err, errlen, -EINVAL, "max clients %u out of range 1..%u",
+			    clients, SHEAF_MAX_CLIENTS);
+	if (lanes < 1 + SHEAF_MAX_NODES + 1 || lanes > SHEAF_MAX_LANES)
+		return fail(err, errlen, -EINVAL, "max threads %u out of range %u..%u",
+			    lanes, 2 + SHEAF_MAX_NODES, SHEAF_MAX_LANES);
+	if (caches < 1 || caches > SHEAF_MAX_CACHES)
+		return fail(err, errlen, -EINVAL, "max caches %u out of range 1..%u",
+			    caches, SHEAF_MAX_CACHES);
+	return 0;
 }
 
 /*
@@ -120,14 +144,23 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	    (n & (n - 1)) != 0 || fpn == 0 || fpn > (1u << 24) || (fpn & (fpn - 1)) != 0)
 		return fail(err, errlen, -EINVAL, "pool header: geometry out of range "
 			    "(%u nodes, %u sheaves, %u frames per node)", h->nodes, n, fpn);
+	if (limits_check(h->max_clients, h->max_lanes, h->max_caches, err, errlen) != 0 ||
+	    at_load_relaxed(&h->clients_hwm) > h->max_clients ||
+	    at_load_relaxed(&h->caches_hwm) > h->max_caches)
+		return fail(err, errlen, -EINVAL, "pool header: limits out of range");
 	memset(&want, 0, sizeof(want));
+	want.max_clients = h->max_clients;
+	want.max_lanes = h->max_lanes;
+	want.max_caches = h->max_caches;
 	layout_compute(&want, h->nodes, fpn, n);
 	if (h->node_frame_shift != want.node_frame_shift ||
 	    h->node_bytes != want.node_bytes || h->region_size != want.region_size ||
 	    memcmp(&h->off_caches, &want.off_caches,
 		   offsetof(struct shm_header, mem_cap) -
 		   offsetof(struct shm_header, off_caches)) != 0 ||
-	    h->off_names != want.off_names)
+	    h->off_names != want.off_names ||
+	    h->off_lane_hwm != want.off_lane_hwm || h->off_lane_stats != want.off_lane_stats ||
+	    h->lane_stride != want.lane_stride)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
 	return 0;
@@ -160,11 +193,50 @@ static void pool_bind(struct shm_pool *p)
 	p->names = (struct shm_name *)(p->base + h->off_names);
 	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
 	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);
+	p->max_clients = h->max_clients;
+	p->max_lanes = h->max_lanes;
+	p->max_caches = h->max_caches;
+	p->lane_hwm = (struct shm_lane_hwm *)(p->base + h->off_lane_hwm);
+	p->lane_stats = p->base + h->off_lane_stats;
+	p->lane_stride = h->lane_stride;
 	p->data = p->base + h->off_data;
 	p->data_off = h->off_data;
 	p->data_len = (uint64_t)h->nodes * h->node_bytes;
 }
 
+void pool_cache_slot_init(struct shm_pool *p, uint32_t c)
+{
+	pthread_mutexattr_t ma;
+
+	SHEAF_ASSERT(c < p->max_caches);
+	if (c < at_load_relaxed(&p->hdr->caches_hwm))
+		return;
+	pthread_mutexattr_init(&ma);
+	p->caches[c].id = c;
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		struct shm_cache_node *cn = pool_cnode(p, c, n);
+		pthread_mutex_init(&cn->lock, &ma);
+		for (int l = 0; l < 4; l++)
+			cn->lists[l].first = SLAB_NONE;
+		ring_init(pool_full_ring(p, c, n), ring_full_id(c, n, p->nodes),
+			  p->sheaf_count, p->sheaf_count);
+		ring_init(pool_empty_ring(p, c, n), ring_empty_id(c, n, p->nodes),
+			  p->sheaf_count, p->sheaf_count);
+	}
+	pthread_mutexattr_destroy(&ma);
+	/* Release: whoever sees the mark past @c sees the slot set up (every
+	 * slot below it too: slots are taken lowest first). */
+	for (uint32_t k = at_load_relaxed(&p->hdr->caches_hwm); k < c; k++)
+		pool_cache_slot_init(p, k);
+	at_store_release(&p->hdr->caches_hwm, c + 1);
+}
+
+/*
+ * Only what every pool needs at once is written here: the slots sized by
+ * the limits (caches, client slots, lanes and their counters, rings of
+ * caches) stay zero pages until first used (pool_cache_slot_init,
+ * client_attach, lane_acquire).
+ */
 static void pool_init_segments(struct shm_pool *p)
 {
 	struct ring_intent in = { 0 };
@@ -172,15 +244,6 @@ static void pool_init_segments(struct shm_pool *p)
 	pthread_mutexattr_t ma;
 
 	pthread_mutexattr_init(&ma);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
-		p->caches[c].id = c;
-		for (uint32_t n = 0; n < p->nodes; n++) {
-			struct shm_cache_node *cn = pool_cnode(p, c, n);
-			pthread_mutex_init(&cn->lock, &ma);
-			for (int l = 0; l < 4; l++)
-				cn->lists[l].first = SLAB_NONE;
-		}
-	}
 	for (uint32_t n = 0; n < p->nodes; n++) {
 		pthread_mutex_init(&p->nalloc[n].lock, &ma);
 		p->nalloc[n].free_first = SLAB_NONE;
@@ -191,13 +254,7 @@ static void pool_init_segments(struct shm_pool *p)
 		p->slabs[f].cache = FRAME_FREE;
 		p->slabs[f].prev = p->slabs[f].next = SLAB_NONE;
 	}
-	for (uint32_t r = 0; r < ring_total(p->nodes); r++)
-		ring_init(pool_ring(p, r), r, p->sheaf_count, p->sheaf_count);
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
-		at_store_relaxed(&p->lanes[l].client, LANE_FREE);
-		for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
-			at_store_relaxed(&p->lanes[l].live[c].sheaf, SHEAF_ID_NONE);
-	}
+	ring_init(pool_ring(p, RING_DEPOT), RING_DEPOT, p->sheaf_count, p->sheaf_count);
 	/* Every sheaf starts in the depot. */
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		at_store_relaxed(&p->owners[s], OWNER_ENGINE);
@@ -338,6 +395,12 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 	if (fpn > (1u << 24))
 		return fail(err, errlen, -EINVAL, "pool too large per node");
 	memset(&h, 0, sizeof(h));
+	h.max_clients = pp->max_clients ? pp->max_clients : SHEAF_DEFAULT_CLIENTS;
+	h.max_lanes = pp->max_lanes ? pp->max_lanes : SHEAF_DEFAULT_LANES;
+	h.max_caches = pp->max_caches ? pp->max_caches : SHEAF_DEFAULT_CACHES;
+	rc = limits_check(h.max_clients, h.max_lanes, h.max_caches, err, errlen);
+	if (rc != 0)
+		return rc;
 	layout_compute(&h, nodes, pow2_ceil((uint32_t)fpn), sheaves);
 
 	p->meta_fd = memfd_sealed("sheaf-pool-meta", h.off_rw, err, errlen);

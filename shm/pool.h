@@ -48,6 +48,13 @@ struct shm_pool {
 	struct shm_name *names;      /* the name directory (names.h) */
 	struct shm_lane *lanes;
 	_Atomic uint64_t *inuse;
+	/* The pool's limits: this process's copies, read once from the
+	 * header at create or map (and range-checked there); every bound
+	 * sheafd applies to what clients write comes from these. */
+	uint32_t max_clients, max_lanes, max_caches;
+	struct shm_lane_hwm *lane_hwm;  /* SHARED */
+	char *lane_stats;            /* base + off_lane_stats */
+	uint64_t lane_stride;
 	char *data;                  /* base + off_data */
 	uint64_t data_off;           /* off_data */
 	uint64_t data_len;           /* nodes * node_bytes */
@@ -60,6 +67,8 @@ struct pool_params {
 	uint64_t mem_cap;            /* 0: no cap below size */
 	uint64_t addr_seed;          /* picks the map address's slot (any value;
 					sheafd: a hash of its socket path) */
+	/* Limits (0: SHEAF_DEFAULT_*; at most SHEAF_MAX_*). */
+	uint32_t max_clients, max_lanes, max_caches;
 };
 
 #define POOL_DEFAULT_SIZE        (1ull << 30)
@@ -99,11 +108,88 @@ int pool_meta_readonly_fd(struct shm_pool *p, char *err, size_t errlen);
  * whichever memfd holds it). */
 int pool_punch(struct shm_pool *p, uint64_t off, uint64_t len);
 
+/*
+ * Set up cache slot @cache before its first use (its cache-node locks and
+ * lists, its rings) and raise caches_hwm past it: slots never used stay
+ * untouched zero pages.  Idempotent below the mark.  The engine, under its
+ * control lock (or a process that creates the pool).
+ */
+void pool_cache_slot_init(struct shm_pool *p, uint32_t cache);
+
 /* The accessors below assert their indices in a SHEAF_DEBUG build: callers
  * validate whatever a client could have written before indexing with it. */
+/* ---- limits and high-water marks (docs/design.md, "Limits") ---------- */
+
+static inline uint32_t pool_hwm_clamp(uint32_t v, uint32_t max)
+{
+	return v < max ? v : max;
+}
+/* Client slots [0, n) have been used; the rest are zero. */
+static inline uint32_t pool_clients_used(const struct shm_pool *p)
+{
+	return pool_hwm_clamp(at_load_acquire(&p->hdr->clients_hwm), p->max_clients);
+}
+/* Cache slots [0, n) have been used (and set up); the rest are zero. */
+static inline uint32_t pool_caches_used(const struct shm_pool *p)
+{
+	return pool_hwm_clamp(at_load_acquire(&p->hdr->caches_hwm), p->max_caches);
+}
+/* Lanes [0, n) have been claimed (client-written mark: bounded by the
+ * reader's own max_lanes). */
+static inline uint32_t pool_lanes_used(const struct shm_pool *p)
+{
+	return pool_hwm_clamp(at_load_acquire(&p->lane_hwm->hwm), p->max_lanes);
+}
+/* Whether lane @l is set up (lane_acquire): one being set up by a thread
+ * that raised the mark is nobody's yet, and its counters mean nothing. */
+static inline int pool_lane_ready(const struct shm_lane *l)
+{
+	return at_load_acquire((_Atomic uint32_t *)&l->bound) != 0;
+}
+static inline uint32_t pool_ring_total(const struct shm_pool *p)
+{
+	return ring_total(p->max_caches, p->nodes);
+}
+/* Rings set up so far: the depot and those of caches [0, caches used). */
+static inline uint32_t pool_rings_used(const struct shm_pool *p)
+{
+	return ring_total(pool_caches_used(p), p->nodes);
+}
+static inline uint32_t pool_lane_index(const struct shm_pool *p, const struct shm_lane *l)
+{
+	return (uint32_t)(l - p->lanes);
+}
+static inline char *pool_lane_block(const struct shm_pool *p, const struct shm_lane *l)
+{
+	SHEAF_ASSERT(pool_lane_index(p, l) < p->max_lanes);
+	return p->lane_stats + (uint64_t)pool_lane_index(p, l) * p->lane_stride;
+}
+/* Lane @l's counters of cache @cache (layout.h, SHEAF_LANE_CACHE_BYTES). */
+static inline struct shm_live *lane_live(const struct shm_pool *p,
+					 const struct shm_lane *l, uint32_t cache)
+{
+	SHEAF_ASSERT(cache < p->max_caches);
+	return (struct shm_live *)pool_lane_block(p, l) + cache;
+}
+static inline _Atomic int64_t *lane_base(const struct shm_pool *p,
+					 const struct shm_lane *l, uint32_t cache)
+{
+	SHEAF_ASSERT(cache < p->max_caches);
+	return (_Atomic int64_t *)(pool_lane_block(p, l) +
+				   (uint64_t)p->max_caches * sizeof(struct shm_live)) + cache;
+}
+static inline _Atomic uint64_t *lane_stat(const struct shm_pool *p,
+					  const struct shm_lane *l, uint32_t cache)
+{
+	SHEAF_ASSERT(cache < p->max_caches);
+	return (_Atomic uint64_t *)(pool_lane_block(p, l) + (uint64_t)p->max_caches *
+				    (sizeof(struct shm_live) + 8u)) +
+		(uint64_t)cache * SHEAF_STAT_NR;
+}
+
 static inline struct shm_ring *pool_ring(const struct shm_pool *p, uint32_t id)
 {
-	SHEAF_ASSERT(id < ring_total(p->nodes));
+	SHEAF_ASSERT(id < pool_ring_total(p));
 	return (struct shm_ring *)(p->rings + (uint64_t)id * p->ring_stride);
 }
 static inline struct shm_sheaf *pool_sheaf(const struct shm_pool *p, uint32_t id)
@@ -113,7 +199,7 @@ static inline struct shm_sheaf *pool_sheaf(const struct shm_pool *p, uint32_t id
 }
 static inline uint32_t pool_cn(const struct shm_pool *p, uint32_t cache, uint32_t node)
 {
-	SHEAF_ASSERT(cache < SHEAF_MAX_CACHES && node < p->nodes);
+	SHEAF_ASSERT(cache < p->max_caches && node < p->nodes);
 	return cache * p->nodes + node;
 }
 static inline struct shm_cache_node *pool_cnode(const struct shm_pool *p,

@@ -187,7 +187,7 @@ static uint32_t reclaim_empty(struct shm_pool *p, uint32_t cache, uint32_t node)
 	uint32_t released = 0;
 
 	SHEAF_ASSERT_HELD(&pool_cnode(p, cache, node)->lock);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		struct shm_cache_node *cn;
 		uint32_t keep;
 
@@ -428,13 +428,13 @@ void slab_rebuild(struct shm_pool *p)
 				p->slabs[f].next = na->free_first;
 				na->free_first = f;
 				na->free_count++;
-			} else if (o >= SHEAF_MAX_CACHES ||
+			} else if (o >= pool_caches_used(p) ||
 				   at_load_relaxed(&p->caches[o].state) != CACHE_LIVE) {
 				used++;         /* not walked below: left alone */
 			}
 		}
 	}
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		const struct shm_cache *sc = &p->caches[c];
 		for (uint32_t n = 0; n < p->nodes; n++) {
 			struct shm_cache_node *cn = pool_cnode(p, c, n);

@@ -46,11 +46,11 @@ void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,
 
 	/* Client-side counters: every lane whose thread runs on @node, live
 	 * or not (a dead thread's lane keeps its counts). */
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		const struct shm_lane *ln = &p->lanes[l];
 		uint64_t st[SHEAF_STAT_ENGINE_FIRST];
 
-		if (at_load_relaxed(&ln->node) != node)
+		if (at_load_relaxed(&ln->node) != node || !pool_lane_ready(ln))
 			continue;
 		lane_counts(p, ln, cache, st);
 		for (int i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)

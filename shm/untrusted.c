@@ -37,7 +37,7 @@ int pool_ref_of(void *ctx, uint32_t id, struct ring_ref *out)
 {
 	const struct shm_pool *p = ctx;
 
-	if (id >= ring_total(p->nodes)) {
+	if (id >= pool_rings_used(p)) {
 		untrusted_note(UT_RING, 1);
 		return -1;
 	}
@@ -80,7 +80,7 @@ uint32_t untrusted_quarantine_caches(struct shm_pool *p)
 {
 	uint32_t n = 0;
 
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		struct shm_cache *sc = &p->caches[c];
 		uint32_t st = at_load_acquire(&sc->state);
 
@@ -101,15 +101,15 @@ uint32_t untrusted_quarantine_caches(struct shm_pool *p)
 static int owner_known(const struct shm_pool *p, uint32_t o)
 {
 	if (OWNER_IS_RING(o))
-		return OWNER_RING_ID(o) < ring_total(p->nodes);
-	return o == OWNER_ENGINE || o == OWNER_NONE || o < SHEAF_MAX_CLIENTS;
+		return OWNER_RING_ID(o) < pool_rings_used(p);
+	return o == OWNER_ENGINE || o == OWNER_NONE || o < pool_clients_used(p);
 }
 
 uint32_t untrusted_adopt_shared(struct shm_pool *p, uint32_t dead)
 {
 	uint32_t fixed = 0, lanes = 0;
 
-	for (uint32_t r = 0; r < ring_total(p->nodes); r++) {
+	for (uint32_t r = 0, used = pool_rings_used(p); r < used; r++) {
 		struct ring_ref rr = pool_ring_ref(p, r);
 		struct shm_ring *ring = rr.r;
 
@@ -131,11 +131,11 @@ uint32_t untrusted_adopt_shared(struct shm_pool *p, uint32_t dead)
 		if (!owner_known(p, o) && at_cas_acqrel(&p->owners[s], &o, dead))
 			fixed++;
 	}
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++) {
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 		uint32_t c = at_load_relaxed(&ln->client);
 
-		if (c != LANE_FREE && c != OWNER_ENGINE && c >= SHEAF_MAX_CLIENTS) {
+		if (c != LANE_FREE && c != OWNER_ENGINE && c >= p->max_clients) {
 			lane_free(ln);
 			lanes++;
 		}

@@ -137,15 +137,15 @@ static inline uint32_t ut_sheaf_size(const struct shm_sheaf *sh)
 	return SHEAF_CAP_MAX;
 }
 
-/* Sheaf @sh's cache, or SHEAF_MAX_CACHES (counted) when out of range. */
-static inline uint32_t ut_sheaf_cache(const struct shm_sheaf *sh)
+/* Sheaf @sh's cache, or p->max_caches (counted) when out of range. */
+static inline uint32_t ut_sheaf_cache(const struct shm_pool *p, const struct shm_sheaf *sh)
 {
 	uint32_t c = __atomic_load_n(&sh->cache, __ATOMIC_RELAXED);
 
-	if (c < SHEAF_MAX_CACHES)
+	if (c < p->max_caches)
 		return c;
 	untrusted_note(UT_SHEAF_HDR, 1);
-	return SHEAF_MAX_CACHES;
+	return p->max_caches;
 }
 
 /* Sheaf @sh's node, or 0 (counted) when the pool has no such node. */
@@ -194,7 +194,7 @@ static inline int ut_lane_live(const struct shm_pool *p, const struct shm_lane *
 {
 	uint32_t c = at_load_acquire((_Atomic uint32_t *)&l->client);
 
-	return c < SHEAF_MAX_CLIENTS && at_load_acquire(&p->clients[c].state) == CLIENT_LIVE;
+	return c < p->max_clients && at_load_acquire(&p->clients[c].state) == CLIENT_LIVE;
 }
 
 /* ---- caches ------------------------------------------------------------- */

@@ -205,7 +205,7 @@ END_TEST
  * them (the books no longer match any object). */
 static _Atomic uint64_t *counter(sheaf_pool_t *p, uint32_t cache, enum sheaf_stat st)
 {
-	return &p->engine.worker_lane[0]->stat[cache][st];
+	return &lane_stat(&p->shm, p->engine.worker_lane[0], cache)[st];
 }
 
 START_TEST(destroy_by_slabs)
@@ -265,7 +265,7 @@ START_TEST(reconcile_counts)
 	victim(sp, a->id, 0, &client, &l);
 	ck_assert_uint_ne(client, p->client);
 	client_detach(sp, p->client);
-	at_counter_add(&l->stat[a->id][ST_ALLOC_SLOWPATH], 1);   /* counted, not taken */
+	at_counter_add(&lane_stat(sp, l, a->id)[ST_ALLOC_SLOWPATH], 1);   /* counted, not taken */
 	ck_assert_int_ge(engine_reclaim_client(&p->engine, client), 1);
 	ck_assert_int_eq(client_attach(sp, (uint32_t)getpid(), (uint32_t)getuid(), "local"),
 			 (int)p->client);

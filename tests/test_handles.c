@@ -213,12 +213,12 @@ START_TEST(destroy_resets_base)
 	ck_assert_int_eq(sheaf_free(a, o), 0);
 	sheaf_thread_exit();
 	/* As a lane taken over from a client that had objects in use. */
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		at_store_relaxed(&p->shm.lanes[l].base[a->id], 17);
+	for (uint32_t l = 0; l < pool_lanes_used(&p->shm); l++)
+		at_store_relaxed(lane_base(&p->shm, &p->shm.lanes[l], a->id), 17);
 	ck_assert_msg(engine_cache_destroy(&p->engine, a->id, err, sizeof(err)) == 0,
 		      "destroy: %s", err);
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		ck_assert_int_eq(at_load_relaxed(&p->shm.lanes[l].base[a->id]), 0);
+	for (uint32_t l = 0; l < pool_lanes_used(&p->shm); l++)
+		ck_assert_int_eq(at_load_relaxed(lane_base(&p->shm, &p->shm.lanes[l], a->id)), 0);
 	sheaf_pool_destroy(p);
 }
 END_TEST

@@ -256,7 +256,7 @@ static int is_own_ring(struct hostile *x, uint32_t rid)
 {
 	uint32_t nodes = x->sp->nodes;
 
-	if (rid == RING_DEPOT || rid >= ring_total(nodes))
+	if (rid == RING_DEPOT || rid >= pool_ring_total(x->sp))
 		return 0;
 	rid = (rid - 1) / 2 / nodes;
 	return rid == x->h[0]->id || rid == x->h[1]->id;
@@ -288,9 +288,9 @@ static uint32_t find_own_sheaf(struct hostile *x)
 /* One of its lanes (client == its id), or NULL. */
 static struct shm_lane *own_lane(struct hostile *x)
 {
-	uint32_t l = (uint32_t)rnd(x) % SHEAF_MAX_LANES;
+	uint32_t n = pool_lanes_used(x->sp), l = n ? (uint32_t)rnd(x) % n : 0;
 
-	for (uint32_t k = 0; k < SHEAF_MAX_LANES; k++, l = (l + 1) % SHEAF_MAX_LANES)
+	for (uint32_t k = 0; k < n; k++, l = (l + 1) % n)
 		if (at_load_relaxed(&x->sp->lanes[l].client) == x->me)
 			return &x->sp->lanes[l];
 	return NULL;
@@ -407,9 +407,9 @@ static void scribble_owner(struct hostile *x)
 	default: v = (uint32_t)nasty(x); break;
 	}
 	/* Another client or another cache's ring: not its to name. */
-	if ((!OWNER_IS_RING(v) && v < SHEAF_MAX_CLIENTS && v != x->me) ||
+	if ((!OWNER_IS_RING(v) && v < p->max_clients && v != x->me) ||
 	    (OWNER_IS_RING(v) && OWNER_RING_ID(v) != RING_DEPOT &&
-	     OWNER_RING_ID(v) < ring_total(p->nodes) && !is_own_ring(x, OWNER_RING_ID(v))))
+	     OWNER_RING_ID(v) < pool_ring_total(p) && !is_own_ring(x, OWNER_RING_ID(v))))
 		v = OWNER_NONE;
 	at_cas_relaxed(&p->owners[s], &o, v);
 }
@@ -462,7 +462,7 @@ static void scribble_sheaf(struct hostile *x)
 static void scribble_lane(struct hostile *x)
 {
 	struct shm_lane *l = own_lane(x);
-	uint32_t c = (uint32_t)rnd(x) % SHEAF_MAX_CACHES, v = (uint32_t)nasty(x);
+	uint32_t c = (uint32_t)rnd(x) % x->sp->max_caches, v = (uint32_t)nasty(x);
 
 	if (l == NULL)
 		return;
@@ -480,11 +480,12 @@ static void scribble_lane(struct hostile *x)
 		at_store_relaxed(&l->fold_free, nasty(x));
 		break;
 	case 8: at_store_relaxed(&l->in_cache, rnd(x) & 1 ? x->h[rnd(x) & 1]->id + 1 : v); break;
-	case 9: at_store_relaxed(&l->live[c].seq, v | 1); break;    /* left odd */
-	case 10: at_store_relaxed(&l->live[c].sheaf, v); at_store_relaxed(&l->live[c].word, nasty(x));
+	case 9: at_store_relaxed(&lane_live(x->sp, l, c)->seq, v | 1); break;    /* left odd */
+	case 10: at_store_relaxed(&lane_live(x->sp, l, c)->sheaf, v);
+		at_store_relaxed(&lane_live(x->sp, l, c)->word, nasty(x));
 		break;
-	case 11: at_store_relaxed(&l->base[c], (int64_t)nasty(x)); break;
-	default: at_store_relaxed(&l->stat[c][rnd(x) % SHEAF_STAT_NR], nasty(x)); break;
+	case 11: at_store_relaxed(lane_base(x->sp, l, c), (int64_t)nasty(x)); break;
+	default: at_store_relaxed(&lane_stat(x->sp, l, c)[rnd(x) % SHEAF_STAT_NR], nasty(x)); break;
 	}
 	keep_off_good(x, SHEAF_ID_NONE, l);
 }

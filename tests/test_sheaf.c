@@ -552,8 +552,8 @@ START_TEST(live_counts_wrap_and_repair)
 	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
 	sheaf_cache_t *c = mkcache(p, "livewrap", 64, 16, 0);
 	struct shm_pool *sp = &p->shm;
-	struct shm_lane *l = &sp->lanes[SHEAF_MAX_LANES - 1];
-	struct shm_live *lv = &l->live[c->id];
+	struct shm_lane *l = lane_acquire(sp, OWNER_ENGINE, 0);
+	struct shm_live *lv = lane_live(sp, l, c->id);
 	uint32_t s = sp->sheaf_count - 1;
 	const uint64_t near_wrap = ((~0ull >> 16) - 2) << 16;   /* 3 ops to wrap */
 	uint64_t st[SHEAF_STAT_ENGINE_FIRST];
@@ -593,8 +593,8 @@ START_TEST(live_counts_wrap_and_repair)
 	ck_assert_uint_eq(st[ST_FREE_FASTPATH], 1);
 	lane_live_repair(sp, l);
 	lane_live_repair(sp, l);
-	at_counter_add(&l->stat[c->id][ST_ALLOC_FASTPATH], 4);  /* the lost window */
-	at_counter_add(&l->stat[c->id][ST_FREE_FASTPATH], 3);
+	at_counter_add(&lane_stat(sp, l, c->id)[ST_ALLOC_FASTPATH], 4);  /* the lost window */
+	at_counter_add(&lane_stat(sp, l, c->id)[ST_FREE_FASTPATH], 3);
 	lane_counts(sp, l, c->id, st);
 	ck_assert_uint_eq(st[ST_ALLOC_FASTPATH], 4);
 	ck_assert_uint_eq(st[ST_FREE_FASTPATH], 4);

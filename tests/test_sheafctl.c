@@ -64,8 +64,8 @@ START_TEST(test_info)
 	ck_assert_msg(strstr(line_with(r.out, "nodes"), "2 (simulated)") != NULL, "%s", r.out);
 	ck_assert_msg(strstr(line_with(r.out, "socket"), D.sock) != NULL, "%s", r.out);
 	ck_assert_msg(strstr(line_with(r.out, "pool_size"), "536870912 bytes") != NULL, "%s", r.out);
-	ck_assert_int_eq(table_value(r.out, "max_caches"), 64);
-	ck_assert_int_eq(table_value(r.out, "max_clients"), 64);
+	ck_assert_int_eq(table_value(r.out, "max_caches"), SHEAF_DEFAULT_CACHES);
+	ck_assert_int_eq(table_value(r.out, "max_clients"), SHEAF_DEFAULT_CLIENTS);
 	ck_assert_int_eq(table_value(r.out, "protocol_version"), 2);
 	ck_assert(line_with(r.out, "uptime") != NULL);
 	run_free(&r);
@@ -84,8 +84,8 @@ START_TEST(test_info)
 	ck_assert_uint_ge(ju64(v, "layout_version"), 1);
 	ck_assert_uint_lt(ju64(v, "uptime_seconds"), 120);
 	ck_assert_int_eq(ju64(v, "clients"), 0);
-	ck_assert_int_eq(ju64(v, "max_clients"), 64);
-	ck_assert_int_eq(ju64(v, "max_caches"), 64);
+	ck_assert_int_eq(ju64(v, "max_clients"), SHEAF_DEFAULT_CLIENTS);
+	ck_assert_int_eq(ju64(v, "max_caches"), SHEAF_DEFAULT_CACHES);
 	ck_assert_int_eq(ju64(v, "max_frame"), 1 << 20);
 	ck_assert_int_eq((int)v->n, 16);                 /* no undocumented field */
 	jv_free(v);

@@ -319,7 +319,7 @@ START_TEST(test_invalid_geometry)
 	}
 	/* Nothing was created by the refusals. */
 	ck_assert_int_eq(pool_cache_find(&P, "bad"), -ENOENT);
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+	for (uint32_t c = 0; c < P.max_caches; c++)
 		ck_assert_uint_eq(atomic_load(&P.caches[c].state), CACHE_FREE);
 
 	/* The edges are valid. */

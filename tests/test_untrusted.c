@@ -327,15 +327,15 @@ START_TEST(lane_seq_odd_stats_prompt)
 	int64_t t0;
 
 	churn(c, 100);
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		at_store_relaxed(&p->shm.lanes[l].live[c->id].seq, 1);
+	for (uint32_t l = 0; l < pool_lanes_used(&p->shm); l++)
+		at_store_relaxed(&lane_live(&p->shm, &p->shm.lanes[l], c->id)->seq, 1);
 	t0 = now_ms();
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
 	ck_assert_msg(now_ms() - t0 < 400, "4 Stats with odd lanes took %lld ms",
 		      (long long)(now_ms() - t0));
-	for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-		at_store_relaxed(&p->shm.lanes[l].live[c->id].seq, 2);
+	for (uint32_t l = 0; l < pool_lanes_used(&p->shm); l++)
+		at_store_relaxed(&lane_live(&p->shm, &p->shm.lanes[l], c->id)->seq, 2);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -468,7 +468,7 @@ START_TEST(adopt_spoiled_shared_part)
 	ck_assert_uint_eq(slab_alloc_objs(&P, (uint32_t)c, 0, objs, 16, 0), 16);
 	ck_assert_uint_eq(slab_free_objs(&P, (uint32_t)c, objs, 16), 0);
 	engine_fini(&E);
-	for (uint32_t r = 0; r < ring_total(P.nodes); r++) {
+	for (uint32_t r = 0; r < pool_rings_used(&P); r++) {
 		struct shm_ring *ring = pool_ring(&P, r);
 		ring->mask = 0xffffffffu;
 		ring->size = 7;
@@ -484,6 +484,8 @@ START_TEST(adopt_spoiled_shared_part)
 		at_store_relaxed(&P.owners[s1], 0x12345678u);
 		at_store_relaxed(&P.owners[s2], OWNER_RING(0x7ffffff0u));
 	}
+	if (at_load_relaxed(&P.lane_hwm->hwm) < 8)    /* a client raised the mark */
+		at_store_relaxed(&P.lane_hwm->hwm, 8);
 	at_store_relaxed(&P.lanes[7].client, 0x55555555u);
 	ck_assert_int_ge(engine_adopt(&P), 2);
 	ck_assert_uint_eq(at_load_relaxed(&P.lanes[7].client), LANE_FREE);
@@ -539,8 +541,8 @@ static int hostile(void *arg)
 			if (o != NULL)
 				sheaf_free(c, o);
 		}
-		for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
-			at_store_relaxed(&sp->lanes[l].live[c->id].seq, 0x7fffffffu);
+		for (uint32_t l = 0; l < pool_lanes_used(sp); l++)
+			at_store_relaxed(&lane_live(sp, &sp->lanes[l], c->id)->seq, 0x7fffffffu);
 	}
 	REQUIRE(write(a->ready[1], &g, 1) == 1, "ready");
 	(void)read_full(a->stop[0], &g, 1, 60000);

@@ -328,7 +328,7 @@ int wait_pid(pid_t pid, int ms, int *status)
 	return rc;
 }
 
-#define MAX_TRACK 64
+#define MAX_TRACK 1024
 static pid_t tracked[MAX_TRACK];
 
 void track(pid_t pid)

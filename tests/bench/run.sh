@@ -34,6 +34,10 @@
 #                     barn (emptied by sheaf_cache_shrink before each
 #                     sample, untimed), 1000 verified misses per run (quick:
 #                     100), capacity-256 cache.
+#   attach N p50/p99  `scale_walks --attach N` (tests/bench/scale/walks.c,
+#                     its own sheafd): N processes released together each
+#                     time connect + cache open + first allocation (us);
+#                     N = 1 and 512 (BENCH_ATTACH_RUNS runs, default 3).
 #   sheafd idle CPU   utime+stime of sheafd over BENCH_IDLE_S (10) seconds
 #                     with no client, from /proc/PID/stat (one measurement).
 # Counts per run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects;
@@ -70,7 +74,7 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w3p w4 w6 idle
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w3p w4 w6 attach idle
 #                        (w4 and w6 stand for their rows, e.g. w4_w1_2);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
@@ -171,7 +175,19 @@ for w in w1 w2; do
 	done
 done
 W6_ROWS=(w6_p50 w6_p99 w6_max)
-DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" idle)
+# Attach latency (issue 12): scale_walks --attach N, its own sheafd.
+ATTACH_ROWS=()
+for n in 1 512; do
+	for q in p50 p99; do
+		row=attach${n}_$q
+		ATTACH_ROWS+=("$row")
+		ROW_LABEL[$row]="attach $n proc $q"
+		ROW_ARGS[$row]="" ROW_METRIC[$row]=us ROW_UNIT[$row]=us
+		ROW_BETTER[$row]=lower ROW_GROUP[$row]=attach ROW_COLS[$row]=sheaf
+		ROW_RATIO[$row]=none
+	done
+done
+DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" idle)
 ALL_ROWS=("${SINGLE_ROWS[@]}" "${DAEMON_ROWS[@]}")
 declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [idle]=1)
 
@@ -228,6 +244,7 @@ wanted_rows() {
 		daemon|new) printf '%s ' "${DAEMON_ROWS[@]}" ;;
 		w4) printf '%s ' "${W4_ROWS[@]}" ;;
 		w6) printf '%s ' "${W6_ROWS[@]}" ;;
+		attach) printf '%s ' "${ATTACH_ROWS[@]}" ;;
 		*) printf '%s ' "$w" ;;
 		esac
 	done
@@ -462,6 +479,26 @@ measure_idle() {
 	progress "[${ROW_LABEL[idle]}] sheafd: $IDLE_CPU s of CPU (utime+stime)"
 }
 
+# Attach latency rows: scale_walks --attach N prints
+# "attach N=N p50_us X p99_us Y".
+measure_attach() {
+	local walks=$BIN_DIR/../scale_walks n run line
+	[ -x "$walks" ] || { note "no $walks: attach rows skipped"; return; }
+	for ((run = 1; run <= ${BENCH_ATTACH_RUNS:-3}; run++)); do
+		for n in 1 512; do
+			progress "[attach $n proc $run/${BENCH_ATTACH_RUNS:-3}]"
+			if ! line=$(timeout "$TIMEOUT" "$walks" --attach "$n" 2>&1 | grep '^attach '); then
+				FAILS[attach${n}_p50,sheaf]=1 FAILS[attach${n}_p99,sheaf]=1
+				FAILED_ANY=1
+				continue
+			fi
+			VALUES[attach${n}_p50,sheaf]+="$(awk '{ print $4 }' <<<"$line") "
+			VALUES[attach${n}_p99,sheaf]+="$(awk '{ print $6 }' <<<"$line") "
+			COUNT[attach${n}_p50,sheaf]=$n COUNT[attach${n}_p99,sheaf]=$n
+		done
+	done
+}
+
 # ---- running ----
 declare -A VALUES=()     # row,contender -> "v1 v2 ..."
 declare -A FAILS=()      # row,contender -> failed runs
@@ -571,6 +608,10 @@ run_group() {
 	local group=$1 runs round row
 	if [ "$group" = idle ]; then
 		measure_idle
+		return
+	fi
+	if [ "$group" = attach ]; then
+		measure_attach
 		return
 	fi
 	runs=$(runs_for_group "$group")

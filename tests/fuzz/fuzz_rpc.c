@@ -122,7 +122,7 @@ static uint32_t live_caches(void)
 {
 	uint32_t n = 0;
 
-	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+	for (uint32_t c = 0; c < pool_caches_used(&d.pool); c++)
 		n += at_load_acquire(&d.pool.caches[c].state) == CACHE_LIVE;
 	return n;
 }
@@ -147,7 +147,7 @@ static void after_input(void)
 		resident_attach();
 	at_store_relaxed(&d.pool.hdr->mem_cap, mem_cap0);
 	if (live_caches() >= FUZZ_CACHE_CAP)
-		for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
+		for (uint32_t c = 0; c < pool_caches_used(&d.pool); c++)
 			if (at_load_acquire(&d.pool.caches[c].state) == CACHE_LIVE &&
 			    engine_cache_destroy(&d.engine, c, err, sizeof(err)) != 0)
 				die("destroying a fuzzed cache", err);

@@ -245,7 +245,7 @@ static void read_stats(void)
 			sink += sum.objects + sum.barn_full;
 		}
 		sink += (uint64_t)engine_counted_in_use(&pool, c);
-		for (uint32_t l = 0; l < SHEAF_MAX_LANES; l++)
+		for (uint32_t l = 0; l < pool_lanes_used(&pool); l++)
 			if (at_load_relaxed(&pool.lanes[l].client) != LANE_FREE)
 				sink += (uint64_t)lane_in_use(&pool, &pool.lanes[l], c);
 	}
