@@ -104,6 +104,12 @@ _Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
 enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2, CACHE_BROKEN = 3 };
 #define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
 
+/* A client thread's stash (struct shm_cache, stash_*): the defaults
+ * (tunable per cache) and the most sheaves of each kind a thread keeps. */
+#define SHEAF_STASH_SHEAVES 16u
+#define SHEAF_STASH_BYTES   (256u << 10)
+#define SHEAF_STASH_LIMIT   64u
+
 struct shm_cache {
 	_Atomic uint32_t state;
 	uint32_t id;
@@ -121,9 +127,18 @@ struct shm_cache {
 	_Atomic uint32_t barn_limit;      /* full sheaves kept before flushing */
 	_Atomic uint32_t barn_low;        /* refill when fewer full sheaves */
 	_Atomic uint32_t barn_high;       /* ... up to this many */
-	uint32_t pad0;
+	_Atomic uint32_t barn_keep;       /* full sheaves kept while the pool
+					     is far from its memory cap
+					     (barn_flush_limit); 0: barn_limit
+					     always.  Former padding. */
 	char name[SHEAF_NAME_MAX];
-	char pad1[16];
+	/* A client thread's stash (client/alloc.c, stash_room): at most
+	 * stash_sheaves full and as many empty sheaves beyond main and spare,
+	 * and no more than stash_bytes of objects in the full ones.  Former
+	 * padding: 0 in an older pool (no stash). */
+	_Atomic uint32_t stash_sheaves;
+	_Atomic uint32_t stash_bytes;
+	char pad1[8];
 };
 _Static_assert(sizeof(struct shm_cache) == 2 * SHEAF_CACHELINE, "cache size");
 
