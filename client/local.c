@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "shm/check.h"
 #include "shm/clients.h"
+#include "shm/huge.h"
 #include "shm/tune.h"
 #include "client/internal.h"
 #include "client/pool_ops.h"
@@ -46,6 +47,19 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	pp.nodes = cfg->nodes;
 	pp.sheaf_count = cfg->sheaf_count;
 	pp.mem_cap = cfg->mem_cap;
+	/* $SHEAF_HUGE_PAGES: off (default), try, on (shm/huge.h). */
+	if (getenv("SHEAF_HUGE_PAGES") != NULL) {
+		enum huge_mode m;
+
+		if (huge_mode_parse(getenv("SHEAF_HUGE_PAGES"), &m) != 0) {
+			seterr(err, errlen, "SHEAF_HUGE_PAGES: expected off, try or on");
+			pthread_mutex_destroy(&pool->lock);
+			free(pool);
+			errno = EINVAL;
+			return NULL;
+		}
+		pp.huge = (uint32_t)m;
+	}
 	rc = registry_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",

@@ -195,7 +195,13 @@ static int make_pool(struct daemon *d, int meta_fd, int shared_fd, char *err, si
 	pp.nodes = d->cfg.nodes;
 	pp.sheaf_count = d->cfg.sheaves;
 	pp.mem_cap = d->cfg.mem_cap;
-	return pool_create(&d->pool, &pp, err, errlen);
+	pp.huge = d->cfg.huge_pages;
+	rc = pool_create(&d->pool, &pp, err, errlen);
+	if (rc == 0 && d->pool.huge_note[0] != '\0')
+		log_warn("%s", d->pool.huge_note);
+	else if (rc == 0 && d->pool.hdr->huge_pages)
+		log_info("object data asks for 2 MiB pages (shmem THP)");
+	return rc;
 }
 
 /* Signals and the watchdog timer: the last things set up before serving. */

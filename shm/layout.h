@@ -51,7 +51,8 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  3u      /* 3: META and SHARED memfds */
+#define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: SHARED
+					 and the data start on 2 MiB (huge.h) */
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_MAX_CACHES      64u
@@ -92,7 +93,10 @@ struct shm_header {
 	_Atomic uint64_t mem_cap;    /* bytes of slab frames allowed */
 	_Atomic uint64_t frames_used;
 	_Atomic uint64_t created_at; /* CLOCK_REALTIME seconds */
-	char pad[40];
+	uint32_t huge_pages;         /* 1: the data was madvised for 2 MiB
+					pages (huge.h): clients do it too */
+	uint32_t pad2;
+	char pad[32];
 };
 _Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
 

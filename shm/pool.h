@@ -50,6 +50,8 @@ struct shm_pool {
 	char *data;                  /* base + off_data */
 	uint64_t data_off;           /* off_data */
 	uint64_t data_len;           /* nodes * node_bytes */
+	char huge_note[320];         /* pool_create, huge_pages=try without
+					them: why (empty otherwise) */
 };
 
 struct pool_params {
@@ -57,6 +59,7 @@ struct pool_params {
 	uint32_t nodes;              /* 0: from libnuma; else simulated nodes */
 	uint32_t sheaf_count;        /* 0: default 32768 (rounded to a power of 2) */
 	uint64_t mem_cap;            /* 0: no cap below size */
+	uint32_t huge;               /* enum huge_mode (huge.h) */
 };
 
 #define POOL_DEFAULT_SIZE        (1ull << 30)
