@@ -20,7 +20,7 @@ PREFIX  ?= /usr/local
 
 DEB_PKGS   = libevent-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev systemd man-db \
              check pkg-config
-BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
+BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev gnuplot-nox
 # `make fuzz` only (clang's libFuzzer and sanitizer runtimes).
 FUZZ_PKGS  = clang libclang-rt-dev
 
@@ -81,7 +81,7 @@ DPDK_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags libdpdk 2>/
 DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null)
 DPDK_BENCH  := $(if $(DPDK_LIBS),$(BUILD)/tests/bench/dpdkbench)
 
-.PHONY: all lib tests test bench deps clean check-deps deps-or-check run
+.PHONY: all lib tests test bench bench-sweep deps clean check-deps deps-or-check run
 all: lib $(SHEAFD) $(SHEAFCTL) tests $(BENCH_BIN) $(SCALE_BENCH)
 
 lib: $(BUILD)/libsheaf.a $(BUILD)/libsheaf.so
@@ -170,6 +170,12 @@ test: deps-or-check
 bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(SCALE_BENCH)
 	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
+	BENCH_QUICK=1 tests/bench/sweep.sh $(BENCH_BIN)
+
+# The curves (tests/bench/sweep.sh): W2 batch sweep and W5 capacity sweep at
+# 64, 256 and 1024 bytes, tables and gnuplot PNGs under results/.
+bench-sweep: $(BENCH_BIN)
+	tests/bench/sweep.sh $(BENCH_BIN)
 
 # `make run` and `make test` install missing packages when run as root (a
 # fresh machine), and name them otherwise.

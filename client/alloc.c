@@ -223,6 +223,17 @@ static struct shm_sheaf *get_empty(struct tcache *t, uint32_t node, uint32_t cap
 	}
 }
 
+/* A barn over barn_limit: over what the engine keeps now too?  (Only then
+ * is a flush worth a doorbell; barn.h, barn_flush_limit.) */
+static int barn_put_over(struct tcache *t)
+{
+	struct ring_ref full;
+	uint32_t keep = barn_flush_limit(tshm(t), t->cache->sc);
+
+	full = pool_full_ref(tshm(t), t->f->cache_id, t->node);
+	return rr_count(&full) > keep;
+}
+
 /* Hand a sheaf back to its barn: full ring if it holds objects. */
 static void put_sheaf(struct tcache *t, struct shm_sheaf *s)
 {
@@ -235,20 +246,26 @@ static void put_sheaf(struct tcache *t, struct shm_sheaf *s)
 	}
 	stat_inc(t, ST_BARN_PUT);
 	if (barn_put_full(p, t->f->cache_id, s->node, id, me_of(t), intent_of(t)) >
-	    at_load_relaxed(&t->cache->sc->barn_limit)) {
+	    at_load_relaxed(&t->cache->sc->barn_limit) &&
+	    barn_put_over(t)) {
 		stat_inc(t, ST_BARN_PUT_FAIL);
 		node_ring_doorbell(p, s->node);        /* ask for a flush */
 	}
 }
 
 /* Sheaves of each kind the thread may keep beyond main and spare: at most
- * STASH_MAX, and no more than STASH_BYTES of objects in full ones. */
+ * the cache's stash_sheaves (SHEAF_STASH_LIMIT), and no more than its
+ * stash_bytes of objects in full ones (tunables, shm/tune.c). */
 static uint32_t stash_room(const struct tcache *t)
 {
-	uint64_t per = (uint64_t)cache_capacity(t) * t->cache->sc->obj_size;
-	uint64_t n = per ? STASH_BYTES / per : 0;
+	const struct shm_cache *sc = t->cache->sc;
+	uint64_t per = (uint64_t)cache_capacity(t) * sc->obj_size;
+	uint64_t n = per ? at_load_relaxed(&sc->stash_bytes) / per : 0;
+	uint32_t max = at_load_relaxed(&sc->stash_sheaves);
 
-	return n < STASH_MAX ? (uint32_t)n : STASH_MAX;
+	if (max > SHEAF_STASH_LIMIT)
+		max = SHEAF_STASH_LIMIT;
+	return n < max ? (uint32_t)n : max;
 }
 
 /* The main sheaf @m that a new main replaces: the spare when there is none,

@@ -30,8 +30,8 @@
  * tstate: fast[] and tc[]). */
 #define SHEAF_POOLS_MAX    64u
 #define SHEAF_HANDLES_MAX  SHEAF__HANDLES
-#define STASH_MAX          16u
-#define STASH_BYTES        (256u << 10)
+#define STASH_MAX          SHEAF_STASH_SHEAVES  /* defaults: tunable */
+#define STASH_BYTES        SHEAF_STASH_BYTES
 
 /*
  * A pool of either kind.  @ops is the kind (pool_ops.h): local.c's, whose
@@ -100,8 +100,8 @@ struct tcache {
 	/* More sheaves kept by the thread, beyond main and spare: full ones
 	 * it filled and empty ones it emptied, reused before the barn's
 	 * (alloc.c's stash_room: at most STASH_MAX each, STASH_BYTES of objects) */
-	struct shm_sheaf *stash_full[STASH_MAX];
-	struct shm_sheaf *stash_empty[STASH_MAX];
+	struct shm_sheaf *stash_full[SHEAF_STASH_LIMIT];
+	struct shm_sheaf *stash_empty[SHEAF_STASH_LIMIT];
 	uint32_t nfull, nempty;
 	struct shm_sheaf *remote[SHEAF_MAX_NODES];
 	sheaf_cache_t *cache;

@@ -13,6 +13,7 @@
 #include "shm/check.h"
 #include "shm/clients.h"
 #include "shm/names.h"
+#include "shm/huge.h"
 #include "shm/tune.h"
 #include "client/internal.h"
 #include "client/pool_ops.h"
@@ -56,6 +57,19 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	pp.max_clients = cfg->max_clients;
 	pp.max_lanes = cfg->max_threads;
 	pp.max_caches = cfg->max_caches;
+	/* $SHEAF_HUGE_PAGES: off (default), try, on (shm/huge.h). */
+	if (getenv("SHEAF_HUGE_PAGES") != NULL) {
+		enum huge_mode m;
+
+		if (huge_mode_parse(getenv("SHEAF_HUGE_PAGES"), &m) != 0) {
+			seterr(err, errlen, "SHEAF_HUGE_PAGES: expected off, try or on");
+			pthread_mutex_destroy(&pool->lock);
+			free(pool);
+			errno = EINVAL;
+			return NULL;
+		}
+		pp.huge = (uint32_t)m;
+	}
 	rc = registry_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",

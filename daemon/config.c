@@ -13,6 +13,7 @@
 #include "proto/paths.h"
 
 #include "proto/version.h"
+#include "shm/huge.h"
 
 void config_defaults(struct config *c)
 {
@@ -39,6 +40,7 @@ void config_usage(FILE *out)
 "  -s, --socket PATH      control socket (default: $XDG_RUNTIME_DIR/sheaf/sheafd.sock,\n"
 "                         /run/sheafd/sheafd.sock for root, else /tmp/sheafd-UID/sheafd.sock)\n"
 "  -c, --config FILE      key=value file: socket, size, mem_cap, nodes, sheaves,\n"
+"                         huge_pages,\n"
 "                         log_level, allow_uid, allow_gid, max_frame,\n"
 "                         max_connections, idle_timeout, max_clients_per_uid,\n"
 "                         max_clients, max_threads, max_caches\n"
@@ -47,6 +49,12 @@ void config_usage(FILE *out)
 "      --mem-cap BYTES    most bytes of slabs (default: size)\n"
 "      --nodes N          simulate N NUMA nodes (1..8; default: the machine's)\n"
 "      --sheaves N        sheaves in the pool (default 32768)\n"
+"      --huge-pages MODE  back the object data with 2 MiB pages (shmem\n"
+"                         transparent huge pages, madvise): off (default),\n"
+"                         try (logged and off when the kernel refuses), on\n"
+"                         (refuse to start without them); the kernel must\n"
+"                         allow them: /sys/kernel/mm/transparent_hugepage/\n"
+"                         shmem_enabled 'advise' or above\n"
 "      --max-frame BYTES  largest control frame accepted (default 1M)\n"
 "      --max-connections N  most open control connections (default: the\n"
 "                         descriptor limit less %u); over it, the oldest\n"
@@ -161,6 +169,11 @@ static int apply(struct config *c, const char *key, const char *val, int from_fi
 		rc = parse_u32(val, 1, 8, &c->nodes);
 	} else if (strcmp(key, "sheaves") == 0) {
 		rc = parse_u32(val, 64, 1u << 20, &c->sheaves);
+	} else if (strcmp(key, "huge_pages") == 0 || strcmp(key, "huge-pages") == 0) {
+		enum huge_mode m;
+
+		rc = huge_mode_parse(val, &m);
+		c->huge_pages = (uint32_t)m;
 	} else if (strcmp(key, "max_frame") == 0 || strcmp(key, "max-frame") == 0) {
 		uint64_t v;
 		rc = parse_size(val, &v);
@@ -261,6 +274,7 @@ static const struct option longopts[] = {
 	{ "max-clients", required_argument, NULL, 12 },
 	{ "max-threads", required_argument, NULL, 13 },
 	{ "max-caches", required_argument, NULL, 14 },
+	{ "huge-pages", required_argument, NULL, 15 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -271,6 +285,7 @@ static const char *const keys[] = {
 	[5] = "max_frame", [6] = "log_level", [7] = "allow_uid", [8] = "allow_gid",
 	[9] = "max_connections", [10] = "idle_timeout", [11] = "max_clients_per_uid",
 	[12] = "max_clients", [13] = "max_threads", [14] = "max_caches",
+	[15] = "huge_pages",
 };
 
 int config_from_args(struct config *c, int argc, char **argv, char *err, size_t errlen)
@@ -307,7 +322,7 @@ int config_from_args(struct config *c, int argc, char **argv, char *err, size_t 
 			} else if (opt == 's') {
 				if (apply(c, "socket", optarg, 0, err, errlen) != 0)
 					return -1;
-			} else if (opt >= 1 && opt <= 14) {
+			} else if (opt >= 1 && opt <= 15) {
 				/* A flag's id list replaces the file's. */
 				if (opt == 7 && !uid_flag++)
 					c->n_uid = 0;

@@ -21,6 +21,22 @@
 #include <stdint.h>
 #include "pool.h"
 
+/*
+ * Full sheaves the barn of @sc may hold before the engine flushes the
+ * surplus to slabs: barn_keep while the pool is far from its memory cap
+ * (frames used at most 3/4 of mem_cap, and at least a quarter of the pool's
+ * sheaves unused in the depot), else barn_limit.  Flushing a full sheaf and
+ * refilling one costs a slab round trip through the engine (bitmap writes,
+ * then a bitmap scan, and a wake-up between); while memory is plentiful,
+ * a large working set's frees are kept in sheaves for its next allocs.
+ * Read by the engine (what it flushes) and by clients (when to ring for a
+ * flush); the depot's count is a hint, so the two may differ for a moment.
+ */
+uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc);
+
+/* The pool is near its memory cap or short of unused sheaves (above). */
+int pool_under_pressure(const struct shm_pool *p);
+
 /* A full (non-empty) sheaf of @cache from @node's barn, or SHEAF_ID_NONE. */
 uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t me, struct ring_intent *in);

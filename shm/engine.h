@@ -45,6 +45,7 @@ struct engine_cache_params {
 	int32_t capacity;        /* -1: default by size; 0: sheaves disabled */
 	uint32_t flags;          /* SHEAF_CACHE_F_* */
 	uint32_t barn_limit, barn_low, barn_high, min_partial;
+	uint32_t barn_keep;      /* 0: engine_default_keep */
 };
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen);
@@ -76,6 +77,10 @@ void engine_fini(struct engine *e);
  * capacity).
  */
 #define SHEAF_DEFAULT_BYTES 16384u
+
+/* Default barn_keep (barn.h, barn_flush_limit): a quarter of the pool's
+ * sheaves, at most 65536 (the tunable's range). */
+uint32_t engine_default_keep(const struct shm_pool *p);
 uint32_t engine_default_capacity(uint32_t obj_size);
 
 /* The checks engine_cache_create applies to its arguments (name, size,

@@ -29,6 +29,13 @@
 #include "futex.h"
 #include "slab.h"
 
+uint32_t engine_default_keep(const struct shm_pool *p)
+{
+	uint32_t keep = p->sheaf_count / 4;
+
+	return keep < 65536 ? keep : 65536;
+}
+
 uint32_t engine_default_capacity(uint32_t obj_size)
 {
 	uint32_t kernel = obj_size <= 256 ? 60 : obj_size <= 1024 ? 28 : obj_size <= 4096 ? 12 : 4;
@@ -90,7 +97,7 @@ int engine_cache_check(const char *name, const struct engine_cache_params *cp,
 
 /* Fill free slot @sc with cache @name and make it LIVE.  Caller holds
  * e->ctl_lock (no other control call fills slots meanwhile). */
-static void do_cache_install(struct shm_cache *sc, const char *name,
+static void do_cache_install(const struct shm_pool *p, struct shm_cache *sc, const char *name,
 			     const struct engine_cache_params *cp,
 			     uint32_t obj_size, uint32_t per_slab, uint32_t cap)
 {
@@ -110,6 +117,10 @@ static void do_cache_install(struct shm_cache *sc, const char *name,
 			 : slab_default_min_partial(obj_size));
 	at_store_relaxed(&sc->barn_limit, cp->barn_limit ? cp->barn_limit
 			 : (8192 / ref < 8 ? 8 : 8192 / ref > 512 ? 512 : 8192 / ref));
+	at_store_relaxed(&sc->barn_keep, cp->barn_keep ? cp->barn_keep
+			 : engine_default_keep(p));
+	at_store_relaxed(&sc->stash_sheaves, SHEAF_STASH_SHEAVES);
+	at_store_relaxed(&sc->stash_bytes, SHEAF_STASH_BYTES);
 	at_store_relaxed(&sc->barn_low, cp->barn_low ? cp->barn_low : 4);
 	at_store_relaxed(&sc->barn_high, cp->barn_high ? cp->barn_high : 16);
 	/* Release: a client that finds the cache LIVE sees the rest (pairs
@@ -142,7 +153,7 @@ int engine_cache_create(struct engine *e, const char *name,
 		if (at_load_relaxed(&p->caches[c].state) != CACHE_FREE)
 			continue;
 		pool_cache_slot_init(p, c);
-		do_cache_install(&p->caches[c], name, cp, obj_size, per_slab, cap);
+		do_cache_install(p, &p->caches[c], name, cp, obj_size, per_slab, cap);
 		id = (int)c;
 		break;
 	}

@@ -10,7 +10,8 @@
  *   full < barn_low, or a client waits on an empty barn: refill sheaves from
  *     n's slabs up to barn_high; short of objects on n, take from other nodes
  *     by try-lock only (a busy remote node is skipped, never waited for).
- *   full > barn_limit: flush the surplus full sheaves back to slabs.
+ *   full > barn_limit (barn_keep while the pool is far from its memory cap:
+ *     barn.h, barn_flush_limit): flush the surplus full sheaves to slabs.
  *   A client waits while full sheaves are there, and no empty sheaf is left
  *     in the barn or the depot: a free needs one; flush one per waiter.
  *   Nothing at all to refill with: the barn is starved; waiters get ENOMEM.
@@ -159,7 +160,10 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	 * write it: bounded (one waiter per lane at most). */
 	uint32_t waiters = ut_barn_waiters(b);
 	uint32_t cap = at_load_relaxed(&sc->sheaf_capacity);
-	uint32_t limit = w.limit, work = 0;
+	/* Beyond barn_limit while memory is plentiful (barn_flush_limit):
+	 * never below it, so a refill (at most high) is never flushed. */
+	uint32_t keep = barn_flush_limit(p, sc);
+	uint32_t limit = keep > w.limit ? keep : w.limit, work = 0;
 	int starved = 0;
 
 	if (cap == 0)

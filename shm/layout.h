@@ -54,7 +54,8 @@
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
 #define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: per-pool
-					 limits, the name directory (off_names) */
+					 limits, the name directory (off_names),
+					 SHARED and the data on 2 MiB (huge.h) */
 
 #define SHEAF_MAX_NODES       8u
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
@@ -105,7 +106,10 @@ struct shm_header {
 	/* Layout 4: the name directory (names.h), SHEAF_DIR_ENTRIES entries
 	 * of struct shm_name in META. */
 	uint64_t off_names;
-	char pad[32];
+	uint32_t huge_pages;         /* 1: the data was madvised for 2 MiB
+					pages (huge.h): clients do it too */
+	uint32_t pad1;
+	char pad[24];
 	/* Layout 4: the pool's limits, fixed at creation (each <= its
 	 * SHEAF_MAX_*), and the segments they size. */
 	uint32_t max_clients, max_lanes, max_caches, pad2;
@@ -129,6 +133,12 @@ _Static_assert(sizeof(struct shm_header) == 5 * SHEAF_CACHELINE, "header size");
 enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2, CACHE_BROKEN = 3 };
 #define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
 
+/* A client thread's stash (struct shm_cache, stash_*): the defaults
+ * (tunable per cache) and the most sheaves of each kind a thread keeps. */
+#define SHEAF_STASH_SHEAVES 16u
+#define SHEAF_STASH_BYTES   (256u << 10)
+#define SHEAF_STASH_LIMIT   64u
+
 struct shm_cache {
 	_Atomic uint32_t state;
 	uint32_t id;
@@ -146,9 +156,18 @@ struct shm_cache {
 	_Atomic uint32_t barn_limit;      /* full sheaves kept before flushing */
 	_Atomic uint32_t barn_low;        /* refill when fewer full sheaves */
 	_Atomic uint32_t barn_high;       /* ... up to this many */
-	uint32_t pad0;
+	_Atomic uint32_t barn_keep;       /* full sheaves kept while the pool
+					     is far from its memory cap
+					     (barn_flush_limit); 0: barn_limit
+					     always.  Former padding. */
 	char name[SHEAF_NAME_MAX];
-	char pad1[16];
+	/* A client thread's stash (client/alloc.c, stash_room): at most
+	 * stash_sheaves full and as many empty sheaves beyond main and spare,
+	 * and no more than stash_bytes of objects in the full ones.  Former
+	 * padding: 0 in an older pool (no stash). */
+	_Atomic uint32_t stash_sheaves;
+	_Atomic uint32_t stash_bytes;
+	char pad1[8];
 };
 _Static_assert(sizeof(struct shm_cache) == 2 * SHEAF_CACHELINE, "cache size");
 

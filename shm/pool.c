@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "huge.h"
 #include "pool.h"
 #include "untrusted.h"
 
@@ -73,7 +74,9 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	 * that store (4K aliasing). */
 	o = align_up(o, PAGE) + PAGE / 2 + SHEAF_CACHELINE / 2;
 	h->off_frame_owner = o;  o += frames * 2;
-	o = align_up(o, PAGE);
+	/* SHARED and the data start on 2 MiB (in the region and in SHARED's
+	 * memfd): a huge page of the data maps whole (huge.h).  Sparse. */
+	o = align_up(o, HUGE_PAGE_SIZE);
 	h->off_rw = o;
 	h->off_owners = o;       o += (uint64_t)sheaves * 4;
 	o = align_up(o, SHEAF_CACHELINE);
@@ -91,7 +94,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_lane_stats = o;   o += (uint64_t)h->max_lanes * h->lane_stride;
 	o = align_up(o, PAGE);
 	h->off_inuse = o;        o += frames * SLAB_BITMAP_WORDS * 8;
-	o = align_up(o, PAGE);
+	o = align_up(o, HUGE_PAGE_SIZE);
 	h->off_data = o;         o += frames << SLAB_SHIFT;
 	h->region_size = o;
 	/* Segments in order, the client-writable part page-aligned (META's
@@ -366,6 +369,32 @@ static int map_parts(char *base, const struct shm_header *h, int meta_fd,
 	return 0;
 }
 
+/*
+ * Huge pages for the data of a new pool by @mode (huge.h): off, or asked
+ * for when the kernel allows them (try: else none, with a note in
+ * p->huge_note), or required (on: else -EOPNOTSUPP with the reason).
+ */
+static int pool_huge_setup(struct shm_pool *p, uint32_t mode, char *err, size_t errlen)
+{
+	char why[256] = "";
+	int rc = 0;
+
+	if (mode == HUGE_OFF)
+		return 0;
+	if (!huge_shmem_available(why, sizeof(why)))
+		rc = -EOPNOTSUPP;
+	else
+		rc = huge_advise(p->data, p->data_len, why, sizeof(why));
+	if (rc == 0) {
+		p->hdr->huge_pages = 1;
+		return 0;
+	}
+	if (mode == HUGE_ON)
+		return fail(err, errlen, rc, "huge_pages=on: %s", why);
+	snprintf(p->huge_note, sizeof(p->huge_note), "huge_pages=try: none (%s)", why);
+	return 0;
+}
+
 int pool_create(struct shm_pool *p, const struct pool_params *pp,
 		char *err, size_t errlen)
 {
@@ -436,6 +465,11 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 			 pp->mem_cap && pp->mem_cap < p->data_len ? pp->mem_cap : p->data_len);
 	at_store_relaxed(&p->hdr->created_at, (uint64_t)time(NULL));
 	pool_init_segments(p);
+	rc = pool_huge_setup(p, pp->huge, err, errlen);
+	if (rc != 0) {
+		pool_unmap(p);
+		return rc;
+	}
 	if (!h.simulated && nodes > 1) {
 		for (uint32_t n = 0; n < nodes; n++)
 			numa_tonode_memory(p->data + n * h.node_bytes, h.node_bytes, (int)n);
@@ -524,6 +558,14 @@ int pool_map_fds(struct shm_pool *p, int meta_fd, int shared_fd, int client,
 	p->meta_fd = meta_fd;
 	p->shared_fd = shared_fd;
 	pool_bind(p);
+	/* The pool was made with huge pages: this process's mapping asks for
+	 * them too (its faults are the ones that allocate); a refusal only
+	 * costs speed. */
+	if (p->hdr->huge_pages) {
+		char why[160];
+
+		(void)huge_advise(p->data, p->data_len, why, sizeof(why));
+	}
 	return 0;
 }
 

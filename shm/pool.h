@@ -58,6 +58,8 @@ struct shm_pool {
 	char *data;                  /* base + off_data */
 	uint64_t data_off;           /* off_data */
 	uint64_t data_len;           /* nodes * node_bytes */
+	char huge_note[320];         /* pool_create, huge_pages=try without
+					them: why (empty otherwise) */
 };
 
 struct pool_params {
@@ -69,6 +71,7 @@ struct pool_params {
 					sheafd: a hash of its socket path) */
 	/* Limits (0: SHEAF_DEFAULT_*; at most SHEAF_MAX_*). */
 	uint32_t max_clients, max_lanes, max_caches;
+	uint32_t huge;               /* enum huge_mode (huge.h) */
 };
 
 #define POOL_DEFAULT_SIZE        (1ull << 30)

@@ -22,11 +22,15 @@ static const struct tunable tunables[] = {
 	{ "barn_limit", 1, 65536, offsetof(struct shm_cache, barn_limit) },
 	{ "barn_low", 0, 65536, offsetof(struct shm_cache, barn_low) },
 	{ "barn_high", 1, 65536, offsetof(struct shm_cache, barn_high) },
+	{ "barn_keep", 0, 65536, offsetof(struct shm_cache, barn_keep) },
+	{ "stash_sheaves", 0, SHEAF_STASH_LIMIT, offsetof(struct shm_cache, stash_sheaves) },
+	{ "stash_bytes", 0, 1u << 30, offsetof(struct shm_cache, stash_bytes) },
 	{ "min_partial", 0, 1024, offsetof(struct shm_cache, min_partial) },
 	{ "mem_cap", SLAB_SIZE, UINT64_MAX, POOL_KEY },
 };
 
-#define KNOWN "sheaf_capacity, barn_limit, barn_low, barn_high, min_partial, mem_cap"
+#define KNOWN "sheaf_capacity, barn_limit, barn_low, barn_high, barn_keep, " \
+	"stash_sheaves, stash_bytes, min_partial, mem_cap"
 
 static const struct tunable *tunable_find(const char *key)
 {

@@ -181,6 +181,7 @@ START_TEST(overfull_barn_flushed)
 	void **o = calloc(N, sizeof(*o));
 
 	at_store_relaxed(&c->sc->barn_limit, 4);
+	at_store_relaxed(&c->sc->barn_keep, 0);     /* barn_limit, cap or not */
 	for (int i = 0; i < N; i++)
 		o[i] = xalloc_touch(c);
 	for (int i = 0; i < N; i++)

@@ -317,6 +317,7 @@ int cmd_shrink(struct ctl *c, int argc, char **argv)
 
 static const char *const cache_keys[] = {
 	"sheaf_capacity", "barn_limit", "barn_low", "barn_high", "min_partial",
+	"barn_keep", "stash_sheaves", "stash_bytes",
 };
 
 static int is_cache_key(const char *k)
@@ -342,7 +343,8 @@ static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting 
 		return ctl_usage(c, "'%s' is a cache setting: sheafctl tune CACHE %s=N", arg, arg);
 	if (!is_cache_key(arg) && strcmp(arg, "mem_cap") != 0)
 		return ctl_usage(c, "unknown key '%s' (cache keys: sheaf_capacity, barn_limit, "
-				 "barn_low, barn_high, min_partial; pool key: mem_cap)", arg);
+				 "barn_low, barn_high, min_partial, barn_keep, stash_sheaves, "
+				 "stash_bytes; pool key: mem_cap)", arg);
 	if (ctl_parse_u64(eq + 1, pool, &st->value) != 0)
 		return ctl_usage(c, "bad value '%s' for %s: expected %s", eq + 1, arg,
 				 pool ? "bytes (K, M, G, T suffixes)" : "an unsigned integer");

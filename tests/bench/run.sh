@@ -5,8 +5,9 @@
 # Single-process rows, every contender in its own process: W1 (alloc+free
 # pairs, ns/pair), W2 with B=4096 and with B=2^20 (batch alloc then free,
 # ns/op), W3 cross-thread (producer -> SPSC ring -> consumer that frees,
-# pinned to two CPUs, million objects/s) for sheaf, sheaf0 (sheaves
-# disabled), and the peers glibc, jemalloc, tcmalloc (minimal) and mimalloc
+# pinned to two CPUs, million objects/s) for sheaf, sheaf0 (capacity 0:
+# every operation takes a sheaf from the barn's ring and puts it back, after
+# flushing the thread's sheaves; not the kernel's per-CPU-slab baseline), and the peers glibc, jemalloc, tcmalloc (minimal) and mimalloc
 # (`sheafbench --alloc malloc` under LD_PRELOAD; glibc is no preload).
 # sheafd rows, against one sheafd started here (--nodes 1 --size 1G, socket
 # in a temporary folder; stopped with SIGTERM at the end):
@@ -124,28 +125,30 @@ done
 # (contenders), the JSON field of the run's output to read, whether it needs
 # sheafd, and its ratio column: "peers" (sheaf / best peer), "base:ROW"
 # (sheaf / sheaf of ROW) or "none".
-SINGLE_ROWS=(w1 w2_4096 w2_1m w3)
+SINGLE_ROWS=(w1 w2_4096 w2_16k w2_64k w2_1m w3)
 SINGLE_COLS="sheaf sheaf0 glibc jemalloc tcmalloc mimalloc"
 declare -A ROW_LABEL=([w1]="W1 pair" [w2_4096]="W2 B=4096"
+	[w2_16k]="W2 B=16384" [w2_64k]="W2 B=65536"
 	[w2_1m]="W2 B=2^20" [w3]="W3 cross-thread"
 	[w3p]="W3 cross-process" [w6_p50]="W6 miss p50 (cap 256)"
 	[w6_p99]="W6 miss p99 (cap 256)" [w6_max]="W6 miss max (cap 256)"
 	[idle]="sheafd idle CPU over $IDLE_S s")
 declare -A ROW_ARGS=([w1]="--workload w1" [w2_4096]="--workload w2 --batch 4096"
+	[w2_16k]="--workload w2 --batch 16384" [w2_64k]="--workload w2 --batch 65536"
 	[w2_1m]="--workload w2 --batch 1048576" [w3]="--workload w3"
 	[w3p]="--workload w3p" [w6_p50]="--workload w6" [w6_p99]="--workload w6"
 	[w6_max]="--workload w6" [idle]="")
-declare -A ROW_METRIC=([w1]=ns_per_pair [w2_4096]=ns_per_op [w2_1m]=ns_per_op
+declare -A ROW_METRIC=([w1]=ns_per_pair [w2_4096]=ns_per_op [w2_16k]=ns_per_op [w2_64k]=ns_per_op [w2_1m]=ns_per_op
 	[w3]=mobj_per_s [w3p]=mobj_per_s [w6_p50]=us_p50 [w6_p99]=us_p99
 	[w6_max]=us_max [idle]=cpu_s)
-declare -A ROW_UNIT=([w1]=ns/pair [w2_4096]=ns/op [w2_1m]=ns/op [w3]=Mobj/s
+declare -A ROW_UNIT=([w1]=ns/pair [w2_4096]=ns/op [w2_16k]=ns/op [w2_64k]=ns/op [w2_1m]=ns/op [w3]=Mobj/s
 	[w3p]=Mobj/s [w6_p50]=us [w6_p99]=us [w6_max]=us [idle]=s)
-declare -A ROW_BETTER=([w1]=lower [w2_4096]=lower [w2_1m]=lower [w3]=higher
+declare -A ROW_BETTER=([w1]=lower [w2_4096]=lower [w2_16k]=lower [w2_64k]=lower [w2_1m]=lower [w3]=higher
 	[w3p]=higher [w6_p50]=lower [w6_p99]=lower [w6_max]=lower [idle]=lower)
 # --count per row: w1 pairs, w2 timed operations, w3 objects, w6 samples
 # (sheafbench's defaults, written out so that they can be divided per
 # contender).
-declare -A ROW_COUNT=([w1]=100000000 [w2_4096]=20000000 [w2_1m]=20000000
+declare -A ROW_COUNT=([w1]=100000000 [w2_4096]=20000000 [w2_16k]=20000000 [w2_64k]=20000000 [w2_1m]=20000000
 	[w3]=10000000 [w3p]=10000000 [w6_p50]=1000 [w6_p99]=1000 [w6_max]=1000)
 declare -A ROW_GROUP=([w6_p50]=w6 [w6_p99]=w6 [w6_max]=w6)
 declare -A ROW_COLS=([w3p]="sheaf sheaf0 mutexpool dpdk dpdk_spsc" [w6_p50]=sheaf

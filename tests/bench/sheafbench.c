@@ -34,8 +34,10 @@
  *             --capacity is given (w6: 256).  A local pool (1 simulated node),
  *             or with --socket PATH sheafd's pool (cache "sb-sheaf-SIZE-cCAP",
  *             created or opened).
- *   sheaf0    the same with sheaf capacity 0: sheaves disabled, every alloc
- *             and free goes through the barn (the kernel reports' baseline).
+ *   sheaf0    the same with sheaf capacity 0: every alloc and free takes a
+ *             sheaf from the barn's ring and puts it back (after flushing
+ *             the thread's sheaves): the cost of a ring exchange per
+ *             operation, NOT the kernel's sheaves-disabled per-CPU slab.
  *   malloc    malloc/free of whatever allocator is loaded: glibc by default,
  *             or jemalloc, tcmalloc, mimalloc... through LD_PRELOAD.
  *   mutexpool the naive multi-process pool of mpool.c: one robust
