@@ -114,7 +114,9 @@ static int sheaf_counts_for(const struct shm_pool *p, uint32_t c, uint32_t o,
 		return o != OWNER_RING(RING_DEPOT);
 	if (OWNER_IS_RING(o))
 		return OWNER_RING_ID(o) < ring_total(p->nodes) &&
-		       ring_of_cache(p, (int)c, OWNER_RING_ID(o));
+		       (ring_of_cache(p, (int)c, OWNER_RING_ID(o)) ||
+			/* deferred sheaves of every cache: by the field */
+			OWNER_RING_ID(o) == ring_rcu_id(p->nodes));
 	return o < SHEAF_MAX_CLIENTS || o == OWNER_ENGINE;
 }
 

@@ -82,6 +82,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_barns = o;        o += (uint64_t)SHEAF_MAX_CACHES * nodes * sizeof(struct shm_barn);
 	h->off_nodes = o;        o += nodes * sizeof(struct shm_node);
 	h->off_lanes = o;        o += SHEAF_MAX_LANES * sizeof(struct shm_lane);
+	h->off_rcu = o;          o += sizeof(struct shm_rcu);
 	o = align_up(o, PAGE);
 	h->off_inuse = o;        o += frames * SLAB_BITMAP_WORDS * 8;
 	o = align_up(o, PAGE);
@@ -124,7 +125,8 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	    h->node_bytes != want.node_bytes || h->region_size != want.region_size ||
 	    memcmp(&h->off_caches, &want.off_caches,
 		   offsetof(struct shm_header, mem_cap) -
-		   offsetof(struct shm_header, off_caches)) != 0)
+		   offsetof(struct shm_header, off_caches)) != 0 ||
+	    h->off_rcu != want.off_rcu)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
 	return 0;
@@ -155,6 +157,7 @@ static void pool_bind(struct shm_pool *p)
 	p->node = (struct shm_node *)(p->base + h->off_nodes);
 	p->clients = (struct shm_client *)(p->base + h->off_clients);
 	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
+	p->rcu = (struct shm_rcu *)(p->base + h->off_rcu);
 	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);
 	p->data = p->base + h->off_data;
 	p->data_off = h->off_data;

@@ -46,6 +46,7 @@ struct shm_pool {
 	struct shm_node *node;
 	struct shm_client *clients;
 	struct shm_lane *lanes;
+	struct shm_rcu *rcu;         /* deferred frees (grace.h) */
 	_Atomic uint64_t *inuse;
 	char *data;                  /* base + off_data */
 	uint64_t data_off;           /* off_data */
