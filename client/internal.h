@@ -49,6 +49,7 @@ struct sheaf_pool {
 	uint32_t gen;                /* registry generation of this pool */
 	uint32_t client;             /* our client id in the region */
 	int64_t wait_ns;
+	_Atomic int rcu_mode;        /* deferred.c: 0 unknown, RCU_NOFENCE, RCU_FENCE */
 	pthread_mutex_t lock;        /* handles[]; before registry_lock */
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];   /* by cache id < shm.max_caches */
 };
@@ -83,6 +84,7 @@ struct tpool {
 	struct shm_lane *lane;
 	uint32_t gen;                /* pool generation the lane belongs to */
 	uint32_t node;               /* home node */
+	uint32_t rcu_nest;           /* sheaf_read_lock depth (deferred.c) */
 };
 
 /* Per thread, per cache handle.  @f is the fast path's state, laid out for
@@ -107,6 +109,7 @@ struct tcache {
 	sheaf_cache_t *cache;
 	struct tpool *tp;
 	uint32_t gen;
+	struct shm_sheaf *deferred;  /* deferred frees being collected (deferred.c) */
 };
 
 /* Per thread; sheaf__tls_bias leads the inline paths to @fast while the
@@ -175,6 +178,10 @@ static inline struct tcache *tcache_get(sheaf_cache_t *c)
 	return tcache_get_slow(c);
 }
 void tcache_flush(struct tcache *t);                /* give sheaves back */
+struct tpool *thread_tpool(sheaf_pool_t *pool);     /* NULL + errno */
+/* deferred.c: hand the thread's deferred sheaf of @t to the rcu ring
+ * (tcache_flush calls it: thread exit, set_node, shrink, disconnect). */
+void deferred_flush(struct tcache *t);
 /* cache.c: around anything that touches the cache's barns (a slow path, a
  * flush), so that engine_cache_destroy never races it: 0 (then call
  * tcache_leave), -ESTALE (the cache is gone) or -EAGAIN (a destroy stayed

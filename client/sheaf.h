@@ -465,6 +465,100 @@ SHEAF_API uint64_t sheaf_ptr_to_off(const sheaf_pool_t *pool, const void *p);
  */
 SHEAF_API void *sheaf_off_to_ptr(const sheaf_pool_t *pool, uint64_t off);
 
+/* ---- deferred frees and read sections ---------------------------------- */
+
+/*
+ * Deferred frees (the kernel's kfree_rcu sheaf), for data in the pool that
+ * processes read without locks while one of them updates it.
+ *
+ * The model.  A reader brackets its accesses with sheaf_read_lock(pool) /
+ * sheaf_read_unlock(pool) (or stays inside one long section and calls
+ * sheaf_quiescent(pool) where it holds no reference: QSBR).  A writer
+ * unlinks an object (makes it unreachable from the shared structure) and
+ * then calls sheaf_free_deferred(cache, obj): the object is reused only
+ * after a grace period, that is after every read section of every
+ * process that was in progress when sheaf_free_deferred was called has
+ * ended (or passed a sheaf_quiescent).
+ *   - What a reader may access: inside a section, any object it reached
+ *     from the structure during that section (since its last
+ *     sheaf_quiescent), until the section ends.  Never a pointer kept from
+ *     an earlier section.  Loads of the links should be (at least)
+ *     __atomic acquire/consume loads or READ_ONCE-style volatile loads,
+ *     paired with the writer's release stores that publish new objects.
+ *   - What a writer needs: its unlink must be a store (any order) made
+ *     before sheaf_free_deferred in program order; the library orders it
+ *     (a seq_cst fence when the sheaf is handed over).  Initialising a new
+ *     object before publishing it is the writer's release store, as with
+ *     any lock-free structure.  Several writers need their own mutual
+ *     exclusion; sheaf gives only the reclamation.
+ *   - Cost: sheaf_read_lock / unlock write one word of the thread's lane
+ *     (no atomic read-modify-write, no system call); when the kernel has
+ *     membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) the engine issues it
+ *     before each grace-period scan and readers need no fence, otherwise
+ *     sheaf_read_lock adds one full fence.  sheaf_free_deferred is a push
+ *     on a per-thread deferred sheaf, as sheaf_free.
+ *   - Threads: a thread must have called sheaf_read_lock for its reads to
+ *     be protected; a thread that never did (or is between sections)
+ *     never delays grace periods.  sheaf_thread_exit(), thread exit and
+ *     sheaf_thread_set_node() end the thread's sections.
+ *   - fork(): a child's inherited pool fails with ECHILD; objects the
+ *     parent reached in a section are not protected for the child.
+ *   - Crashes: a reader process killed inside a section stops delaying
+ *     grace periods once sheafd sees its death; a writer killed with
+ *     deferred objects loses none (they still wait their grace period, then
+ *     go back to the pool); a stopped (SIGSTOP) reader delays every grace
+ *     period until it runs again (`sheafctl info` names its lane and pid
+ *     and how long) and never makes a free early.
+ *   - Signals: none of these calls is async-signal-safe.
+ */
+
+/*
+ * Enter (nested: count) a read section of @pool.  Returns 0, or -EMFILE
+ * (no lane left), -ECHILD (a fork() child), -ENOMEM.
+ */
+SHEAF_API int sheaf_read_lock(sheaf_pool_t *pool);
+
+/* Leave a read section; 0, or -EINVAL when the thread is in none. */
+SHEAF_API int sheaf_read_unlock(sheaf_pool_t *pool);
+
+/*
+ * Inside a read section: declare that the thread holds no reference
+ * reached before this call (it stays inside a section: QSBR).  Cheaper
+ * than an unlock and a lock.  Outside a section it does nothing.  Returns 0.
+ */
+SHEAF_API int sheaf_quiescent(sheaf_pool_t *pool);
+
+/*
+ * Free @obj (an object of @cache, checked as sheaf_free checks it) after a
+ * grace period; returns at once.  The object goes into the thread's
+ * deferred sheaf; a full one is handed to the engine whole and goes to the
+ * barn once its grace period has passed (counted: free_rcu_sheaf per
+ * object).  When no empty sheaf is to be had at once (free_rcu_sheaf_fail)
+ * it waits for a grace period (at most wait_ms) and frees the object
+ * directly; inside a read section it cannot wait and returns -EAGAIN.
+ * Returns 0 (also for NULL), -EFAULT / -EINVAL (as sheaf_free), -EAGAIN,
+ * -EOPNOTSUPP (a SHEAF_CACHE_DEBUG cache), -EMFILE, -ECHILD, -ESTALE.
+ */
+SHEAF_API int sheaf_free_deferred(sheaf_cache_t *cache, void *obj);
+
+/*
+ * Wait for a full grace period of @pool: every read section in progress
+ * (in any process) when called has ended.  Returns 0, -ETIMEDOUT after
+ * @timeout_ms (a stopped reader; a pool whose engine does not run),
+ * -EDEADLK when called inside a read section, -ECHILD.
+ */
+SHEAF_API int sheaf_synchronize(sheaf_pool_t *pool, unsigned timeout_ms);
+
+/*
+ * Wait until every deferred free of the calling thread in @pool, and every
+ * deferred sheaf any thread handed over before this call, has had its
+ * grace period and gone back to the pool (the thread's partly filled
+ * deferred sheaves are handed over first; other threads' partly filled
+ * ones go at their exit or their own sheaf_barrier).  Returns 0,
+ * -ETIMEDOUT, -EDEADLK (inside a read section), -ECHILD.
+ */
+SHEAF_API int sheaf_barrier(sheaf_pool_t *pool, unsigned timeout_ms);
+
 /* ---- inline fast paths ------------------------------------------------- */
 
 /*

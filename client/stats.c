@@ -54,7 +54,8 @@ int sheaf_cache_stats(sheaf_cache_t *c, int node, struct sheaf_stats *out)
 	/* Allocated and not freed, by the counters of the lanes summed (over
 	 * every node: sheafd's engine_counted_in_use, the same lanes). */
 	in_use = (int64_t)(sum->stat[ST_ALLOC_FASTPATH] + sum->stat[ST_ALLOC_SLOWPATH] -
-			   sum->stat[ST_FREE_FASTPATH] - sum->stat[ST_FREE_SLOWPATH]);
+			   sum->stat[ST_FREE_FASTPATH] - sum->stat[ST_FREE_SLOWPATH] -
+			   sum->stat[ST_FREE_RCU_SHEAF]);
 	out->in_use = in_use > 0 ? (uint64_t)in_use : 0;
 	out->bytes_in_use = out->in_use * sc->obj_size;
 	out->bytes_mapped = cs.slab_bytes;

@@ -214,6 +214,7 @@ static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
 	if (tp->lane != NULL && tp->gen == pool->gen)
 		return tp;
 	tp->node = current_node(pool);
+	tp->rcu_nest = 0;
 	tp->lane = lane_acquire(&pool->shm, pool->client, tp->node);
 	if (tp->lane == NULL) {
 		errno = EMFILE;
@@ -221,6 +222,24 @@ static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
 	}
 	tp->gen = pool->gen;
 	return tp;
+}
+
+/* The calling thread's lane state in @pool, made on first use (deferred.c:
+ * a reader may never have allocated).  NULL with errno ENOMEM, ECHILD,
+ * EMFILE. */
+struct tpool *thread_tpool(sheaf_pool_t *pool)
+{
+	struct tstate *ts = tstate_get();
+
+	if (ts == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (pool->forked) {
+		errno = ECHILD;
+		return NULL;
+	}
+	return tpool_get(ts, pool);
 }
 
 struct tcache *tcache_get_slow(sheaf_cache_t *c)
@@ -287,6 +306,7 @@ static void sheaf_retire(struct tcache *t, struct shm_sheaf *s)
 
 void tcache_flush(struct tcache *t)
 {
+	deferred_flush(t);
 	tcache_fold(t);
 	sheaf_retire(t, tmain(t));
 	sheaf_retire(t, t->spare);
@@ -335,8 +355,9 @@ static void thread_detach(sheaf_pool_t *only)
 		if (tp->lane == NULL || (only != NULL && i != only->slot))
 			continue;
 		if (pools[i] != NULL && pools[i]->gen == tp->gen)
-			lane_release(tp->lane);
+			lane_release(tp->lane);    /* ends its read sections */
 		tp->lane = NULL;
+		tp->rcu_nest = 0;
 	}
 	lock_release(&registry_lock);
 }

@@ -26,6 +26,7 @@
 #include "shm/check.h"
 #include "shm/clients.h"
 #include "shm/names.h"
+#include "shm/grace.h"
 #include "shm/stats.h"
 #include "shm/tune.h"
 #include "shm/untrusted.h"
@@ -330,6 +331,40 @@ oom:
 	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
+/* DaemonInfo's grace-period fields (shm/grace.h): counters from the
+ * header, waiting objects summed over caches, the lanes holding the grace
+ * period in progress back.  0 or -ENOMEM. */
+static int daemon_info_grace(struct daemon *d, struct arena *a,
+			     Sheaf__V1__DaemonInfoResponse *di)
+{
+	struct shm_pool *p = &d->pool;
+	struct grace_blocker b[16];
+	uint32_t n = grace_report(&d->engine, b, 16);
+
+	di->gp_started = at_load_relaxed(&p->hdr->gp_seq);
+	di->gp_completed = at_load_relaxed(&p->hdr->gp_done);
+	for (uint32_t c = 0; c < pool_caches_used(p); c++)
+		for (uint32_t nd = 0; nd < p->nodes; nd++)
+			di->rcu_waiting += at_load_relaxed(&pool_cnode(p, c, nd)->stat[ST_RCU_WAITING]);
+	if (n == 0)
+		return 0;
+	di->gp_blockers = arena_alloc(a, n * sizeof(void *));
+	if (di->gp_blockers == NULL)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < n; k++) {
+		Sheaf__V1__GraceBlocker *gb = ARENA_NEW(a, Sheaf__V1__GraceBlocker,
+							SHEAF__V1__GRACE_BLOCKER__INIT);
+		if (gb == NULL)
+			return -ENOMEM;
+		gb->lane = b[k].lane;
+		gb->client_id = b[k].client;
+		gb->pid = b[k].pid;
+		gb->blocked_ms = b[k].blocked_ms;
+		di->gp_blockers[di->n_gp_blockers++] = gb;
+	}
+	return 0;
+}
+
 static void handle_daemon_info(struct daemon *d, struct reply *rp)
 {
 	Sheaf__V1__DaemonInfoResponse *di = ARENA_NEW(&rp->a, Sheaf__V1__DaemonInfoResponse,
@@ -348,6 +383,10 @@ static void handle_daemon_info(struct daemon *d, struct reply *rp)
 	di->max_clients = d->pool.max_clients;
 	di->clients = daemon_live_clients(d);
 	di->max_frame = d->cfg.max_frame;
+	if (daemon_info_grace(d, &rp->a, di) != 0) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_DAEMON_INFO;
 	rp->r.daemon_info = di;
 }

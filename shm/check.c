@@ -25,7 +25,7 @@ static int bad(char *err, size_t errlen, const char *fmt, ...)
  * every ring when @cache < 0. */
 static int ring_of_cache(const struct shm_pool *p, int cache, uint32_t r)
 {
-	return cache < 0 || (r != RING_DEPOT && (r - 1) / 2 / p->nodes == (uint32_t)cache);
+	return cache < 0 || (r >= RING_FIRST_BARN && ring_cache_of(r, p->nodes) == (uint32_t)cache);
 }
 
 /* Sheaf locations: each sheaf in at most one valid ring slot, matching its
@@ -114,7 +114,9 @@ static int sheaf_counts_for(const struct shm_pool *p, uint32_t c, uint32_t o,
 		return o != OWNER_RING(RING_DEPOT);
 	if (OWNER_IS_RING(o))
 		return OWNER_RING_ID(o) < pool_rings_used(p) &&
-		       ring_of_cache(p, (int)c, OWNER_RING_ID(o));
+		       (ring_of_cache(p, (int)c, OWNER_RING_ID(o)) ||
+			/* deferred sheaves of every cache: by the field */
+			OWNER_RING_ID(o) == RING_RCU);
 	return o < p->max_clients || o == OWNER_ENGINE;
 }
 

@@ -114,7 +114,8 @@ int64_t lane_net(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 	lane_counts(p, l, cache, st);
 	/* Client-written counters: wrapping arithmetic (untrusted.h). */
 	return (int64_t)(st[ST_ALLOC_FASTPATH] + st[ST_ALLOC_SLOWPATH] -
-			 st[ST_FREE_FASTPATH] - st[ST_FREE_SLOWPATH]);
+			 st[ST_FREE_FASTPATH] - st[ST_FREE_SLOWPATH] -
+			 st[ST_FREE_RCU_SHEAF]);
 }
 
 int64_t lane_in_use(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache)
@@ -335,11 +336,14 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
 
 void lane_release(struct shm_lane *l)
 {
+	/* The thread's read sections end with it (grace.h). */
+	at_store_release(&l->rcu_ctr, 0);
 	at_store_release(&l->busy, 0);
 }
 
 void lane_free(struct shm_lane *l)
 {
+	at_store_release(&l->rcu_ctr, 0);
 	at_store_relaxed(&l->busy, 0);
 	at_store_release(&l->client, LANE_FREE);
 }

@@ -22,6 +22,7 @@
 #include "barn.h"
 #include "clients.h"
 #include "engine_internal.h"
+#include "grace.h"
 #include "slab.h"
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
@@ -34,7 +35,7 @@ int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 	for (uint32_t n = 0; n < p->nodes && e->ctl_lane; n++)
 		e->worker_lane[n] = lane_acquire(p, OWNER_ENGINE, n);
 	if (e->ids == NULL || e->ctl_lane == NULL ||
-	    e->worker_lane[p->nodes - 1] == NULL) {
+	    e->worker_lane[p->nodes - 1] == NULL || grace_init(e) != 0) {
 		engine_fini(e);
 		snprintf(err, errlen, "engine: out of memory or lanes");
 		return -ENOMEM;
@@ -45,6 +46,7 @@ int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 void engine_fini(struct engine *e)
 {
 	engine_stop(e);
+	grace_fini(e);
 	for (uint32_t n = 0; n < SHEAF_MAX_NODES; n++)
 		if (e->worker_lane[n] != NULL)
 			lane_free(e->worker_lane[n]);

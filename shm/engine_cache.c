@@ -26,6 +26,7 @@
 #include "check.h"
 #include "clients.h"
 #include "engine_internal.h"
+#include "grace.h"
 #include "futex.h"
 #include "slab.h"
 
@@ -384,6 +385,13 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 	if (holder != OWNER_NONE) {
 		snprintf(err, errlen, "cache '%s': client %u still holds its sheaves",
 			 sc->name, holder);
+		rc = -EBUSY;
+		goto revive;
+	}
+	/* The grace-period thread is stopped with the workers. */
+	if (grace_cache_waiting(e, cache) != 0) {
+		snprintf(err, errlen, "cache '%s': deferred frees wait for a grace period",
+			 sc->name);
 		rc = -EBUSY;
 		goto revive;
 	}

@@ -25,6 +25,7 @@
 #include "barn.h"
 #include "clients.h"
 #include "engine_internal.h"
+#include "grace.h"
 #include "slab.h"
 
 /*
@@ -69,6 +70,10 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 	n = rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
 		       dead, me, ids, p->sheaf_count);
 	for (uint32_t k = 0; k < n; k++) {
+		/* Deferred frees never reach the slabs before their grace
+		 * period: back to the rcu ring, stamped now (grace.h). */
+		if (grace_requeue(p, ids[k], me, in))
+			continue;
 		sheaf_to_slabs(p, pool_sheaf(p, ids[k]), count);
 		depot_put(p, ids[k], me, in);
 	}

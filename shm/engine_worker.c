@@ -30,6 +30,7 @@
 #include "barn.h"
 #include "engine_internal.h"
 #include "futex.h"
+#include "grace.h"
 #include "slab.h"
 
 struct worker_arg {
@@ -290,6 +291,10 @@ int engine_start(struct engine *e, char *err, size_t errlen)
 		}
 		e->nworkers = n + 1;
 	}
+	if (grace_start(e) != 0) {
+		snprintf(err, errlen, "engine: cannot start the grace-period thread");
+		return -EAGAIN;
+	}
 	return 0;
 }
 
@@ -306,6 +311,7 @@ void engine_stop(struct engine *e)
 	}
 	for (uint32_t n = 0; n < e->nworkers; n++)
 		pthread_join(e->worker[n], NULL);
+	grace_stop(e);
 	e->nworkers = 0;
 	at_store_seqcst(&e->stop, 0);
 }

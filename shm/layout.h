@@ -37,7 +37,9 @@
  *   shm_client         engine (attach, repair); clients only read it.
  *   shm_name           engine, under its ctl_lock, each entry under its own
  *                      sequence count (names.h); clients read it, no lock.
- *   shm_lane           the thread that holds it (stats, intent); readers sum.
+ *   shm_lane           the thread that holds it (stats, intent, rcu_ctr);
+ *                      readers sum; the grace-period scan reads rcu_ctr.
+ *   shm_rcu            clients bump bell/req; the grace-period thread waits.
  *
  * Invariant (checked by pool_check, check.c): every object of every cache is
  * in exactly one place: free in its slab's bitmap, in one sheaf, or in use.
@@ -55,7 +57,8 @@
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
 #define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: per-pool
 					 limits, the name directory (off_names),
-					 SHARED and the data on 2 MiB (huge.h) */
+					 SHARED and the data on 2 MiB (huge.h),
+					 deferred frees (off_rcu, RING_RCU) */
 
 #define SHEAF_MAX_NODES       8u
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
@@ -122,8 +125,18 @@ struct shm_header {
 	_Atomic uint32_t clients_hwm;
 	_Atomic uint32_t caches_hwm;
 	char pad3[16];
+	/* Deferred frees (shm/grace.h), engine-written: clients only read
+	 * them, so no client can fake a completed grace period. */
+	uint64_t off_rcu;            /* struct shm_rcu, in SHARED */
+	_Atomic uint64_t gp_seq;     /* grace periods started */
+	_Atomic uint64_t gp_done;    /* grace periods completed */
+	_Atomic uint64_t gp_released;/* every deferred sheaf stamped below this
+					was handed to its barn or the slabs */
+	_Atomic uint32_t gp_wake;    /* futex: bumped at each completion */
+	_Atomic uint32_t gp_flags;   /* GP_F_*: how readers must order */
+	char pad4[24];
 };
-_Static_assert(sizeof(struct shm_header) == 5 * SHEAF_CACHELINE, "header size");
+_Static_assert(sizeof(struct shm_header) == 6 * SHEAF_CACHELINE, "header size");
 
 /* A slot's state: FREE, LIVE, DYING while engine_cache_destroy decides
  * (client slow paths wait, then go on if it is LIVE again; engine_adopt
@@ -259,7 +272,9 @@ struct shm_sheaf {
 	uint8_t node;
 	uint8_t flags;
 	uint32_t id;
-	char pad[SHEAF_CACHELINE - 20];
+	uint32_t pad0;
+	uint64_t gp;                 /* SHEAF_F_DEFERRED: gp_seq when handed over */
+	char pad[SHEAF_CACHELINE - 32];
 	uint64_t objs[SHEAF_CAP_MAX];  /* object offsets from the region start */
 };
 _Static_assert(sizeof(struct shm_sheaf) % SHEAF_CACHELINE == 0, "sheaf size");
@@ -370,8 +385,15 @@ struct shm_lane {
 	 * none: engine_cache_destroy waits for it.  Former padding. */
 	_Atomic uint32_t in_cache;
 	uint32_t reserved;
+	/* Reader state (client/deferred.c, shm/grace.c): 0 outside a read
+	 * section, else (gp_seq when it began or last was quiescent) << 1 | 1.
+	 * Written by the lane's thread only; cleared by lane_release,
+	 * lane_free and the dead-client repair.  Its own line: the
+	 * grace-period scan reads it. */
+	_Atomic uint64_t rcu_ctr;
+	char rcu_pad[SHEAF_CACHELINE - 8];
 };
-_Static_assert(sizeof(struct shm_lane) == SHEAF_CACHELINE, "lane size");
+_Static_assert(sizeof(struct shm_lane) == 2 * SHEAF_CACHELINE, "lane size");
 _Static_assert(offsetof(struct shm_lane, fold_alloc) == 40, "lane header");
 
 /*
@@ -396,23 +418,58 @@ struct shm_lane_hwm {
 	char pad[SHEAF_CACHELINE - 4];
 };
 
-/* Ring numbering: 0 is the depot of unused sheaves; each cache-node barn
- * has a ring of full sheaves and one of empty sheaves. */
+/*
+ * Deferred frees (shm/grace.h): one per pool, client-writable.  @bell is
+ * the grace-period thread's doorbell (clients bump it after handing a
+ * deferred sheaf to the rcu ring or asking for a grace period; the thread
+ * futex-waits on it while @sleeping); @req is the highest grace period a
+ * sheaf_synchronize asked for (untrusted: only "is one wanted" is read).
+ */
+struct shm_rcu {
+	_Atomic uint32_t bell;
+	_Atomic uint32_t sleeping;
+	_Atomic uint64_t req;
+	char pad[SHEAF_CACHELINE - 16];
+};
+_Static_assert(sizeof(struct shm_rcu) == SHEAF_CACHELINE, "rcu size");
+
+#define GP_F_MEMBARRIER 0x1u    /* the engine issues membarrier(GLOBAL_EXPEDITED)
+				   before each scan: registered readers need no fence */
+
+/* A sheaf's flags (struct shm_sheaf.flags). */
+#define SHEAF_F_DEFERRED 0x1u   /* holds deferred frees: never to the slabs
+				   before its grace period (repair included) */
+#define SHEAF_F_MIXED    0x2u   /* objects of several nodes: flushed, not barned */
+
+/* Ring numbering: 0 is the depot of unused sheaves, 1 holds deferred
+ * sheaves waiting for the grace-period thread (grace.h); then each
+ * cache-node barn has a ring of full sheaves and one of empty sheaves
+ * (every ring of cache c comes before those of c + 1: the rings of caches
+ * [0, n) are ring_total(n, ..) long). */
 #define RING_DEPOT 0u
+#define RING_RCU   1u
+#define RING_FIRST_BARN 2u
 static inline uint32_t ring_full_id(uint32_t cache, uint32_t node, uint32_t nodes)
 {
-	return 1u + 2u * (cache * nodes + node);
+	return RING_FIRST_BARN + 2u * (cache * nodes + node);
 }
 static inline uint32_t ring_empty_id(uint32_t cache, uint32_t node, uint32_t nodes)
 {
-	return 2u + 2u * (cache * nodes + node);
+	return RING_FIRST_BARN + 1u + 2u * (cache * nodes + node);
 }
-/* Rings of a pool of @caches cache slots (every ring of cache c comes
- * before those of c + 1: the rings of caches [0, n) are ring_total(n, ..)
- * long). */
+/* The cache a barn ring (id >= RING_FIRST_BARN) belongs to. */
+static inline uint32_t ring_cache_of(uint32_t id, uint32_t nodes)
+{
+	return (id - RING_FIRST_BARN) / 2u / nodes;
+}
 static inline uint32_t ring_total(uint32_t caches, uint32_t nodes)
 {
-	return 1u + 2u * caches * nodes;
+	return RING_FIRST_BARN + 2u * caches * nodes;
+}
+static inline uint32_t ring_rcu_id(uint32_t nodes)
+{
+	(void)nodes;
+	return RING_RCU;
 }
 
 #endif

@@ -89,6 +89,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_nodes = o;        o += nodes * sizeof(struct shm_node);
 	h->off_lane_hwm = o;     o += sizeof(struct shm_lane_hwm);
 	h->off_lanes = o;        o += (uint64_t)h->max_lanes * sizeof(struct shm_lane);
+	h->off_rcu = o;          o += sizeof(struct shm_rcu);
 	o = align_up(o, PAGE);
 	h->lane_stride = align_up(caches * SHEAF_LANE_CACHE_BYTES, PAGE);
 	h->off_lane_stats = o;   o += (uint64_t)h->max_lanes * h->lane_stride;
@@ -163,7 +164,8 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 		   offsetof(struct shm_header, off_caches)) != 0 ||
 	    h->off_names != want.off_names ||
 	    h->off_lane_hwm != want.off_lane_hwm || h->off_lane_stats != want.off_lane_stats ||
-	    h->lane_stride != want.lane_stride)
+	    h->lane_stride != want.lane_stride ||
+	    h->off_rcu != want.off_rcu)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
 	return 0;
@@ -195,6 +197,7 @@ static void pool_bind(struct shm_pool *p)
 	p->clients = (struct shm_client *)(p->base + h->off_clients);
 	p->names = (struct shm_name *)(p->base + h->off_names);
 	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
+	p->rcu = (struct shm_rcu *)(p->base + h->off_rcu);
 	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);
 	p->max_clients = h->max_clients;
 	p->max_lanes = h->max_lanes;
@@ -258,6 +261,7 @@ static void pool_init_segments(struct shm_pool *p)
 		p->slabs[f].prev = p->slabs[f].next = SLAB_NONE;
 	}
 	ring_init(pool_ring(p, RING_DEPOT), RING_DEPOT, p->sheaf_count, p->sheaf_count);
+	ring_init(pool_ring(p, RING_RCU), RING_RCU, p->sheaf_count, p->sheaf_count);
 	/* Every sheaf starts in the depot. */
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		at_store_relaxed(&p->owners[s], OWNER_ENGINE);

@@ -47,6 +47,7 @@ struct shm_pool {
 	struct shm_client *clients;
 	struct shm_name *names;      /* the name directory (names.h) */
 	struct shm_lane *lanes;
+	struct shm_rcu *rcu;         /* deferred frees (grace.h) */
 	_Atomic uint64_t *inuse;
 	/* The pool's limits: this process's copies, read once from the
 	 * header at create or map (and range-checked there); every bound

@@ -35,6 +35,10 @@ const char *const sheaf_stat_names[SHEAF_STAT_NR] = {
 	[ST_FREE_SLAB] = "free_slab",
 	[ST_FLUSH_INVALID] = "flush_invalid",
 	[ST_REFILL_REMOTE] = "refill_remote",
+	[ST_FREE_RCU_SHEAF] = "free_rcu_sheaf",
+	[ST_FREE_RCU_SHEAF_FAIL] = "free_rcu_sheaf_fail",
+	[ST_RCU_RELEASED] = "rcu_released",
+	[ST_RCU_WAITING] = "rcu_waiting",
 };
 
 void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,

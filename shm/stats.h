@@ -34,6 +34,8 @@ enum sheaf_stat {
 	ST_FREE_REMOTE,         /* free of an object of another node */
 	ST_FREE_INVALID,        /* free refused: bad pointer, wrong cache, double */
 	ST_ALLOC_FAIL,          /* alloc returned NULL with ENOMEM */
+	ST_FREE_RCU_SHEAF,      /* object freed into a deferred (rcu) sheaf */
+	ST_FREE_RCU_SHEAF_FAIL, /* deferred free found no sheaf: waited instead */
 	/* written by the engine, under the cache-node lock */
 	ST_SHEAF_REFILL,        /* a sheaf filled from slabs */
 	ST_SHEAF_FLUSH,         /* a sheaf emptied back to slabs */
@@ -41,6 +43,9 @@ enum sheaf_stat {
 	ST_FREE_SLAB,           /* an empty slab given back (hole punched) */
 	ST_FLUSH_INVALID,       /* bad object found in a sheaf, dropped */
 	ST_REFILL_REMOTE,       /* refill served by another node (trylock) */
+	ST_RCU_RELEASED,        /* deferred objects released after their grace period */
+	ST_RCU_WAITING,         /* deferred objects the engine holds for a grace
+				   period (a level, not a count) */
 	SHEAF_STAT_NR
 };
 

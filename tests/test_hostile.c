@@ -256,9 +256,9 @@ static int is_own_ring(struct hostile *x, uint32_t rid)
 {
 	uint32_t nodes = x->sp->nodes;
 
-	if (rid == RING_DEPOT || rid >= pool_ring_total(x->sp))
+	if (rid < RING_FIRST_BARN || rid >= pool_ring_total(x->sp))
 		return 0;
-	rid = (rid - 1) / 2 / nodes;
+	rid = ring_cache_of(rid, nodes);
 	return rid == x->h[0]->id || rid == x->h[1]->id;
 }
 

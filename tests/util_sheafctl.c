@@ -29,6 +29,7 @@ const char *const kernel_counters[] = {
 	"sheaf_prefill_oversize", "sheaf_return_fast", "sheaf_return_slow",
 	"free_remote", "free_invalid", "alloc_fail", "sheaf_refill", "sheaf_flush",
 	"alloc_slab", "free_slab", "flush_invalid", "refill_remote",
+	"free_rcu_sheaf", "free_rcu_sheaf_fail", "rcu_released", "rcu_waiting",
 };
 const size_t NKC = sizeof(kernel_counters) / sizeof(kernel_counters[0]);
 

@@ -80,6 +80,14 @@ static void info_table(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse 
 	printf("%-18s %u\n", "max_clients", di->max_clients);
 	printf("%-18s %u\n", "max_caches", di->max_caches);
 	printf("%-18s %u\n", "max_frame", di->max_frame);
+	printf("%-18s %llu started, %llu completed\n", "grace_periods",
+	       (unsigned long long)di->gp_started, (unsigned long long)di->gp_completed);
+	printf("%-18s %llu objects\n", "rcu_waiting", (unsigned long long)di->rcu_waiting);
+	for (size_t k = 0; k < di->n_gp_blockers; k++) {
+		const Sheaf__V1__GraceBlocker *gb = di->gp_blockers[k];
+		printf("%-18s lane %u client %u pid %u for %llu ms\n", "gp_blocked_by",
+		       gb->lane, gb->client_id, gb->pid, (unsigned long long)gb->blocked_ms);
+	}
 }
 
 static void info_json(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *di)
@@ -104,6 +112,12 @@ static void info_json(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *
 	jw_u64(&w, "max_clients", di->max_clients);
 	jw_u64(&w, "max_caches", di->max_caches);
 	jw_u64(&w, "max_frame", di->max_frame);
+	jw_u64(&w, "gp_started", di->gp_started);
+	jw_u64(&w, "gp_completed", di->gp_completed);
+	jw_u64(&w, "rcu_waiting", di->rcu_waiting);
+	jw_u64(&w, "gp_blockers", di->n_gp_blockers);
+	jw_u64(&w, "gp_blocked_ms", di->n_gp_blockers ? di->gp_blockers[0]->blocked_ms : 0);
+	jw_u64(&w, "gp_blocked_pid", di->n_gp_blockers ? di->gp_blockers[0]->pid : 0);
 	json_close(&w);
 }
 

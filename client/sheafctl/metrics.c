@@ -96,6 +96,16 @@ static void sample(const char *name, const char *suffix, const char *cache, long
 	printf(" %llu\n", (unsigned long long)v);
 }
 
+static uint64_t grace_blocked_ms(const Sheaf__V1__DaemonInfoResponse *di)
+{
+	uint64_t m = 0;
+
+	for (size_t k = 0; k < di->n_gp_blockers; k++)
+		if (di->gp_blockers[k]->blocked_ms > m)
+			m = di->gp_blockers[k]->blocked_ms;
+	return m;
+}
+
 static void daemon_families(const Sheaf__V1__DaemonInfoResponse *di, size_t ncaches)
 {
 	const Sheaf__V1__Layout *l = di->layout;
@@ -120,6 +130,13 @@ static void daemon_families(const Sheaf__V1__DaemonInfoResponse *di, size_t ncac
 	sample("caches", "", NULL, -1, ncaches);
 	family("caches_max", "", "gauge", "Most caches a pool may hold.");
 	sample("caches_max", "", NULL, -1, di->max_caches);
+	family("grace_periods_total", "", "counter", "Grace periods completed (deferred frees).");
+	sample("grace_periods_total", "", NULL, -1, di->gp_completed);
+	family("rcu_waiting_objects", "", "gauge", "Deferred objects waiting for a grace period.");
+	sample("rcu_waiting_objects", "", NULL, -1, di->rcu_waiting);
+	family("grace_blocked_ms", "", "gauge",
+	       "How long the longest reader lane holds the grace period back (0: none).");
+	sample("grace_blocked_ms", "", NULL, -1, grace_blocked_ms(di));
 }
 
 /* Per-cache gauges: label cache only. */

@@ -1,0 +1,85 @@
+/*
+ * grace.h - grace periods for deferred frees (client/sheaf.h:
+ * sheaf_free_deferred, sheaf_read_lock, sheaf_synchronize, sheaf_barrier),
+ * the engine's side: one grace-period thread per engine that
+ *   - drains the rcu ring (ring_rcu_id) of deferred sheaves handed over by
+ *     clients, each stamped with the gp_seq its writer read after its
+ *     unlinks (struct shm_sheaf.gp);
+ *   - runs grace periods while sheaves wait or a client asked for one
+ *     (shm_rcu.req): gp_seq := cur; membarrier (or a fence); scan every
+ *     lane's rcu_ctr until each is 0 or stamped >= cur; gp_done := cur;
+ *   - hands a sheaf stamped e to its barn (or flushes it to the slabs)
+ *     once gp_done > e, and publishes gp_released.
+ * The algorithm and its crash argument: docs/design.md, "Deferred frees".
+ *
+ * Who may call: the engine's hosting process (sheafd, or a local pool).
+ * grace_start/grace_stop run with engine_start/engine_stop; the rest from
+ * the control side (repair, adoption, destroy) or sheafd's request
+ * handlers (grace_report: lock-free reads).  No lock: the thread's state is
+ * its own; the report's fields are atomics.
+ */
+#ifndef SHEAF_SHM_GRACE_H
+#define SHEAF_SHM_GRACE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "pool.h"
+
+struct engine;
+
+struct grace {
+	struct engine *e;
+	struct shm_lane *lane;           /* the thread's ring intent */
+	pthread_t thread;
+	int running;
+	int membarrier;                  /* GLOBAL_EXPEDITED works here */
+	uint64_t cur;                    /* grace period in progress, 0: none */
+	int64_t cur_start_ns;
+	uint32_t n;                      /* pending sheaves */
+	uint32_t *ids;                   /* [sheaf_count] */
+	uint64_t *ep;                    /* their stamps */
+	uint8_t *node;                   /* the node their waiting count is on */
+	/* Per lane: since when (CLOCK_MONOTONIC ns) it holds the grace
+	 * period in progress back, 0 when it does not (grace_report). */
+	_Atomic int64_t block_since[SHEAF_MAX_LANES];
+};
+
+/* Set up / tear down @e's grace-period state (engine_init, engine_fini).
+ * 0 or -ENOMEM. */
+int grace_init(struct engine *e);
+void grace_fini(struct engine *e);
+
+/* Start / stop the grace-period thread (engine_start, engine_stop; the
+ * stop flag is the engine's). */
+int grace_start(struct engine *e);
+void grace_stop(struct engine *e);
+
+/* Ring the grace-period thread's doorbell (any process). */
+void grace_ring(struct shm_pool *p);
+
+/*
+ * A repair took back sheaf @s (owned by @me now): if it holds deferred
+ * frees (SHEAF_F_DEFERRED, client-written), stamp it with gp_seq now (its
+ * writer is dead: every unlink it made came before) and put it in the rcu
+ * ring.  Returns 1 when it did so (the caller forgets the sheaf), 0 when
+ * the sheaf is not deferred.
+ */
+int grace_requeue(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *in);
+
+/* Objects of @cache that wait for a grace period in @e (the thread
+ * stopped: engine_cache_destroy refuses the destroy while any do). */
+uint64_t grace_cache_waiting(struct engine *e, uint32_t cache);
+
+/* A lane that holds the grace period in progress back. */
+struct grace_blocker {
+	uint32_t lane;
+	uint32_t client;
+	uint32_t pid;
+	uint64_t blocked_ms;
+};
+
+/* Up to @max lanes holding the grace period back, longest first not
+ * guaranteed; returns how many were written. */
+uint32_t grace_report(struct engine *e, struct grace_blocker *out, uint32_t max);
+
+#endif

@@ -1,0 +1,310 @@
+/*
+ * test_deferred.c - deferred frees and read sections (sheaf.h:
+ * sheaf_free_deferred, sheaf_read_lock/unlock, sheaf_quiescent,
+ * sheaf_synchronize, sheaf_barrier; shm/grace.c): the API on a local pool,
+ * a reader holding grace periods back, and with a real sheafd: a stopped
+ * reader (reported by sheafctl), a reader killed inside its section, a
+ * writer killed with deferred objects pending.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "client/sheaf.h"
+#include "tests/util_check.h"
+#include "tests/util_daemon.h"
+#include "tests/util_pool.h"
+#include "tests/util_proc.h"
+
+#define NOBJ 1000
+
+static struct sheaf_pool_config small = { .size = 64u << 20, .nodes = 1 };
+
+START_TEST(api_local)
+{
+	sheaf_pool_t *p = pool_new(&small);
+	sheaf_cache_t *c = mkcache(p, "rcu", 64, SHEAF_CAPACITY_DEFAULT, 0);
+	void *o[NOBJ];
+	int x = 0;
+
+	ck_assert_int_eq(sheaf_read_unlock(p), -EINVAL);
+	ck_assert_int_eq(sheaf_read_lock(p), 0);
+	ck_assert_int_eq(sheaf_read_lock(p), 0);          /* nested */
+	ck_assert_int_eq(sheaf_quiescent(p), 0);
+	ck_assert_int_eq(sheaf_synchronize(p, 100), -EDEADLK);
+	ck_assert_int_eq(sheaf_barrier(p, 100), -EDEADLK);
+	ck_assert_int_eq(sheaf_read_unlock(p), 0);
+	ck_assert_int_eq(sheaf_read_unlock(p), 0);
+	ck_assert_int_eq(sheaf_read_unlock(p), -EINVAL);
+	ck_assert_int_eq(sheaf_quiescent(p), 0);          /* outside: no-op */
+	ck_assert_int_eq(sheaf_synchronize(p, 5000), 0);
+
+	for (int i = 0; i < NOBJ; i++)
+		o[i] = xalloc(c);
+	ck_assert_int_eq(sheaf_free_deferred(c, NULL), 0);
+	ck_assert_int_eq(sheaf_free_deferred(c, &x), -EFAULT);
+	for (int i = 0; i < NOBJ; i++)
+		ck_assert_int_eq(sheaf_free_deferred(c, o[i]), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "free_rcu_sheaf"), NOBJ);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	ck_assert_int_eq(sheaf_barrier(p, 5000), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "rcu_released"), NOBJ);
+	ck_assert_uint_eq(stat_count(c, -1, "rcu_waiting"), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "free_rcu_sheaf_fail"), 0);
+	require_pool_ok(p);
+	/* Objects come back after their grace period. */
+	for (int i = 0; i < NOBJ; i++)
+		o[i] = xalloc(c);
+	for (int i = 0; i < NOBJ; i++)
+		ck_assert_int_eq(sheaf_free(c, o[i]), 0);
+	sheaf_thread_exit();
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(debug_cache_refused)
+{
+	sheaf_pool_t *p = pool_new(&small);
+	sheaf_cache_t *c = mkcache(p, "dbg", 64, SHEAF_CAPACITY_DEFAULT, SHEAF_CACHE_DEBUG);
+	void *o = xalloc(c);
+
+	ck_assert_int_eq(sheaf_free_deferred(c, o), -EOPNOTSUPP);
+	ck_assert_int_eq(sheaf_free(c, o), 0);
+	sheaf_thread_exit();
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* A reader thread of the same process holding a section open. */
+struct holder {
+	sheaf_pool_t *p;
+	volatile int in, out;
+};
+
+static void *hold_main(void *arg)
+{
+	struct holder *h = arg;
+
+	if (sheaf_read_lock(h->p) != 0)
+		return NULL;
+	h->in = 1;
+	while (!h->out)
+		sleep_ms(1);
+	sheaf_read_unlock(h->p);
+	sheaf_thread_exit();
+	return NULL;
+}
+
+START_TEST(reader_holds_grace)
+{
+	sheaf_pool_t *p = pool_new(&small);
+	sheaf_cache_t *c = mkcache(p, "held", 64, 16, 0);
+	struct holder h = { .p = p };
+	void *o[64];
+	pthread_t thr;
+	int64_t t0;
+
+	ck_assert_int_eq(pthread_create(&thr, NULL, hold_main, &h), 0);
+	while (!h.in)
+		sleep_ms(1);
+	for (int i = 0; i < 64; i++)
+		o[i] = xalloc(c);
+	for (int i = 0; i < 64; i++) {
+		memset(o[i], 0xab, 64);
+		ck_assert_int_eq(sheaf_free_deferred(c, o[i]), 0);
+	}
+	t0 = now_ms();
+	ck_assert_int_eq(sheaf_synchronize(p, 200), -ETIMEDOUT);
+	ck_assert_int_eq(sheaf_barrier(p, 200), -ETIMEDOUT);
+	ck_assert_int_ge(now_ms() - t0, 380);
+	/* None of them reused meanwhile: allocate everything the barn has. */
+	ck_assert_uint_eq(stat_count(c, -1, "rcu_released"), 0);
+	for (int i = 0; i < 64; i++)
+		ck_assert_msg(((unsigned char *)o[i])[7] == 0xab, "object %d reused early", i);
+	h.out = 1;
+	pthread_join(thr, NULL);
+	ck_assert_int_eq(sheaf_barrier(p, 5000), 0);
+	ck_assert_uint_eq(stat_count(c, -1, "rcu_released"), 64);
+	sheaf_thread_exit();
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* ---- with sheafd ---------------------------------------------------------- */
+
+struct carg {
+	const char *sock;
+	int fd;                      /* write end: "ready" */
+	int what;                    /* 0: reader; 1: writer */
+	sheaf_pool_t *inherited;     /* the parent's pool: released first */
+};
+
+static int child_main(void *arg)
+{
+	struct carg *a = arg;
+	sheaf_pool_t *p;
+	char ok = 'r';
+
+	sheaf_disconnect(a->inherited);          /* a fork() child's duty */
+	p = child_connect(a->sock, a->what ? "writer" : "reader");
+
+	if (a->what == 0) {
+		if (sheaf_read_lock(p) != 0)
+			return 2;
+	} else {
+		sheaf_cache_t *c = sheaf_cache_open(p, "w");
+		if (c == NULL)
+			return 3;
+		for (int i = 0; i < 100; i++) {
+			void *o = sheaf_alloc(c);
+			if (o == NULL || sheaf_free_deferred(c, o) != 0)
+				return 4;
+		}
+	}
+	if (write_full(a->fd, &ok, 1) != 0)
+		return 5;
+	for (;;)
+		pause();
+}
+
+static pid_t start_child(struct dmn *d, sheaf_pool_t *inherited, int what)
+{
+	int fds[2];
+	struct carg a;
+	char ok;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	a.sock = d->sock;
+	a.fd = fds[1];
+	a.what = what;
+	a.inherited = inherited;
+	pid = fork_child(child_main, &a);
+	close(fds[1]);
+	ck_assert_msg(read_full(fds[0], &ok, 1, 10000) == 0, "child not ready");
+	close(fds[0]);
+	return pid;
+}
+
+/* sheafctl info's output. */
+static char *ctl_info(struct dmn *d)
+{
+	char cmd[512];
+	static char buf[8192];
+	FILE *f;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "%s -s %s info", sheafctl_bin(), d->sock);
+	f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = 0;
+	pclose(f);
+	return buf;
+}
+
+START_TEST(stopped_reader_reported)
+{
+	struct dmn d;
+	sheaf_pool_t *p;
+	char err[256], want[64], *info;
+	pid_t r;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	p = sheaf_connect(d.sock, "main", 0, err, sizeof(err));
+	ck_assert_msg(p != NULL, "connect: %s", err);
+	r = start_child(&d, p, 0);
+	ck_assert_int_eq(kill(r, SIGSTOP), 0);
+	ck_assert_int_eq(sheaf_synchronize(p, 300), -ETIMEDOUT);
+	info = ctl_info(&d);
+	snprintf(want, sizeof(want), "pid %d for ", (int)r);
+	ck_assert_msg(strstr(info, "gp_blocked_by") != NULL && strstr(info, want) != NULL,
+		      "sheafctl info does not name the stopped reader %d:\n%s", (int)r, info);
+	printf("  stopped reader reported:\n%s", strstr(info, "grace_periods"));
+	ck_assert_int_eq(kill(r, SIGCONT), 0);
+	ck_assert_int_eq(sheaf_synchronize(p, 300), -ETIMEDOUT);   /* still inside */
+	/* Killed inside its section: sheafd repairs it, grace periods go on. */
+	ck_assert_int_eq(kill(r, SIGKILL), 0);
+	waitpid(r, NULL, 0);
+	ck_assert_int_eq(sheaf_synchronize(p, 10000), 0);
+	info = ctl_info(&d);
+	ck_assert_msg(strstr(info, "gp_blocked_by") == NULL, "still blocked:\n%s", info);
+	sheaf_disconnect(p);
+	dmn_stop(&d, 5000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
+START_TEST(killed_writer_loses_nothing)
+{
+	struct dmn d;
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+	struct sheaf_stats st;
+	char err[256];
+	pid_t w;
+	int64_t end;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	p = sheaf_connect(d.sock, "main", 0, err, sizeof(err));
+	ck_assert_msg(p != NULL, "connect: %s", err);
+	c = sheaf_cache_create(p, "w", 64, NULL);
+	ck_assert_ptr_nonnull(c);
+	/* Hold a section so that the killed writer's objects must wait. */
+	ck_assert_int_eq(sheaf_read_lock(p), 0);
+	w = start_child(&d, p, 1);
+	ck_assert_int_eq(kill(w, SIGKILL), 0);
+	waitpid(w, NULL, 0);
+	/* sheafd repairs it: its partly filled deferred sheaf goes to the
+	 * grace-period thread, which holds it while we read. */
+	end = now_ms() + 10000;
+	do {
+		ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
+		if (st.stat[sheaf_stat_index("rcu_waiting")] == 100)
+			break;
+		sleep_ms(10);
+	} while (now_ms() < end);
+	sleep_ms(100);
+	ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
+	ck_assert_uint_eq(st.stat[sheaf_stat_index("rcu_released")], 0);
+	ck_assert_uint_eq(st.stat[sheaf_stat_index("rcu_waiting")], 100);
+	ck_assert_int_eq(sheaf_read_unlock(p), 0);
+	end = now_ms() + 10000;
+	do {
+		ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
+		if (st.stat[sheaf_stat_index("rcu_released")] == 100)
+			break;
+		sleep_ms(10);
+	} while (now_ms() < end);
+	ck_assert_uint_eq(st.stat[sheaf_stat_index("rcu_released")], 100);
+	ck_assert_uint_eq(st.stat[sheaf_stat_index("rcu_waiting")], 0);
+	ck_assert_uint_eq(st.in_use, 0);
+	sheaf_thread_exit();
+	ck_assert_msg(sheaf_pool_check(p, err, sizeof(err)) == 0, "check: %s", err);
+	sheaf_disconnect(p);
+	dmn_stop(&d, 5000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("deferred");
+
+	require_binaries("test_deferred");
+	ADD_ALONE(s, api_local, 60);
+	ADD_ALONE(s, debug_cache_refused, 60);
+	ADD_ALONE(s, reader_holds_grace, 60);
+	ADD_ALONE(s, stopped_reader_reported, 60);
+	ADD_ALONE(s, killed_writer_loses_nothing, 60);
+	return run_suite(s);
+}
