@@ -127,6 +127,7 @@ int engine_adopt(struct shm_pool *p)
 	 * entries or lanes that name nobody are taken back. */
 	untrusted_quarantine_caches(p);
 	slab_rebuild(p);
+	engine_queues_adopt(p);
 	untrusted_adopt_shared(p, OWNER_ENGINE);
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */

@@ -60,6 +60,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_node_alloc = o;   o += nodes * sizeof(struct shm_node_alloc);
 	h->off_slabs = o;        o += frames * sizeof(struct shm_slab);
 	h->off_clients = o;      o += SHEAF_MAX_CLIENTS * sizeof(struct shm_client);
+	h->off_queues = o;       o += SHEAF_MAX_QUEUES * sizeof(struct shm_queue);
 	o = align_up(o, PAGE);
 	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
 	/* frame_owner[] starts half-way into a page and off a cache line's
@@ -124,7 +125,8 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	    h->node_bytes != want.node_bytes || h->region_size != want.region_size ||
 	    memcmp(&h->off_caches, &want.off_caches,
 		   offsetof(struct shm_header, mem_cap) -
-		   offsetof(struct shm_header, off_caches)) != 0)
+		   offsetof(struct shm_header, off_caches)) != 0 ||
+	    h->off_queues != want.off_queues)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
 	return 0;
@@ -154,6 +156,7 @@ static void pool_bind(struct shm_pool *p)
 	p->barns = (struct shm_barn *)(p->base + h->off_barns);
 	p->node = (struct shm_node *)(p->base + h->off_nodes);
 	p->clients = (struct shm_client *)(p->base + h->off_clients);
+	p->queues = (struct shm_queue *)(p->base + h->off_queues);
 	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
 	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);
 	p->data = p->base + h->off_data;

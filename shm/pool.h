@@ -45,6 +45,7 @@ struct shm_pool {
 	struct shm_barn *barns;
 	struct shm_node *node;
 	struct shm_client *clients;
+	struct shm_queue *queues;    /* queue descriptors (META) */
 	struct shm_lane *lanes;
 	_Atomic uint64_t *inuse;
 	char *data;                  /* base + off_data */
