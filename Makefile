@@ -167,7 +167,13 @@ test: deps-or-check
 		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
 	done; echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
 
-bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(SCALE_BENCH)
+# W7 (issue 10: messages between processes through a shared queue, and
+# the Unix-socket baseline): tests/bench/w7/w7bench.c, its own program.
+W7_BENCH := $(BUILD)/tests/bench/w7bench
+$(W7_BENCH): tests/bench/w7/w7bench.c $(BUILD)/libsheaf.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libsheaf.a $(LDFLAGS) $(LIBS)
+
+bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(W7_BENCH) $(SCALE_BENCH)
 	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
 	BENCH_QUICK=1 tests/bench/sweep.sh $(BENCH_BIN)

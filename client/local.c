@@ -169,6 +169,25 @@ static int local_check(sheaf_pool_t *pool, char *err, size_t errlen)
 	return rc;
 }
 
+static int local_queue_create(sheaf_pool_t *pool, const char *name, uint32_t capacity,
+			      uint32_t flags, uint32_t *gen)
+{
+	char msg[160];
+	int id = engine_queue_create(&pool->engine, name, capacity, flags, msg, sizeof(msg));
+
+	if (id >= 0)
+		*gen = at_load_relaxed(&pool->shm.queues[id].generation);
+	return id;
+}
+
+static int local_queue_destroy(sheaf_pool_t *pool, uint32_t id, const char *name)
+{
+	char msg[160];
+
+	(void)name;
+	return engine_queue_destroy(&pool->engine, id, msg, sizeof(msg));
+}
+
 /*
  * Stop the engine and release its lanes.  A fork() child has a copy of the
  * engine but not its worker threads, and the lanes in the region are the
@@ -202,6 +221,8 @@ const struct pool_ops local_pool_ops = {
 	.cache_shrink = local_cache_shrink,
 	.cache_stats = local_cache_stats,
 	.check = local_check,
+	.queue_create = local_queue_create,
+	.queue_destroy = local_queue_destroy,
 	.close = local_close,
 	.name_set = local_name_set,
 	.name_del = local_name_del,

@@ -45,6 +45,11 @@ struct pool_ops {
 	int (*cache_stats)(sheaf_cache_t *c, int node, struct pool_cache_stats *out);
 	/* The pool checker (sheaf_pool_check): 0, or -EUCLEAN with @err. */
 	int (*check)(sheaf_pool_t *pool, char *err, size_t errlen);
+	/* Create queue @name (engine_queue_check passed): its id, and its
+	 * generation in *@gen.  Destroy queue @name: 0.  Both -errno. */
+	int (*queue_create)(sheaf_pool_t *pool, const char *name, uint32_t capacity,
+			    uint32_t flags, uint32_t *gen);
+	int (*queue_destroy)(sheaf_pool_t *pool, uint32_t id, const char *name);
 	/*
 	 * Release what this kind of pool holds besides the region (the
 	 * engine; the connection), before pool.c unmaps the region and frees

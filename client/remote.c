@@ -190,6 +190,47 @@ static int remote_check(sheaf_pool_t *pool, char *err, size_t errlen)
 	return rc;
 }
 
+static int remote_queue_create(sheaf_pool_t *pool, const char *name, uint32_t capacity,
+			       uint32_t flags, uint32_t *gen)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__QueueCreateRequest qc = SHEAF__V1__QUEUE_CREATE_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc, id;
+
+	qc.name = (char *)name;
+	qc.capacity = capacity;
+	qc.flags = flags;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_QUEUE_CREATE;
+	rq.queue_create = &qc;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_QUEUE_CREATE, &r, NULL, 0);
+	if (rc != 0)
+		return rc;
+	id = r->queue_create->queue && r->queue_create->queue->id < SHEAF_MAX_QUEUES
+		? (int)r->queue_create->queue->id : -EPROTO;
+	if (id >= 0)
+		*gen = r->queue_create->queue->generation;
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return id;
+}
+
+static int remote_queue_destroy(sheaf_pool_t *pool, uint32_t id, const char *name)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__QueueDestroyRequest qd = SHEAF__V1__QUEUE_DESTROY_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	(void)id;
+	qd.name = (char *)name;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_QUEUE_DESTROY;
+	rq.queue_destroy = &qd;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_QUEUE_DESTROY, &r, NULL, 0);
+	if (rc == 0)
+		sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
 /* Close the connection: sheafd counts us detached.  A fork() child closes
  * only its copy of the socket; the parent's connection stays. */
 static void remote_close(sheaf_pool_t *pool)
@@ -237,6 +278,8 @@ const struct pool_ops remote_pool_ops = {
 	.cache_shrink = remote_cache_shrink,
 	.cache_stats = remote_cache_stats,
 	.check = remote_check,
+	.queue_create = remote_queue_create,
+	.queue_destroy = remote_queue_destroy,
 	.close = remote_close,
 	.name_set = remote_name_set,
 	.name_del = remote_name_del,

@@ -559,6 +559,98 @@ SHEAF_API int sheaf_synchronize(sheaf_pool_t *pool, unsigned timeout_ms);
  */
 SHEAF_API int sheaf_barrier(sheaf_pool_t *pool, unsigned timeout_ms);
 
+/* ---- shared queues ----------------------------------------------------- */
+
+/*
+ * A shared queue passes objects of a pool between processes without
+ * copying: a bounded, lock-free, multi-producer multi-consumer FIFO of
+ * object references, found by name.  Its descriptor is the engine's
+ * (sheafd's, read-only to clients); its slots are in the pool's shared
+ * memory.  Only objects of this pool's live caches can be enqueued (any
+ * cache, mixed).  A process killed at any instruction of an enqueue or a
+ * dequeue never wedges the queue and never makes an object appear twice;
+ * an object a killed consumer had just dequeued stays allocated (it is the
+ * dead process's, as any object it held).  Enqueue and dequeue work in a
+ * fork() child of a process that opened the queue.
+ */
+typedef struct sheaf_queue sheaf_queue_t;
+
+/*
+ * Create queue @name (1..47 bytes) in @pool with room for @capacity
+ * objects (0: 1024; else rounded up to a power of two, at most 2^20) and
+ * open it.  @flags: 0 (none defined).  The queue's slots take whole slab
+ * frames (256 KiB each) under the pool's memory cap.
+ * Returns the queue, or NULL with errno: EINVAL (bad name, capacity or
+ * flags), EEXIST (the name exists: use sheaf_queue_open), ENOSPC (all 64
+ * queue slots in use), ENOMEM (no room under the memory cap, or no
+ * memory), EFBIG (the pool has 32 GiB of data or more), ECHILD (a pool
+ * inherited through fork()), or a control request's error (ETIMEDOUT,
+ * ESTALE...; see sheaf_connect).
+ */
+SHEAF_API sheaf_queue_t *sheaf_queue_create(sheaf_pool_t *pool, const char *name,
+					    unsigned capacity, unsigned flags);
+
+/* Open existing queue @name of @pool (no request to sheafd).  NULL with
+ * errno ENOENT (no such queue), EINVAL (NULL argument), ECHILD, ENOMEM. */
+SHEAF_API sheaf_queue_t *sheaf_queue_open(sheaf_pool_t *pool, const char *name);
+
+/* Release this process's handle (the queue and its objects stay). */
+SHEAF_API void sheaf_queue_close(sheaf_queue_t *q);
+
+/*
+ * Destroy the queue and close @q.  Refused while it holds objects (dequeue
+ * them first) with -EBUSY (@q stays open); -ESTALE when it was destroyed
+ * already (@q is closed); -ECHILD; a control request's error.  Other
+ * processes' handles fail with -ESTALE afterwards; an enqueue racing the
+ * destroy may be lost (the object stays allocated): destroy a queue nobody
+ * uses.
+ */
+SHEAF_API int sheaf_queue_destroy(sheaf_queue_t *q);
+
+/*
+ * Enqueue @obj (an object of this pool, allocated).  The object is handed
+ * over: the producer must not touch it afterwards.  Returns 0, -EAGAIN
+ * (the queue is full), -EINVAL (@obj is not an object of a live cache of
+ * this pool: refused, nothing enqueued), -ESTALE (the queue was destroyed).
+ */
+SHEAF_API int sheaf_enqueue(sheaf_queue_t *q, void *obj);
+
+/* Dequeue the oldest object into *@obj: 0, -EAGAIN (empty), -ESTALE.  The
+ * caller owns the object (free it with sheaf_free, or enqueue it on). */
+SHEAF_API int sheaf_dequeue(sheaf_queue_t *q, void **obj);
+
+/*
+ * Enqueue up to @n objects of @objs in order: the number enqueued (less
+ * than @n when the queue fills; the rest stay the caller's), or -EINVAL
+ * (one of them is not an object of this pool: none enqueued), -ESTALE.
+ */
+SHEAF_API int sheaf_enqueue_bulk(sheaf_queue_t *q, void *const *objs, unsigned n);
+
+/* Dequeue up to @n objects into @objs: the number taken (0: empty), or
+ * -ESTALE. */
+SHEAF_API int sheaf_dequeue_bulk(sheaf_queue_t *q, void **objs, unsigned n);
+
+/*
+ * As sheaf_enqueue and sheaf_dequeue, but wait while the queue is full
+ * (empty), asleep on a futex (no CPU), at most @timeout_ms (< 0: no
+ * limit; 0: do not wait).  Extra error: -ETIMEDOUT.
+ */
+SHEAF_API int sheaf_enqueue_wait(sheaf_queue_t *q, void *obj, int timeout_ms);
+SHEAF_API int sheaf_dequeue_wait(sheaf_queue_t *q, void **obj, int timeout_ms);
+
+struct sheaf_queue_stats {
+	unsigned capacity;
+	uint64_t depth;              /* objects in the queue now */
+	uint64_t enqueued;           /* enqueues since creation */
+	uint64_t dequeued;
+	uint64_t dequeue_waits;      /* times a consumer slept: empty */
+	uint64_t enqueue_waits;      /* times a producer slept: full */
+	uint64_t dropped;            /* spoiled slots a dequeue skipped */
+};
+
+/* The queue's numbers (read from shared memory, no request): 0, -ESTALE. */
+SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out);
+
 /* ---- inline fast paths ------------------------------------------------- */
 
 /*

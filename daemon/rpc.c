@@ -27,6 +27,7 @@
 #include "shm/clients.h"
 #include "shm/names.h"
 #include "shm/grace.h"
+#include "shm/queue.h"
 #include "shm/stats.h"
 #include "shm/tune.h"
 #include "shm/untrusted.h"
@@ -290,6 +291,9 @@ static int cache_scope(struct daemon *d, const char *name, int *cache, struct re
 	return -1;
 }
 
+static int queue_infos(struct daemon *d, struct arena *a, Sheaf__V1__QueueInfo ***out,
+		       size_t *n);
+
 static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, struct reply *rp)
 {
 	struct shm_pool *p = &d->pool;
@@ -324,6 +328,8 @@ static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, st
 		cs->bytes_in_use = cs->in_use * p->caches[c].obj_size;
 		sr->caches[sr->n_caches++] = cs;
 	}
+	if (only < 0 && queue_infos(d, &rp->a, &sr->queues, &sr->n_queues) != 0)
+		goto oom;
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_STATS;
 	rp->r.stats = sr;
 	return;
@@ -363,6 +369,109 @@ static int daemon_info_grace(struct daemon *d, struct arena *a,
 		di->gp_blockers[di->n_gp_blockers++] = gb;
 	}
 	return 0;
+}
+
+/* ---- shared queues (issue 10) ---- */
+
+/* Queue @id's descriptor and numbers (its shared words read as untrusted,
+ * queue_read_stats). */
+static Sheaf__V1__QueueInfo *queue_info(struct daemon *d, struct arena *a, uint32_t id)
+{
+	const struct shm_queue *qd = &d->pool.queues[id];
+	Sheaf__V1__QueueInfo *qi = ARENA_NEW(a, Sheaf__V1__QueueInfo, SHEAF__V1__QUEUE_INFO__INIT);
+	struct queue_ref q;
+	struct queue_stats st;
+
+	if (qi == NULL)
+		return NULL;
+	q = queue_ref_of(&d->pool, qd);
+	queue_read_stats(&q, &st);
+	qi->id = id;
+	qi->name = arena_strdup(a, qd->name);
+	qi->capacity = qd->capacity;
+	qi->generation = at_load_relaxed(&qd->generation);
+	qi->depth = st.depth;
+	qi->enqueued = st.enqueued;
+	qi->dequeued = st.dequeued;
+	qi->dequeue_waits = st.deq_waits;
+	qi->enqueue_waits = st.enq_waits;
+	qi->dropped = st.dropped;
+	qi->created_at = qd->created_at;
+	return qi->name != NULL ? qi : NULL;
+}
+
+/* Every LIVE queue into *@out (arena array), their count in *@n: 0 or -1. */
+static int queue_infos(struct daemon *d, struct arena *a, Sheaf__V1__QueueInfo ***out, size_t *n)
+{
+	*n = 0;
+	if ((*out = arena_alloc(a, SHEAF_MAX_QUEUES * sizeof(void *))) == NULL)
+		return -1;
+	for (uint32_t i = 0; i < SHEAF_MAX_QUEUES; i++) {
+		if (at_load_acquire(&d->pool.queues[i].state) != QUEUE_LIVE)
+			continue;
+		if (((*out)[(*n)++] = queue_info(d, a, i)) == NULL)
+			return -1;
+	}
+	return 0;
+}
+
+static void handle_queue_create(struct daemon *d, const Sheaf__V1__QueueCreateRequest *rq,
+				struct reply *rp)
+{
+	Sheaf__V1__QueueCreateResponse *cr;
+	char err[160];
+	int id = engine_queue_create(&d->engine, rq->name, rq->capacity, rq->flags, err,
+				     sizeof(err));
+
+	if (id < 0) {
+		fail(rp, status_of(id), "%s", err);
+		return;
+	}
+	log_info("queue '%s' created: id %d, capacity %u", rq->name, id,
+		 d->pool.queues[id].capacity);
+	cr = ARENA_NEW(&rp->a, Sheaf__V1__QueueCreateResponse, SHEAF__V1__QUEUE_CREATE_RESPONSE__INIT);
+	if (cr == NULL || (cr->queue = queue_info(d, &rp->a, (uint32_t)id)) == NULL) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_QUEUE_CREATE;
+	rp->r.queue_create = cr;
+}
+
+static void handle_queue_destroy(struct daemon *d, const Sheaf__V1__QueueDestroyRequest *rq,
+				 struct reply *rp)
+{
+	char err[160];
+	int id = pool_queue_find(&d->pool, rq->name), rc;
+
+	if (id < 0) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no queue named '%s'", rq->name);
+		return;
+	}
+	rc = engine_queue_destroy(&d->engine, (uint32_t)id, err, sizeof(err));
+	if (rc != 0) {
+		fail(rp, status_of(rc), "%s", err);
+		return;
+	}
+	log_info("queue '%s' destroyed", rq->name);
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_QUEUE_DESTROY;
+	rp->r.queue_destroy = ARENA_NEW(&rp->a, Sheaf__V1__QueueDestroyResponse,
+					SHEAF__V1__QUEUE_DESTROY_RESPONSE__INIT);
+	if (rp->r.queue_destroy == NULL)
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+}
+
+static void handle_queue_list(struct daemon *d, struct reply *rp)
+{
+	Sheaf__V1__QueueListResponse *lr = ARENA_NEW(&rp->a, Sheaf__V1__QueueListResponse,
+						     SHEAF__V1__QUEUE_LIST_RESPONSE__INIT);
+
+	if (lr == NULL || queue_infos(d, &rp->a, &lr->queues, &lr->n_queues) != 0) {
+		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_QUEUE_LIST;
+	rp->r.queue_list = lr;
 }
 
 static void handle_daemon_info(struct daemon *d, struct reply *rp)
@@ -673,6 +782,8 @@ static int changes_pool(Sheaf__V1__Request__BodyCase body)
 	case SHEAF__V1__REQUEST__BODY_CHECK:
 	case SHEAF__V1__REQUEST__BODY_NAME_SET:   /* reads slab bitmaps */
 	case SHEAF__V1__REQUEST__BODY_NAME_DEL:
+	case SHEAF__V1__REQUEST__BODY_QUEUE_CREATE:
+	case SHEAF__V1__REQUEST__BODY_QUEUE_DESTROY:
 		return 1;
 	default:
 		return 0;
@@ -700,6 +811,9 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 	case SHEAF__V1__REQUEST__BODY_NAME_SET: body = &rq->name_set->base; break;
 	case SHEAF__V1__REQUEST__BODY_NAME_DEL: body = &rq->name_del->base; break;
 	case SHEAF__V1__REQUEST__BODY_NAME_LIST: body = &rq->name_list->base; break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_CREATE: body = &rq->queue_create->base; break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_DESTROY: body = &rq->queue_destroy->base; break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_LIST: body = &rq->queue_list->base; break;
 	default: break;
 	}
 	if ((tag = unknown_fields(&rq->base)) != 0 || (tag = unknown_fields(body)) != 0) {
@@ -729,6 +843,9 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 	case SHEAF__V1__REQUEST__BODY_NAME_SET: handle_name_set(d, rq->name_set, rp); break;
 	case SHEAF__V1__REQUEST__BODY_NAME_DEL: handle_name_del(d, rq->name_del, rp); break;
 	case SHEAF__V1__REQUEST__BODY_NAME_LIST: handle_name_list(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_CREATE: handle_queue_create(d, rq->queue_create, rp); break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_DESTROY: handle_queue_destroy(d, rq->queue_destroy, rp); break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_LIST: handle_queue_list(d, rp); break;
 	default:
 		d->n.bad_frames++;
 		log_warn("client pid %d: request %llu has no known body", (int)peer->pid,

@@ -144,4 +144,22 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
  */
 int engine_reclaim_client(struct engine *e, uint32_t client);
 
+/*
+ * Shared queues (engine_queue.c; the ring is queue.c's).  Check a create
+ * request alone (pure: libsheaf calls it too): 0 or -EINVAL with @err.
+ * Create queue @name of @capacity slots (0: 1024; else rounded up to a
+ * power of two, at most 2^20): its id, or -EEXIST, -EINVAL, -ENOSPC (no
+ * descriptor slot), -ENOMEM (no frames under the cap), -EFBIG (a pool of
+ * 32 GiB of data or more).  Destroy queue @id: 0, or -ENOENT, -EBUSY
+ * while it holds objects.  engine_queues_adopt (engine_adopt): give back
+ * the frames of a create or destroy that died, quarantine (QUEUE_BROKEN)
+ * descriptors that no create makes.
+ */
+int engine_queue_check(const char *name, uint32_t capacity, uint32_t flags,
+		       char *err, size_t errlen);
+int engine_queue_create(struct engine *e, const char *name, uint32_t capacity,
+			uint32_t flags, char *err, size_t errlen);
+int engine_queue_destroy(struct engine *e, uint32_t id, char *err, size_t errlen);
+void engine_queues_adopt(struct shm_pool *p);
+
 #endif

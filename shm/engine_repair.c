@@ -134,6 +134,7 @@ int engine_adopt(struct shm_pool *p)
 	untrusted_quarantine_caches(p);
 	slab_rebuild(p);
 	names_adopt(p);                  /* after the bitmaps are trusted */
+	engine_queues_adopt(p);
 	untrusted_adopt_shared(p, OWNER_ENGINE);
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */

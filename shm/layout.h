@@ -58,7 +58,8 @@
 #define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: per-pool
 					 limits, the name directory (off_names),
 					 SHARED and the data on 2 MiB (huge.h),
-					 deferred frees (off_rcu, RING_RCU) */
+					 deferred frees (off_rcu, RING_RCU),
+					 queues (off_queues) */
 
 #define SHEAF_MAX_NODES       8u
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
@@ -84,6 +85,7 @@
 
 #define SLAB_NONE             0xffffffffu
 #define FRAME_FREE            0xffffu    /* frame_owner[] of an unused frame */
+#define FRAME_QUEUE           0xfffeu    /* frame_owner[] of a queue's storage */
 
 /* ---- engine-owned part ------------------------------------------------ */
 
@@ -134,7 +136,8 @@ struct shm_header {
 					was handed to its barn or the slabs */
 	_Atomic uint32_t gp_wake;    /* futex: bumped at each completion */
 	_Atomic uint32_t gp_flags;   /* GP_F_*: how readers must order */
-	char pad4[24];
+	uint64_t off_queues;         /* queue descriptors (META; layout 4) */
+	char pad4[16];
 };
 _Static_assert(sizeof(struct shm_header) == 6 * SHEAF_CACHELINE, "header size");
 
@@ -250,7 +253,61 @@ struct shm_slab {
 };
 _Static_assert(sizeof(struct shm_slab) == 32, "slab entry size");
 
+/*
+ * A shared queue's descriptor (engine-owned, META; shm/queue.h).  The
+ * engine writes it under ctl_lock; clients read it to open a queue by name
+ * and trust it (it is read-only to them).  @off is the region offset of the
+ * queue's struct shm_queue_ctl, in @nframes whole slab frames of node 0
+ * marked FRAME_QUEUE in frame_owner[] (slabs, the checker and
+ * slab_rebuild leave them alone).  BUSY: being created or destroyed (an
+ * adopting engine frees its frames: engine_queues_adopt).
+ */
+#define SHEAF_MAX_QUEUES      64u
+enum queue_state { QUEUE_FREE = 0, QUEUE_LIVE = 1, QUEUE_BUSY = 2, QUEUE_BROKEN = 3 };
+
+struct shm_queue {
+	_Atomic uint32_t state;
+	uint32_t id;
+	_Atomic uint32_t generation; /* bumped each time the slot is reused */
+	uint32_t capacity;           /* slots: a power of two */
+	uint32_t flags;
+	uint32_t nframes;
+	uint64_t off;                /* struct shm_queue_ctl */
+	uint64_t created_at;         /* CLOCK_REALTIME seconds */
+	char name[SHEAF_NAME_MAX];
+	char pad[40];
+};
+_Static_assert(sizeof(struct shm_queue) == 2 * SHEAF_CACHELINE, "queue size");
+
 /* ---- shared part ------------------------------------------------------ */
+
+/*
+ * A queue's words in client-writable memory (its frames, data region):
+ * positions (tail: next to fill, head: next to take; hints, never locks),
+ * the two wait words, slow-path counters, then the slots (from
+ * QUEUE_SLOTS_OFF).  Slot = sequence (high 32 bits) | value (low 32: the
+ * object's (offset - off_data) / 8 + 1); docs/design.md, "Shared queues".
+ */
+struct shm_queue_ctl {
+	_Atomic uint64_t tail;
+	char pad0[SHEAF_CACHELINE - 8];
+	_Atomic uint64_t head;
+	char pad1[SHEAF_CACHELINE - 8];
+	_Atomic uint32_t ne_event;   /* futex: bumped to wake consumers */
+	_Atomic uint32_t ne_sleep;   /* 1: a consumer may sleep on ne_event */
+	char pad2[SHEAF_CACHELINE - 8];
+	_Atomic uint32_t nf_event;   /* futex: bumped to wake producers */
+	_Atomic uint32_t nf_sleep;   /* 1: a producer may sleep on nf_event */
+	char pad3[SHEAF_CACHELINE - 8];
+	_Atomic uint64_t deq_waits;  /* consumers that slept (slow path) */
+	_Atomic uint64_t enq_waits;  /* producers that slept */
+	_Atomic uint64_t dropped;    /* bad values a dequeue skipped */
+	char pad4[SHEAF_CACHELINE - 24];
+};
+#define QUEUE_SLOTS_OFF       (8u * SHEAF_CACHELINE)
+_Static_assert(sizeof(struct shm_queue_ctl) <= QUEUE_SLOTS_OFF, "queue ctl size");
+
+
 
 /*
  * A sheaf.  Its word holds the size (objects in objs[0..size)) in bits 0-15

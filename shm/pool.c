@@ -64,6 +64,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_slabs = o;        o += frames * sizeof(struct shm_slab);
 	h->off_clients = o;      o += (uint64_t)h->max_clients * sizeof(struct shm_client);
 	h->off_names = o;        o += SHEAF_DIR_ENTRIES * sizeof(struct shm_name);
+	h->off_queues = o;       o += SHEAF_MAX_QUEUES * sizeof(struct shm_queue);
 	o = align_up(o, PAGE);
 	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
 	/* frame_owner[] starts half-way into a page and off a cache line's
@@ -165,7 +166,8 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	    h->off_names != want.off_names ||
 	    h->off_lane_hwm != want.off_lane_hwm || h->off_lane_stats != want.off_lane_stats ||
 	    h->lane_stride != want.lane_stride ||
-	    h->off_rcu != want.off_rcu)
+	    h->off_rcu != want.off_rcu ||
+	    h->off_queues != want.off_queues)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
 	return 0;
@@ -196,6 +198,7 @@ static void pool_bind(struct shm_pool *p)
 	p->node = (struct shm_node *)(p->base + h->off_nodes);
 	p->clients = (struct shm_client *)(p->base + h->off_clients);
 	p->names = (struct shm_name *)(p->base + h->off_names);
+	p->queues = (struct shm_queue *)(p->base + h->off_queues);
 	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
 	p->rcu = (struct shm_rcu *)(p->base + h->off_rcu);
 	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);

@@ -46,6 +46,7 @@ struct shm_pool {
 	struct shm_node *node;
 	struct shm_client *clients;
 	struct shm_name *names;      /* the name directory (names.h) */
+	struct shm_queue *queues;    /* queue descriptors (META) */
 	struct shm_lane *lanes;
 	struct shm_rcu *rcu;         /* deferred frees (grace.h) */
 	_Atomic uint64_t *inuse;

@@ -133,6 +133,48 @@ static void frame_release(struct shm_pool *p, uint32_t f)
 	lock_release(&na->lock);
 }
 
+/*
+ * @n contiguous frames of @node for a queue's storage (engine_queue.c),
+ * marked FRAME_QUEUE: one from the released stack or the bump pointer,
+ * several from the bump pointer only (the stack's frames are not
+ * contiguous).  The first frame, or SLAB_NONE at the cap or out of frames.
+ */
+uint32_t slab_frames_take(struct shm_pool *p, uint32_t node, uint32_t n)
+{
+	struct shm_node_alloc *na = &p->nalloc[node];
+	uint64_t cap_frames = at_load_relaxed(&p->hdr->mem_cap) >> SLAB_SHIFT;
+	uint64_t used = at_load_relaxed(&p->hdr->frames_used);
+	uint32_t f = SLAB_NONE;
+
+	if (n == 1)
+		return frame_alloc(p, FRAME_QUEUE, node);
+	do {
+		if (used + n > cap_frames)
+			return SLAB_NONE;
+	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + n));
+	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
+	if (p->frames_per_node - na->next_fresh >= n) {
+		f = node * p->frames_per_node + na->next_fresh;
+		na->next_fresh += n;
+		for (uint32_t k = 0; k < n; k++) {
+			p->slabs[f + k].cache = FRAME_QUEUE;
+			p->slabs[f + k].node = (uint8_t)node;
+			at_store_release(&p->frame_owner[f + k], FRAME_QUEUE);
+		}
+	} else {
+		at_fetch_sub_relaxed(&p->hdr->frames_used, n);
+	}
+	lock_release(&na->lock);
+	return f;
+}
+
+/* Give back what slab_frames_take gave (each frame to the node's stack). */
+void slab_frames_give(struct shm_pool *p, uint32_t first, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		frame_release(p, first + k);
+}
+
 /* Set up a fresh slab in frame @f: every object free. */
 static void slab_init(struct shm_pool *p, const struct shm_cache *c, uint32_t f)
 {

@@ -64,4 +64,9 @@ void slab_rebuild(struct shm_pool *p);
  * region), -EINVAL (not an object of @cache). */
 int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off);
 
+/* Queue storage (engine_queue.c): @n contiguous frames of @node marked
+ * FRAME_QUEUE (the first, or SLAB_NONE), and their release. */
+uint32_t slab_frames_take(struct shm_pool *p, uint32_t node, uint32_t n);
+void slab_frames_give(struct shm_pool *p, uint32_t first, uint32_t n);
+
 #endif

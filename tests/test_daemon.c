@@ -240,12 +240,13 @@ static void malformed_round(struct dmn *d, int round)
 	}
 	expect_usable(fd, id + 4, "after unknown fields");
 
-	/* (e) an unknown oneof case: tag 40, length-delimited, empty. */
+	/* (e) an unknown oneof case: tag 1000 (no range hands it out; 40 is
+	 * QueueCreate now), length-delimited, empty. */
 	{
-		uint8_t m[] = { 0x08, (uint8_t)(id + 5), 0xc2, 0x02, 0x00 };
+		uint8_t m[] = { 0x08, (uint8_t)(id + 5), 0xc2, 0x3e, 0x00 };
 		m[1] &= 0x7f;
 		REQUIRE(send_frame(fd, m, sizeof(m)) == 0, "send");
-		r = expect_status(fd, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "unknown body 40");
+		r = expect_status(fd, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "unknown body 1000");
 		sheaf__v1__response__free_unpacked(r, NULL);
 	}
 	/* A request with an id and no body at all. */
@@ -312,7 +313,7 @@ START_TEST(malformed)
 	char g;
 	static const char *const reasons[] = {
 		"2147483647-byte frame", "1048577-byte frame", "unparsable request",
-		"unknown field 99", "unknown field 40", "no known body", "EOF mid-frame",
+		"unknown field 99", "unknown field 1000", "no known body", "EOF mid-frame",
 	};
 
 	dmn_init(&d);

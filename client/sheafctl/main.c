@@ -105,6 +105,14 @@ static const struct cmd cmds[] = {
 	  "node), e.g. for node_exporter's textfile collector.\n\n"
 	  "  -s, --socket PATH    sheafd's control socket\n"
 	  "  -h, --help           this help\n" },
+	{ "queues", cmd_queues,
+	  "Usage: sheafctl queues [--json] [-o json]\n"
+	  "List the shared queues: capacity, depth (objects in the queue now),\n"
+	  "enqueues and dequeues since creation, times a consumer slept on an\n"
+	  "empty queue (DEQ_WAITS) or a producer on a full one (ENQ_WAITS), and\n"
+	  "spoiled slots a dequeue skipped (DROPPED).\n\n"
+	  "      --json           same as -o json\n"
+	  COMMON_OPTS },
 	{ "check", cmd_check,
 	  "Usage: sheafctl check [-o json]\n"
 	  "Debug: the daemon pauses its workers and runs the pool checker; exit 1\n"
@@ -137,6 +145,7 @@ static void usage_main(FILE *f)
 		"  create NAME SIZE [--align N] [--capacity N] [--debug]\n"
 		"  destroy NAME\n"
 		"  metrics                      Prometheus text format\n"
+		"  queues [--json]              shared queues: depth, counters\n"
 		"  check                        run the pool checker (debug)\n\n"
 		"Options (also accepted after COMMAND):\n"
 		"  -s, --socket PATH    control socket (default: $SHEAF_SOCKET, else\n"

@@ -271,6 +271,7 @@ int cmd_metrics(struct ctl *c, int argc, char **argv)
 	cache_families(&s);
 	node_families(&s);
 	counter_families(&s);
+	metrics_queues(&s);
 	stats_set_free(&s);
 	ctl_free(info);
 	return CTL_OK;

@@ -118,6 +118,16 @@ const char *fmt_duration(char *buf, size_t len, uint64_t secs);
 /* "2024-05-01 12:00:00" in local time */
 const char *fmt_time(char *buf, size_t len, uint64_t epoch);
 
+/* ---- queues.c: shared queues ---------------------------------------------- */
+
+int cmd_queues(struct ctl *c, int argc, char **argv);
+void jw_queue_info(struct jw *w, const char *key, const Sheaf__V1__QueueInfo *qi);
+/* The "queues" array of `stats -o json`, and the queue families of
+ * `metrics`, from the queues of @s's Stats replies. */
+struct stats_set;
+void stats_json_queues(struct jw *w, const struct stats_set *s);
+void metrics_queues(const struct stats_set *s);
+
 /* ---- stats.c ------------------------------------------------------------- */
 
 /* Every cache's stats (or one cache's): one Stats request, or one per cache

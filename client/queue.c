@@ -1,0 +1,321 @@
+/*
+ * queue.c - libsheaf's shared queues (sheaf.h, "shared queues"): the
+ * handles, create/open/destroy at the seam of pool_ops.h (local.c calls the
+ * engine, remote.c sends QueueCreate/QueueDestroy to sheafd), and enqueue /
+ * dequeue over shm/queue.c's ring, with futex waits.
+ *
+ * A handle keeps a private copy of what it needs from the descriptor
+ * (engine-owned, trusted) and the descriptor's generation: every operation
+ * first checks that the descriptor is still LIVE with that generation
+ * (one load each of a read-shared META line), else -ESTALE.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "client/internal.h"
+#include "client/pool_ops.h"
+#include "shm/futex.h"
+#include "shm/queue.h"
+
+struct sheaf_queue {
+	struct queue_ref ref;
+	sheaf_pool_t *pool;
+	struct shm_queue *qd;
+	uint32_t id;
+	uint32_t gen;
+	char name[SHEAF_NAME_MAX];
+};
+
+/* A sleeping waiter wakes at least this often to look again (a waker
+ * killed between its operation and its wake costs one slice at most). */
+#define QUEUE_SLICE_NS (100ll * 1000 * 1000)
+
+static inline int queue_live(const sheaf_queue_t *q)
+{
+	return at_load_acquire(&q->qd->state) == QUEUE_LIVE &&
+	       at_load_relaxed(&q->qd->generation) == q->gen;
+}
+
+static sheaf_queue_t *handle_of(sheaf_pool_t *pool, uint32_t id, uint32_t gen)
+{
+	struct shm_queue *qd = &pool->shm.queues[id];
+	sheaf_queue_t *q = calloc(1, sizeof(*q));
+
+	if (q == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	q->pool = pool;
+	q->qd = qd;
+	q->id = id;
+	q->gen = gen;
+	q->ref = queue_ref_of(&pool->shm, qd);
+	memcpy(q->name, qd->name, sizeof(q->name));
+	q->name[SHEAF_NAME_MAX - 1] = '\0';
+	if (!queue_live(q)) {        /* destroyed (and maybe reused) meanwhile */
+		free(q);
+		errno = ESTALE;
+		return NULL;
+	}
+	return q;
+}
+
+sheaf_queue_t *sheaf_queue_create(sheaf_pool_t *pool, const char *name,
+				  unsigned capacity, unsigned flags)
+{
+	char msg[160];
+	uint32_t gen = 0;
+	int id;
+
+	if (pool == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (pool->forked) {
+		errno = ECHILD;
+		return NULL;
+	}
+	if (engine_queue_check(name, capacity, flags, msg, sizeof(msg)) != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	id = pool->ops->queue_create(pool, name, capacity, flags, &gen);
+	if (id < 0) {
+		errno = -id;
+		return NULL;
+	}
+	return handle_of(pool, (uint32_t)id, gen);
+}
+
+sheaf_queue_t *sheaf_queue_open(sheaf_pool_t *pool, const char *name)
+{
+	int id;
+
+	if (pool == NULL || name == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (pool->forked) {
+		errno = ECHILD;
+		return NULL;
+	}
+	id = pool_queue_find(&pool->shm, name);
+	if (id < 0) {
+		errno = ENOENT;
+		return NULL;
+	}
+	return handle_of(pool, (uint32_t)id,
+			 at_load_relaxed(&pool->shm.queues[id].generation));
+}
+
+void sheaf_queue_close(sheaf_queue_t *q)
+{
+	free(q);
+}
+
+int sheaf_queue_destroy(sheaf_queue_t *q)
+{
+	int rc;
+
+	if (q->pool->forked)
+		return -ECHILD;
+	if (!queue_live(q)) {
+		free(q);
+		return -ESTALE;
+	}
+	rc = q->pool->ops->queue_destroy(q->pool, q->id, q->name);
+	if (rc == 0 || rc == -ENOENT) {
+		free(q);
+		return rc == 0 ? 0 : -ESTALE;
+	}
+	return rc;
+}
+
+/* The slot values of @objs[0..n) into @v: 0, or -EINVAL (one is no
+ * object of this pool). */
+static int values_of(const sheaf_queue_t *q, void *const *objs, uint32_t *v, unsigned n)
+{
+	const struct shm_pool *p = q->ref.p;
+
+	for (unsigned i = 0; i < n; i++) {
+		v[i] = queue_value_of(p, (uint64_t)((char *)objs[i] - p->base));
+		if (v[i] == 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* Dequeued values to pointers: a value that names no object (a spoiled
+ * slot) is dropped and counted.  Returns the objects kept. */
+static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, unsigned n)
+{
+	const struct shm_pool *p = q->ref.p;
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t off = queue_off_of(p, v[i]);
+
+		if (off == 0) {
+			at_fetch_add_relaxed(&q->ref.ctl->dropped, 1);
+			continue;
+		}
+		/* OWNERSHIP HOOK (issue 10 part 4): here a dequeue hands the object to this process. */
+		objs[k++] = p->base + off;
+	}
+	return k;
+}
+
+int sheaf_enqueue(sheaf_queue_t *q, void *obj)
+{
+	uint32_t v;
+
+	if (!queue_live(q))
+		return -ESTALE;
+	v = queue_value_of(q->ref.p, (uint64_t)((char *)obj - q->ref.p->base));
+	if (v == 0)
+		return -EINVAL;
+	if (queue_put(&q->ref, &v, 1) == 0)
+		return -EAGAIN;
+	queue_wake_consumers(&q->ref);
+	return 0;
+}
+
+#define BULK_CHUNK 64u
+
+int sheaf_enqueue_bulk(sheaf_queue_t *q, void *const *objs, unsigned n)
+{
+	uint32_t v[BULK_CHUNK];
+	unsigned done = 0;
+
+	if (!queue_live(q))
+		return -ESTALE;
+	while (done < n) {
+		unsigned k = n - done < BULK_CHUNK ? n - done : BULK_CHUNK, put;
+
+		if (values_of(q, objs + done, v, k) != 0)
+			return done > 0 ? (int)done : -EINVAL;
+		put = queue_put(&q->ref, v, k);
+		done += put;
+		if (put < k)
+			break;
+	}
+	if (done > 0)
+		queue_wake_consumers(&q->ref);
+	return (int)done;
+}
+
+int sheaf_dequeue(sheaf_queue_t *q, void **obj)
+{
+	int n = sheaf_dequeue_bulk(q, obj, 1);
+
+	return n == 1 ? 0 : n < 0 ? n : -EAGAIN;
+}
+
+int sheaf_dequeue_bulk(sheaf_queue_t *q, void **objs, unsigned n)
+{
+	uint32_t v[BULK_CHUNK];
+	unsigned done = 0;
+
+	if (!queue_live(q))
+		return -ESTALE;
+	while (done < n) {
+		unsigned k = n - done < BULK_CHUNK ? n - done : BULK_CHUNK;
+		uint32_t got = queue_get(&q->ref, v, k);
+
+		if (got == 0)
+			break;
+		done += objs_of(q, v, objs + done, got);
+		if (got < k)
+			break;
+	}
+	if (done > 0)
+		queue_wake_producers(&q->ref);
+	return (int)done;
+}
+
+/* queue_sleep's second look: one enqueue or dequeue. */
+struct retry_arg {
+	uint32_t v;
+};
+
+static uint32_t retry_put(const struct queue_ref *r, void *arg)
+{
+	return queue_put(r, &((struct retry_arg *)arg)->v, 1);
+}
+
+static uint32_t retry_get(const struct queue_ref *r, void *arg)
+{
+	return queue_get(r, &((struct retry_arg *)arg)->v, 1);
+}
+
+/* Wait (sleeping) until @try_once succeeds: 0, -ETIMEDOUT, -ESTALE. */
+static int queue_wait(sheaf_queue_t *q, int consumer, int timeout_ms, struct retry_arg *ra)
+{
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX
+			   : clock_ns() + (int64_t)timeout_ms * 1000000;
+
+	for (;;) {
+		int64_t left = deadline - clock_ns();
+
+		if (!queue_live(q))
+			return -ESTALE;
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (queue_sleep(&q->ref, consumer, left < QUEUE_SLICE_NS ? left : QUEUE_SLICE_NS,
+				consumer ? retry_get : retry_put, ra) == 1)
+			return 0;
+		if ((consumer ? retry_get : retry_put)(&q->ref, ra) == 1)
+			return 0;
+	}
+}
+
+int sheaf_enqueue_wait(sheaf_queue_t *q, void *obj, int timeout_ms)
+{
+	struct retry_arg ra;
+	int rc = sheaf_enqueue(q, obj);
+
+	if (rc != -EAGAIN || timeout_ms == 0)
+		return rc;
+	ra.v = queue_value_of(q->ref.p, (uint64_t)((char *)obj - q->ref.p->base));
+	rc = queue_wait(q, 0, timeout_ms, &ra);
+	if (rc == 0)
+		queue_wake_consumers(&q->ref);
+	return rc;
+}
+
+int sheaf_dequeue_wait(sheaf_queue_t *q, void **obj, int timeout_ms)
+{
+	struct retry_arg ra;
+	int rc;
+
+	for (;;) {
+		rc = sheaf_dequeue(q, obj);
+		if (rc != -EAGAIN || timeout_ms == 0)
+			return rc;
+		rc = queue_wait(q, 1, timeout_ms, &ra);
+		if (rc != 0)
+			return rc;
+		queue_wake_producers(&q->ref);
+		if (objs_of(q, &ra.v, obj, 1) == 1)
+			return 0;
+		/* a spoiled slot: dropped; wait again (timeout restarts) */
+	}
+}
+
+int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
+{
+	struct queue_stats st;
+
+	if (!queue_live(q))
+		return -ESTALE;
+	queue_read_stats(&q->ref, &st);
+	memset(out, 0, sizeof(*out));
+	out->capacity = q->ref.size;
+	out->depth = st.depth;
+	out->enqueued = st.enqueued;
+	out->dequeued = st.dequeued;
+	out->dequeue_waits = st.deq_waits;
+	out->enqueue_waits = st.enq_waits;
+	out->dropped = st.dropped;
+	return 0;
+}

@@ -1,0 +1,92 @@
+/*
+ * queue.h - shared queues of pool objects: a bounded lock-free MPMC ring of
+ * object references in client-writable memory (struct shm_queue_ctl, its
+ * slots after it), with futex waits for an empty or a full queue.  The
+ * descriptor (name, capacity, where the ring lives) is engine-owned
+ * (struct shm_queue, META); engine_queue.c creates and destroys queues.
+ *
+ * The algorithm is the barn ring's slot-first one (docs/design.md, "Shared
+ * queues"): the slot CAS is the only step that matters, tail and head are
+ * hints anyone advances, so a process killed at any instruction never
+ * wedges the queue and an object is taken from a slot at most once.
+ *
+ * Who may call: anyone holding a struct queue_ref (clients: client/queue.c;
+ * the engine reads the counters through queue_read_stats, which treats
+ * every word as untrusted).  No locks.  Every loop is bounded
+ * (queue_steps_max), whatever the shared words hold.
+ */
+#ifndef SHEAF_SHM_QUEUE_H
+#define SHEAF_SHM_QUEUE_H
+
+#include <stdint.h>
+#include "pool.h"
+
+#define QUEUE_CAP_MIN   2u
+#define QUEUE_CAP_MAX   (1u << 20)
+
+/* One process's view of one queue, from the descriptor (trusted values). */
+struct queue_ref {
+	struct shm_queue_ctl *ctl;
+	_Atomic uint64_t *slots;
+	uint64_t mask;               /* capacity - 1 */
+	uint32_t size;               /* capacity */
+	const struct shm_pool *p;
+};
+
+/* Bytes of storage (control block and slots) of a queue of @capacity. */
+static inline uint64_t queue_bytes(uint32_t capacity)
+{
+	return QUEUE_SLOTS_OFF + (uint64_t)capacity * 8u;
+}
+
+static inline struct queue_ref queue_ref_of(const struct shm_pool *p,
+					    const struct shm_queue *qd)
+{
+	struct queue_ref q;
+
+	q.ctl = (struct shm_queue_ctl *)(p->base + qd->off);
+	q.slots = (_Atomic uint64_t *)(p->base + qd->off + QUEUE_SLOTS_OFF);
+	q.size = qd->capacity;
+	q.mask = qd->capacity - 1u;
+	q.p = p;
+	return q;
+}
+
+/*
+ * An object's slot value ((off - off_data) / 8 + 1), after checking that
+ * @off is an object of a live cache of the pool: in a frame a LIVE cache
+ * owns, on an object boundary.  0 when it is not (the caller refuses it).
+ */
+uint32_t queue_value_of(const struct shm_pool *p, uint64_t off);
+/* The offset of slot value @v, or 0 when it names no object (a spoiled
+ * slot): the same checks. */
+uint64_t queue_off_of(const struct shm_pool *p, uint32_t v);
+
+/* Enqueue slot values @v[0..n): the number enqueued (fewer when the queue
+ * fills). */
+uint32_t queue_put(const struct queue_ref *q, const uint32_t *v, uint32_t n);
+/* Dequeue up to @n values into @v: the number taken (0: empty). */
+uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n);
+
+/* Wake sleepers after a put (consumers) or a get (producers). */
+void queue_wake_consumers(const struct queue_ref *q);
+void queue_wake_producers(const struct queue_ref *q);
+/* Sleep (at most @slice_ns) until a put (@consumer) or a get may have
+ * changed the queue, unless @retry, called after announcing the sleep,
+ * finds work; returns what @retry returned, or 0 after the sleep. */
+typedef uint32_t (*queue_retry_fn)(const struct queue_ref *q, void *arg);
+uint32_t queue_sleep(const struct queue_ref *q, int consumer, int64_t slice_ns,
+		     queue_retry_fn retry, void *arg);
+
+/* The numbers of a queue, every word read once and bounded (untrusted). */
+struct queue_stats {
+	uint64_t enqueued, dequeued; /* tail, head (positions: counts) */
+	uint64_t depth;              /* tail - head, clamped to [0, capacity] */
+	uint64_t deq_waits, enq_waits, dropped;
+};
+void queue_read_stats(const struct queue_ref *q, struct queue_stats *st);
+
+/* Descriptor of live queue @name, or -ENOENT.  Safe from any process. */
+int pool_queue_find(const struct shm_pool *p, const char *name);
+
+#endif
