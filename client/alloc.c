@@ -228,7 +228,7 @@ static struct shm_sheaf *get_empty(struct tcache *t, uint32_t node, uint32_t cap
 static int barn_put_over(struct tcache *t)
 {
 	struct ring_ref full;
-	uint32_t keep = barn_flush_limit(tshm(t), t->cache->sc);
+	uint32_t keep = barn_flush_limit(tshm(t), t->cache->sc, t->node);
 
 	full = pool_full_ref(tshm(t), t->f->cache_id, t->node);
 	return rr_count(&full) > keep;

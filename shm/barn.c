@@ -8,24 +8,28 @@
 #include "futex.h"
 #include "untrusted.h"
 
-int pool_under_pressure(const struct shm_pool *p)
+int pool_under_pressure(const struct shm_pool *p, uint32_t node)
 {
 	uint64_t cap_frames = at_load_relaxed(&p->hdr->mem_cap) >> SLAB_SHIFT;
 	uint64_t used = at_load_relaxed(&p->hdr->frames_used);
+	uint64_t node_used = at_load_relaxed(&p->nalloc[node].used);
 	struct ring_ref depot = pool_depot_ref(p);
 
+	/* The node's own frames count too: a node can run out while the
+	 * pool as a whole is far from its cap (frames are per node). */
 	return used * 4 > cap_frames * 3 ||
+	       node_used * 4 > (uint64_t)p->frames_per_node * 3 ||
 	       (uint64_t)rr_count(&depot) * 4 < (uint64_t)p->sheaf_count;
 }
 
-uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc)
+uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc, uint32_t node)
 {
 	uint32_t limit = at_load_relaxed(&sc->barn_limit);
 	uint32_t keep = at_load_relaxed(&sc->barn_keep);
 
 	if (limit == 0)
 		limit = 1;
-	return keep > limit && !pool_under_pressure(p) ? keep : limit;
+	return keep > limit && !pool_under_pressure(p, node) ? keep : limit;
 }
 
 uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,

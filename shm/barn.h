@@ -32,10 +32,11 @@
  * Read by the engine (what it flushes) and by clients (when to ring for a
  * flush); the depot's count is a hint, so the two may differ for a moment.
  */
-uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc);
+uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc, uint32_t node);
 
-/* The pool is near its memory cap or short of unused sheaves (above). */
-int pool_under_pressure(const struct shm_pool *p);
+/* The pool, or node @node, is near its memory cap (3/4 of the pool's cap,
+ * or of the node's frames), or the pool is short of unused sheaves. */
+int pool_under_pressure(const struct shm_pool *p, uint32_t node);
 
 /* A full (non-empty) sheaf of @cache from @node's barn, or SHEAF_ID_NONE. */
 uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,

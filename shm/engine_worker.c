@@ -163,7 +163,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	uint32_t cap = at_load_relaxed(&sc->sheaf_capacity);
 	/* Beyond barn_limit while memory is plentiful (barn_flush_limit):
 	 * never below it, so a refill (at most high) is never flushed. */
-	uint32_t keep = barn_flush_limit(p, sc);
+	uint32_t keep = barn_flush_limit(p, sc, n);
 	uint32_t limit = keep > w.limit ? keep : w.limit, work = 0;
 	int starved = 0;
 

@@ -236,7 +236,9 @@ struct shm_node_alloc {
 	uint32_t next_fresh;         /* frames [next_fresh, frames_per_node) unused */
 	uint32_t free_first;         /* stack of released frames (via slab.next) */
 	uint32_t free_count;
-	uint32_t pad;
+	_Atomic uint32_t used;       /* frames of this node in use (written under
+					the lock; read lock-free: barn.h's
+					pressure rule) */
 	char pad1[SHEAF_CACHELINE * 2 - sizeof(pthread_mutex_t) - 16];
 };
 _Static_assert(sizeof(struct shm_node_alloc) == 2 * SHEAF_CACHELINE, "node alloc size");

@@ -106,6 +106,7 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 	if (f == SLAB_NONE) {
 		at_fetch_sub_relaxed(&p->hdr->frames_used, 1);   /* no frame left */
 	} else {
+		at_store_relaxed(&na->used, at_load_relaxed(&na->used) + 1);
 		p->slabs[f].cache = (uint16_t)cache;
 		p->slabs[f].node = (uint8_t)node;
 		/* Clients read frame_owner to validate frees of objects
@@ -129,6 +130,7 @@ static void frame_release(struct shm_pool *p, uint32_t f)
 	p->slabs[f].next = na->free_first;
 	na->free_first = f;
 	na->free_count++;
+	at_store_relaxed(&na->used, at_load_relaxed(&na->used) - 1);
 	at_fetch_sub_relaxed(&p->hdr->frames_used, 1);
 	lock_release(&na->lock);
 }
@@ -156,6 +158,7 @@ uint32_t slab_frames_take(struct shm_pool *p, uint32_t node, uint32_t n)
 	if (p->frames_per_node - na->next_fresh >= n) {
 		f = node * p->frames_per_node + na->next_fresh;
 		na->next_fresh += n;
+		at_store_relaxed(&na->used, at_load_relaxed(&na->used) + n);
 		for (uint32_t k = 0; k < n; k++) {
 			p->slabs[f + k].cache = FRAME_QUEUE;
 			p->slabs[f + k].node = (uint8_t)node;
@@ -475,6 +478,7 @@ void slab_rebuild(struct shm_pool *p)
 				used++;         /* not walked below: left alone */
 			}
 		}
+		at_store_relaxed(&na->used, na->next_fresh - na->free_count);
 	}
 	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		const struct shm_cache *sc = &p->caches[c];
