@@ -134,18 +134,18 @@ void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size, sheaf_cache_t *failed)
 }
 
 /*
- * The live cache of @obj and its region offset in *@off: NULL with errno
- * EFAULT (not in the pool's data), EINVAL (a frame no cache owns, or not
- * on an object boundary), ECHILD or EMFILE.  The same tests as
- * sheaf_free's slow path (slab_validate), on the engine-owned map.
+ * The handle of the cache the frame owner map (engine-owned: read-only to
+ * clients) names for @obj's frame: NULL with errno EFAULT (not in the
+ * pool's data), EINVAL (a frame no cache owns), ECHILD or EMFILE.  Whether
+ * @obj is an object of it is for the caller to check (sheaf_free does, and
+ * counts a refusal in the cache's free_invalid, as for any free).
  */
-static sheaf_cache_t *km_cache_of(sheaf_pool_t *pool, const void *obj, uint64_t *off)
+static sheaf_cache_t *km_owner_of(sheaf_pool_t *pool, const void *obj)
 {
 	const struct shm_pool *p = &pool->shm;
 	uint64_t o = (uint64_t)((const char *)obj - p->base);
 	sheaf_cache_t *c, *guess, **by_frame;
 	uint32_t id, f;
-	int rc;
 
 	if (pool->forked) {
 		errno = ECHILD;
@@ -163,22 +163,31 @@ static sheaf_cache_t *km_cache_of(sheaf_pool_t *pool, const void *obj, uint64_t 
 		errno = EINVAL;
 		return NULL;
 	}
-	rc = slab_validate(p, id, o);
+	/* The inline free's guess, when right (mostly: its main sheaf was
+	 * full), saves handle_of's lock */
+	guess = by_frame != NULL ? head_load(&by_frame[f]) : NULL;
+	if (guess != NULL && guess->id == id && cache_handle_live(guess))
+		return guess;
+	c = cache_handle_by_id(pool, id);
+	if (c != NULL && by_frame != NULL)
+		head_store(&by_frame[f], c);
+	return c;
+}
+
+/* km_owner_of, and @obj on an object boundary of that cache (no more:
+ * whether it is allocated is not known here). */
+static sheaf_cache_t *km_object_of(sheaf_pool_t *pool, const void *obj)
+{
+	sheaf_cache_t *c = km_owner_of(pool, obj);
+	int rc;
+
+	if (c == NULL)
+		return NULL;
+	rc = slab_validate(&pool->shm, c->id, (uint64_t)((const char *)obj - pool->shm.base));
 	if (rc != 0) {
 		errno = -rc;
 		return NULL;
 	}
-	/* The inline free's guess, when right (mostly: its main sheaf was
-	 * full), saves handle_of's lock */
-	guess = by_frame != NULL ? head_load(&by_frame[f]) : NULL;
-	if (guess != NULL && guess->id == id && cache_handle_live(guess)) {
-		c = guess;
-	} else {
-		c = cache_handle_by_id(pool, id);
-		if (c != NULL && by_frame != NULL)
-			head_store(&by_frame[f], c);
-	}
-	*off = o;
 	return c;
 }
 
@@ -197,11 +206,10 @@ int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj)
 {
 	int saved = errno, rc;  /* int functions leave errno alone */
 	sheaf_cache_t *c;
-	uint64_t off;
 
 	if (obj == NULL)                    /* as free(NULL) */
 		return 0;
-	c = km_cache_of(pool, obj, &off);
+	c = km_owner_of(pool, obj);
 	rc = c != NULL ? sheaf_free(c, obj) : -errno;
 	errno = saved;
 	return rc;
@@ -230,7 +238,6 @@ void *sheaf_calloc(sheaf_pool_t *pool, size_t n, size_t size)
 void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size)
 {
 	sheaf_cache_t *c, *to;
-	uint64_t off;
 	size_t keep;
 	void *n;
 	int rc;
@@ -243,7 +250,7 @@ void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size)
 	}
 	if (size == 0)
 		size = 1;
-	c = km_cache_of(pool, obj, &off);
+	c = km_object_of(pool, obj);
 	if (c == NULL)
 		return NULL;
 	to = km_handle(pool, km_class_of(size));
@@ -267,15 +274,12 @@ void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size)
 
 sheaf_cache_t *sheaf_obj_cache(sheaf_pool_t *pool, const void *obj)
 {
-	uint64_t off;
-
-	return km_cache_of(pool, obj, &off);
+	return km_object_of(pool, obj);
 }
 
 size_t sheaf_obj_size(sheaf_pool_t *pool, const void *obj)
 {
-	uint64_t off;
-	const sheaf_cache_t *c = km_cache_of(pool, obj, &off);
+	const sheaf_cache_t *c = km_object_of(pool, obj);
 
 	return c != NULL ? c->sc->obj_size : 0;
 }

@@ -40,9 +40,6 @@ static void sizes_init(void)
 		sizes[i] = (uint16_t)(SIZE_MIN + ((x * 0x2545f4914f6cdd1dull) >> 33) %
 				      (SIZE_MAX_ - SIZE_MIN + 1));
 	}
-	if (getenv("W8_FIXED"))  /* XXX experiment */
-		for (uint32_t i = 0; i < SIZES_N; i++)
-			sizes[i] = (uint16_t)(atoi(getenv("W8_FIXED")) + (getenv("W8_ALT") ? (i & 1) * atoi(getenv("W8_ALT")) : 0));
 }
 
 static inline __attribute__((always_inline))
