@@ -414,11 +414,17 @@ SHEAF_API void *sheaf_calloc(sheaf_pool_t *pool, size_t n, size_t size);
  * @size) bytes and @obj is freed (as sheaf_free_any).  @size 0 is
  * @size 1: the 8-byte class (a valid pointer, never a free: NULL always
  * means failure).  On failure NULL is returned with errno and @obj is left
- * as it was (still allocated, contents unchanged):
- *   EFBIG                     @size > SHEAF_KMALLOC_MAX;
- *   EFAULT, EINVAL, EALREADY  @obj is not a live object of the pool (as
- *                             sheaf_free_any says; checked first);
- *   an error of sheaf_malloc  the new object could not be had.
+ * as it was (contents unchanged):
+ *   EFBIG           @size > SHEAF_KMALLOC_MAX;
+ *   EFAULT, EINVAL  @obj is not an object of the pool (not in its data,
+ *                   or not on an object boundary of the cache owning its
+ *                   frame): checked before anything;
+ *   EALREADY, or another error of sheaf_free: the free of @obj after the
+ *                   copy was refused (a double free sheaf_free catches);
+ *                   the new object is freed again;
+ *   an error of sheaf_malloc: the new object could not be had.
+ * Whether @obj is allocated is known only as sheaf_free knows it: a
+ * realloc within its class of an object already freed returns it.
  */
 SHEAF_API void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size);
 
