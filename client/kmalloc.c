@@ -202,15 +202,25 @@ static sheaf_cache_t *km_handle(sheaf_pool_t *pool, uint32_t k)
 	return c != NULL && cache_handle_live(c) ? c : km_class_handle(pool, k);
 }
 
-int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj)
+/*
+ * @owner: the guessed handle, when the inline path found @obj to be an
+ * object of its cache (its main sheaf was full, or @obj on its top): that
+ * free's slow path at once.  Else, or when the handle has gone stale, the
+ * frame owner map names the cache.
+ */
+int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner)
 {
-	int saved = errno, rc;  /* int functions leave errno alone */
+	int saved = errno, rc = -ESTALE;   /* int functions leave errno alone */
 	sheaf_cache_t *c;
 
 	if (obj == NULL)                    /* as free(NULL) */
 		return 0;
-	c = km_owner_of(pool, obj);
-	rc = c != NULL ? sheaf_free(c, obj) : -errno;
+	if (owner != NULL)
+		rc = sheaf__free_slow(owner, obj);
+	if (rc == -ESTALE) {
+		c = km_owner_of(pool, obj);
+		rc = c != NULL ? sheaf_free(c, obj) : -errno;
+	}
 	errno = saved;
 	return rc;
 }

@@ -605,7 +605,7 @@ struct sheaf__pool_head {
 
 SHEAF_API void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size,
 				   sheaf_cache_t *failed);
-SHEAF_API int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj);
+SHEAF_API int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner);
 
 /* Larger than sheaf_alloc and sheaf_free (they inline them), so that a
  * compiler at -O2 would call them: inlined always, as those are. */
@@ -660,9 +660,11 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 						 __ATOMIC_RELAXED);
 				return 0;
 			}
+			/* the guess was right: sheaf_free's slow path */
+			return sheaf__free_any_slow(pool, obj, c);
 		}
 	}
-	return sheaf__free_any_slow(pool, obj);
+	return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)0);
 }
 #endif
 
