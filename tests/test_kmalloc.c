@@ -494,6 +494,42 @@ START_TEST(cross_process_free_any)
 }
 END_TEST
 
+/* A class destroyed by the operator (sheafctl destroy) is made again by
+ * the next sheaf_malloc of its sizes; free_any follows. */
+START_TEST(class_remade_after_destroy)
+{
+	struct dmn d;
+	sheaf_pool_t *p;
+	char err[256] = "";
+	const char *argv[] = { sheafctl_bin(), "-s", NULL, "destroy", "kmalloc-64", NULL };
+	sheaf_cache_t *before;
+	void *o;
+	int st;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	argv[2] = d.sock;
+	p = sheaf_connect(d.sock, "km-destroy", 0, err, sizeof(err));
+	REQUIRE(p != NULL, "connect: %s", err);
+	o = sheaf_malloc(p, 50);
+	ck_assert_ptr_nonnull(o);
+	before = sheaf_obj_cache(p, o);
+	ck_assert_int_eq(sheaf_free_any(p, o), 0);
+	sheaf_thread_exit();            /* no sheaf of it held: destroy may go */
+	REQUIRE(run_proc(argv, NULL, 30000, &st, err, sizeof(err)) == NULL && exited_ok(st),
+		"sheafctl destroy kmalloc-64: %s", err);
+	o = sheaf_malloc(p, 64);
+	REQUIRE(o != NULL, "malloc after destroy: %s", strerror(errno));
+	ck_assert_ptr_ne(sheaf_obj_cache(p, o), before);
+	ck_assert_ptr_eq(sheaf_obj_cache(p, o), class_cache(p, 64));
+	ck_assert_int_eq(sheaf_free_any(p, o), 0);
+	ck_assert_uint_eq(cache_stats_of(class_cache(p, 64), -1).in_use, 0);
+	sheaf_disconnect(p);
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("kmalloc");
@@ -508,5 +544,6 @@ int main(void)
 	ADD_ALONE(s, mixed_sizes_many, 240);
 	ADD_ALONE(s, racing_first_use, 120);
 	ADD_ALONE(s, cross_process_free_any, 240);
+	ADD_ALONE(s, class_remade_after_destroy, 240);
 	return run_suite(s);
 }
