@@ -203,6 +203,24 @@ sheaf_cache_t *sheaf_cache_open(sheaf_pool_t *pool, const char *name)
 	return handle_of(pool, (uint32_t)id, gen);
 }
 
+sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id)
+{
+	const struct shm_cache *sc;
+	uint32_t st = CACHE_FREE;
+
+	if (id < SHEAF_MAX_CACHES) {
+		sc = &pool->shm.caches[id];
+		/* Acquire: pairs with the release stores of the state
+		 * (engine_cache.c); the generation is written before them. */
+		st = at_load_acquire(&sc->state);
+	}
+	if (st != CACHE_LIVE && st != CACHE_DYING) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return handle_of(pool, id, at_load_relaxed(&sc->generation));
+}
+
 size_t sheaf_cache_object_size(const sheaf_cache_t *c)
 {
 	if (!cache_handle_live(c)) {

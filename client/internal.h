@@ -40,6 +40,8 @@
  * file of client/.
  */
 struct sheaf_pool {
+	struct sheaf__pool_head head; /* first: sheaf.h's size-class fast paths
+					 (kmalloc.c fills it) */
 	struct shm_pool shm;
 	const struct pool_ops *ops;
 	struct engine engine;        /* local pools only (local.c) */
@@ -192,6 +194,12 @@ void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
 int registry_add_pool(sheaf_pool_t *pool);
 void registry_remove_pool(sheaf_pool_t *pool);
 sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id); /* NULL: EMFILE */
+/* kmalloc.c: free what the size-class paths keep for @pool (pool.c, when
+ * the pool goes). */
+void kmalloc_pool_fini(sheaf_pool_t *pool);
+/* cache.c: the process's handle of the live cache @id of @pool (made on
+ * first use); NULL with errno EINVAL (no live cache there) or EMFILE. */
+sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id);
 
 static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_sheaf *s)
 {

@@ -24,6 +24,7 @@ void sheaf_pool_destroy(sheaf_pool_t *pool)
 	pool->ops->close(pool);
 	registry_remove_pool(pool);          /* and its handles */
 	pool_unmap(&pool->shm);
+	kmalloc_pool_fini(pool);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool);
 }

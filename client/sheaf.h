@@ -651,6 +651,110 @@ struct sheaf_queue_stats {
 /* The queue's numbers (read from shared memory, no request): 0, -ESTALE. */
 SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out);
 
+/* ---- size classes (kmalloc) -------------------------------------------- */
+
+/*
+ * Objects of any size up to SHEAF_KMALLOC_MAX from one pool, as the
+ * kernel's kmalloc: each size goes to the smallest size class that holds
+ * it, and each class is an ordinary cache named "kmalloc-<size>", created
+ * on first use with sheaf_cache_create_or_open (so sheafd makes it, it
+ * outlives restarts and adoption, and sheafctl lists and tunes it like any
+ * cache; capacity: SHEAF_CAPACITY_DEFAULT; alignment 8).  Classes, in
+ * bytes: 8 16 32 64 96 128 192 256 512 1024 2048 4096 8192 16384 32768
+ * 65536.  An object is aligned to the largest power of two dividing its
+ * class's size, at most 4096 (8-byte objects: 8; 96: 32).  A cache of one
+ * of these names made beforehand with the same size and alignment is used
+ * as it is (e.g. with SHEAF_CACHE_DEBUG, to catch every double free).
+ * Racing first uses of a class, in any processes, end with one cache.
+ * The classes take up to 16 of the pool's 64 caches and of the process's
+ * 128 cache handles.  Local pools and pools of sheafd alike.
+ */
+#define SHEAF_KMALLOC_MAX     65536u
+#define SHEAF_KMALLOC_CLASSES 16u
+
+/*
+ * Allocate an object of at least @size bytes (not zeroed).  Fast path
+ * (inline): the class's handle from a per-pool table by size, then
+ * sheaf_alloc.  @size 0 allocates from the 8-byte class (a unique
+ * pointer, as glibc's malloc(0)).
+ * Returns the object, or NULL with errno:
+ *   EFBIG   @size > SHEAF_KMALLOC_MAX (no large-object path);
+ *   EINVAL  a cache of the class's name exists with another object size
+ *           or alignment;
+ *   ENOSPC  the class's cache had to be made and 64 caches exist;
+ *   EMFILE  no cache handle left in this process (128), or no lane;
+ *   any other error of sheaf_cache_create_or_open (for a pool of sheafd:
+ *           of the request, e.g. ETIMEDOUT) or of sheaf_alloc (ENOMEM,
+ *           EAGAIN, ECHILD).
+ * A class whose cache was destroyed (sheafctl destroy) is made again.
+ */
+SHEAF_API SHEAF__INLINE void *sheaf_malloc(sheaf_pool_t *pool, size_t size);
+
+/*
+ * Allocate @n objects' worth (@n * @size bytes) zeroed, as sheaf_malloc.
+ * Returns the object, or NULL with errno EOVERFLOW (@n * @size does not
+ * fit a size_t), EFBIG (the product > SHEAF_KMALLOC_MAX), or an error of
+ * sheaf_malloc.  @n or @size 0: as sheaf_malloc(pool, 0), zeroed.
+ */
+SHEAF_API void *sheaf_calloc(sheaf_pool_t *pool, size_t n, size_t size);
+
+/*
+ * Resize object @obj to at least @size bytes.  @obj NULL: sheaf_malloc.
+ * When @size falls in the class @obj is in, @obj itself is returned;
+ * otherwise (another class, or @obj of a cache that is not a size class)
+ * a new object of @size's class receives the first min(old usable size,
+ * @size) bytes and @obj is freed (as sheaf_free_any).  @size 0 is
+ * @size 1: the 8-byte class (a valid pointer, never a free: NULL always
+ * means failure).  On failure NULL is returned with errno and @obj is left
+ * as it was (contents unchanged):
+ *   EFBIG           @size > SHEAF_KMALLOC_MAX;
+ *   EFAULT, EINVAL  @obj is not an object of the pool (not in its data,
+ *                   or not on an object boundary of the cache owning its
+ *                   frame): checked before anything;
+ *   EALREADY, or another error of sheaf_free: the free of @obj after the
+ *                   copy was refused (a double free sheaf_free catches);
+ *                   the new object is freed again;
+ *   an error of sheaf_malloc: the new object could not be had.
+ * Whether @obj is allocated is known only as sheaf_free knows it: a
+ * realloc within its class of an object already freed returns it.
+ */
+SHEAF_API void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size);
+
+/*
+ * Free @obj, an object of any cache of @pool (a size class or not),
+ * without naming its cache: the cache is the one the pool's frame owner
+ * map (engine-owned, read-only to clients) names for @obj's slab frame,
+ * so the free is checked exactly as sheaf_free checks it.  Fast path
+ * (inline): the map, a per-pool table from cache id to handle, then
+ * sheaf_free.
+ * Returns 0 (also for @obj NULL), or:
+ *   -EFAULT    @obj is not in the pool's memory (a stack or heap pointer,
+ *              the pool's metadata);
+ *   -EINVAL    @obj is in the pool's data but in a frame no cache owns, or
+ *              not on an object boundary;
+ *   -EALREADY  @obj is already free (the cases sheaf_free detects: the
+ *              immediate double free; every one in a debug cache);
+ *   any other error of sheaf_free (-EAGAIN, -EMFILE, -ECHILD), or -EMFILE
+ *              when no handle is left for @obj's cache in this process.
+ * errno is left alone.
+ */
+SHEAF_API SHEAF__INLINE int sheaf_free_any(sheaf_pool_t *pool, void *obj);
+
+/*
+ * Usable size of @obj (its cache's object size: the class's size for a
+ * size class), or 0 with errno EFAULT or EINVAL (as sheaf_free_any: not
+ * in the pool, not an object), ECHILD, EMFILE.  Whether @obj is allocated
+ * is not checked.
+ */
+SHEAF_API size_t sheaf_obj_size(sheaf_pool_t *pool, const void *obj);
+
+/*
+ * The handle of the cache @obj belongs to (any cache of @pool), for the
+ * calls that take one (sheaf_free, sheaf_cache_stats...); NULL with errno
+ * as sheaf_obj_size.
+ */
+SHEAF_API sheaf_cache_t *sheaf_obj_cache(sheaf_pool_t *pool, const void *obj);
+
 /* ---- inline fast paths ------------------------------------------------- */
 
 /*
@@ -766,6 +870,93 @@ inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 		}
 	}
 	return sheaf__free_slow(cache, obj);
+}
+#endif
+
+/*
+ * The size-class fast paths (sheaf_malloc, sheaf_free_any).  A pool's first
+ * bytes are a struct sheaf__pool_head, in libsheaf's memory like the
+ * handles: the class handles by size, and a guess of the handle of each
+ * slab frame's cache (filled by the slow paths, client/kmalloc.c: a NULL
+ * entry or data_len 0 sends a call there).  The guess is only a guess: the
+ * free fast path checks the object against the guessed cache exactly as
+ * sheaf_free does (the frame owner map, the object boundary) and leaves
+ * anything else to the slow path, which asks the frame owner map.
+ */
+#define SHEAF__KM_SMALL_MAX  1024u          /* classes by (size + 7) >> 3 */
+#define SHEAF__KM_LOG_MAX    16             /* classes by log2 above 1024 */
+
+struct sheaf__pool_head {
+	uint64_t data_len;      /* bytes of data; 0 until the first slow path */
+	char *data;             /* the pool's data (slab frame 0) */
+	sheaf_cache_t **by_frame; /* per frame: the handle last seen there */
+	uintptr_t reserved_[5];
+	sheaf_cache_t *small[SHEAF__KM_SMALL_MAX / 8 + 1]; /* by (size + 7) >> 3 */
+	sheaf_cache_t *large[SHEAF__KM_LOG_MAX + 1];       /* by ceil(log2(size)) */
+};
+
+SHEAF_API void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size,
+				   sheaf_cache_t *failed);
+SHEAF_API int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner);
+
+/* Larger than sheaf_alloc and sheaf_free (they inline them), so that a
+ * compiler at -O2 would call them: inlined always, as those are. */
+#define SHEAF__ALWAYS __attribute__((always_inline))
+
+#if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
+SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
+{
+	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
+	sheaf_cache_t *c = NULL;
+	void *p;
+
+	if (__builtin_expect(size <= SHEAF__KM_SMALL_MAX, 1))
+		c = __atomic_load_n(&h->small[(size + 7) >> 3], __ATOMIC_ACQUIRE);
+	else if (size <= (1ul << SHEAF__KM_LOG_MAX))
+		c = __atomic_load_n(&h->large[64 - __builtin_clzll((unsigned long long)size - 1)],
+				    __ATOMIC_ACQUIRE);
+	if (__builtin_expect(c == NULL, 0))
+		return sheaf__malloc_slow(pool, size, c);
+	p = sheaf_alloc(c);
+	if (__builtin_expect(p == NULL, 0))
+		return sheaf__malloc_slow(pool, size, c);   /* a destroyed class? */
+	return p;
+}
+
+/*
+ * The push of sheaf_free on the guessed cache's fast path; every miss (no
+ * guess, a wrong one, a full main sheaf, the immediate double free, a debug
+ * cache) goes to the slow path, which frees through the right handle.
+ */
+SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
+{
+	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
+	uint64_t len = __atomic_load_n(&h->data_len, __ATOMIC_ACQUIRE);
+	uint64_t rel = (uint64_t)((char *)obj - h->data);
+
+	if (__builtin_expect(rel < len, 1)) {
+		sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],
+						   __ATOMIC_RELAXED);
+		struct sheaf__fast *f = SHEAF__FAST(c);
+
+		if (__builtin_expect(c != NULL && SHEAF__FAST_VALID(f, obj), 1)) {
+			struct sheaf__sheaf *m = f->main;
+			uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+			uint64_t n = w & SHEAF__WORD_SIZE;
+			uint64_t off = (uint64_t)((char *)obj - f->base);
+
+			if (__builtin_expect(n < m->capacity, 1) &&
+			    __builtin_expect(n == 0 || m->objs[n - 1] != off, 1)) {
+				m->objs[n] = off;
+				__atomic_store_n(&m->word, w + (SHEAF__WORD_OP + 1),
+						 __ATOMIC_RELAXED);
+				return 0;
+			}
+			/* the guess was right: sheaf_free's slow path */
+			return sheaf__free_any_slow(pool, obj, c);
+		}
+	}
+	return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)0);
 }
 #endif
 

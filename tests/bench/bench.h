@@ -37,7 +37,7 @@
 
 enum alloc_kind { ALLOC_SHEAF, ALLOC_SHEAF0, ALLOC_MALLOC, ALLOC_MPOOL,
 		  ALLOC_NR };
-enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_NR };
+enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_NR };
 /* How the hot path allocates: one compiled copy of each loop per family. */
 enum family { FAM_SHEAF, FAM_MALLOC, FAM_MPOOL };
 
@@ -115,6 +115,13 @@ void xgate_wait(struct xgate *g);
 
 struct result run_w6(const struct contender *c, uint64_t samples,
 		     struct sheaf_stats *st);
+
+/* ---- sizes.c ----------------------------------------------------------- */
+
+/* w8p (@batched false: pairs) and w8b (batches of @batch), @count pairs or
+ * operations; sheaf: proves no object of a size class is left in use. */
+struct result run_w8(const struct contender *c, bool batched, size_t batch,
+		     uint64_t count);
 
 /* ---- timing and compiler barriers -------------------------------------- */
 

@@ -9,6 +9,11 @@
 # every operation takes a sheaf from the barn's ring and puts it back, after
 # flushing the thread's sheaves; not the kernel's per-CPU-slab baseline), and the peers glibc, jemalloc, tcmalloc (minimal) and mimalloc
 # (`sheafbench --alloc malloc` under LD_PRELOAD; glibc is no preload).
+# W8 mixed sizes (issue 11), single-process: one thread, a fixed seeded
+# sequence of sizes 8..1024 through sheaf_malloc/sheaf_free_any (sheaf's
+# kmalloc-<size> classes of a local pool) or malloc/free (the peers), W1-
+# shaped (`--workload w8p`, ns/pair) and W2-shaped with B=4096 (`--workload
+# w8b`, ns/op); goals: sheaf <= 0.5x the best peer (pair), <= 0.8x (B=4096).
 # sheafd rows, against one sheafd started here (--nodes 1 --size 1G, socket
 # in a temporary folder; stopped with SIGTERM at the end):
 #   W3 cross-process  `sheafbench --workload w3p`: producer and consumer are
@@ -75,8 +80,8 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w3p w4 w6 attach idle
-#                        (w4 and w6 stand for their rows, e.g. w4_w1_2);
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w3p w4 w6 attach idle
+#                        (w4, w6 and w8 stand for their rows, e.g. w4_w1_2);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
 #                        mimalloc mutexpool dpdk dpdk_spsc
@@ -191,7 +196,17 @@ for n in 1 512; do
 	done
 done
 DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" idle)
-ALL_ROWS=("${SINGLE_ROWS[@]}" "${DAEMON_ROWS[@]}")
+# W8: mixed sizes through the size classes (sheaf and the malloc peers).
+W8_ROWS=(w8p w8b)
+ROW_LABEL[w8p]="W8 mixed 8..1024 pair" ROW_LABEL[w8b]="W8 mixed 8..1024 B=4096"
+ROW_ARGS[w8p]="--workload w8p" ROW_ARGS[w8b]="--workload w8b --batch 4096"
+ROW_METRIC[w8p]=ns_per_pair ROW_METRIC[w8b]=ns_per_op
+ROW_UNIT[w8p]=ns/pair ROW_UNIT[w8b]=ns/op
+ROW_BETTER[w8p]=lower ROW_BETTER[w8b]=lower
+ROW_COUNT[w8p]=100000000 ROW_COUNT[w8b]=20000000
+ROW_COLS[w8p]="sheaf glibc jemalloc tcmalloc mimalloc"
+ROW_COLS[w8b]="sheaf glibc jemalloc tcmalloc mimalloc"
+ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${DAEMON_ROWS[@]}")
 declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
@@ -248,6 +263,7 @@ wanted_rows() {
 		w4) printf '%s ' "${W4_ROWS[@]}" ;;
 		w6) printf '%s ' "${W6_ROWS[@]}" ;;
 		attach) printf '%s ' "${ATTACH_ROWS[@]}" ;;
+		w8) printf '%s ' "${W8_ROWS[@]}" ;;
 		*) printf '%s ' "$w" ;;
 		esac
 	done
@@ -723,6 +739,10 @@ add_target w3p_sheaf_vs_mutexpool "W3 cross-process sheaf / mutex-pool" \
 	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3p,mutexpool]:-}")"
 add_target w3p_vs_w3_sheaf "W3 sheaf cross-process / sheaf cross-thread" \
 	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3,sheaf]:-}")"
+add_target w8p_sheaf_vs_best_peer "W8 mixed sizes pair: sheaf / best peer (goal <= 0.5)" \
+	"${RATIO[w8p]:-}"
+add_target w8b_sheaf_vs_best_peer "W8 mixed sizes B=4096: sheaf / best peer (goal <= 0.8)" \
+	"${RATIO[w8b]:-}"
 for n in "${PROCS[@]}"; do
 	[ "$n" = 1 ] && continue
 	for w in w1 w2; do

@@ -24,6 +24,9 @@
  *       allocation that must wait for the engine to stock it.  Figure: p50
  *       in microseconds (p99 and max are printed too).  N = samples
  *       (default 1000; --quick: 100).
+ *   w8p, w8b  W8 mixed sizes (sizes.c): a fixed seeded sequence of sizes
+ *       8..1024 through sheaf_malloc/sheaf_free_any (or malloc/free):
+ *       w8p W1-shaped (ns/pair), w8b W2-shaped with --batch B (ns/op).
  *   --procs N  (w1, w2) W4 scaling: N forked processes, each connecting on
  *       its own, run the workload at the same time.  Figure: million
  *       operations per process per second (w1: an operation is an alloc+free
@@ -56,7 +59,7 @@
  *       build/tests/bench/sheafbench --alloc malloc --workload w3 --json
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w3p
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w1 --procs 2
- * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6
+ * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b
  *          --batch B  --size BYTES  --count N  --capacity N  --socket PATH
  *          --procs N  --quick  --json  --help
  */
@@ -79,7 +82,8 @@
 
 const char *const alloc_names[ALLOC_NR] = { "sheaf", "sheaf0", "malloc",
 					    "mutexpool" };
-const char *const workload_names[WL_NR] = { "w1", "w2", "w3", "w3p", "w6" };
+const char *const workload_names[WL_NR] = { "w1", "w2", "w3", "w3p", "w6",
+					       "w8p", "w8b" };
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -616,7 +620,7 @@ static void print_json(const struct options *o, const struct contender *c,
 	printf("{\"alloc\":\"%s\",\"workload\":\"%s\",\"size\":%" PRIu64,
 	       alloc_names[o->alloc], workload_names[o->workload], o->size);
 	printf(",\"batch\":%" PRIu64 ",\"count\":%" PRIu64
-	       ",\"rounds\":%" PRIu64, o->workload == WL_W2 ? o->batch : 0,
+	       ",\"rounds\":%" PRIu64, o->workload == WL_W2 || o->workload == WL_W8B ? o->batch : 0,
 	       r->count, r->rounds);
 	if (uses_sheaf(c))
 		printf(",\"via\":\"%s\",\"capacity\":%u",
@@ -638,7 +642,7 @@ static void print_text(const struct options *o, const struct contender *c,
 	if (c->kind == ALLOC_MALLOC)
 		printf("(%s)", *preload_name() ? preload_name() : "glibc");
 	printf(" %s size=%" PRIu64, workload_names[o->workload], o->size);
-	if (o->workload == WL_W2)
+	if (o->workload == WL_W2 || o->workload == WL_W8B)
 		printf(" batch=%" PRIu64 " rounds=%" PRIu64, o->batch,
 		       r->rounds);
 	if (uses_sheaf(c))
@@ -663,7 +667,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sheafbench [--alloc sheaf|sheaf0|malloc|mutexpool]\n"
-		"                  [--workload w1|w2|w3|w3p|w6] [--batch B]\n"
+		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b] [--batch B]\n"
 		"                  [--size BYTES] [--count N] [--capacity N]\n"
 		"                  [--socket PATH] [--procs N] [--quick] [--json]\n"
 		"  w1: alloc+free pairs (N default 10^8), ns/pair\n"
@@ -672,6 +676,8 @@ static void usage(FILE *f)
 		"  w3: producer->SPSC ring->consumer frees, N objects (default 10^7), Mobj/s\n"
 		"  w3p: w3 between two processes (sheaf/sheaf0 with --socket, or mutexpool)\n"
 		"  w6: miss latency, N samples (default %llu), p50/p99/max us (sheaf)\n"
+		"  w8p/w8b: sizes 8..1024 (fixed seed) via sheaf_malloc/sheaf_free_any\n"
+		"      or malloc/free: w1-shaped (ns/pair), w2-shaped batches of B (ns/op)\n"
 		"  --socket: sheaf/sheaf0 use the pool of the sheafd at PATH\n"
 		"  --procs: w1/w2 in N processes at once (max %d), Mops/proc/s\n"
 		"  --capacity: sheaf capacity 0..256 (--alloc sheaf only)\n"
@@ -767,8 +773,10 @@ static uint64_t default_count(enum workload w)
 {
 	switch (w) {
 	case WL_W1:
+	case WL_W8P:
 		return W1_DEFAULT_PAIRS;
 	case WL_W2:
+	case WL_W8B:
 		return W2_DEFAULT_OPS;
 	case WL_W6:
 		return W6_DEFAULT_SAMPLES;
@@ -795,6 +803,9 @@ static void check_options(const struct options *o)
 		    "processes)");
 	if (o->workload == WL_W6 && o->alloc != ALLOC_SHEAF)
 		die("w6 needs --alloc sheaf (it measures the barn's refill)");
+	if ((o->workload == WL_W8P || o->workload == WL_W8B) &&
+	    o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
+		die("w8p and w8b need --alloc sheaf or malloc (size classes)");
 }
 
 static void parse_options(struct options *o, int argc, char **argv)
@@ -828,6 +839,9 @@ static struct result run_workload(const struct options *o,
 		return run_w2(c, (size_t)o->batch, o->count);
 	case WL_W6:
 		return run_w6(c, o->count, st);
+	case WL_W8P:
+	case WL_W8B:
+		return run_w8(c, o->workload == WL_W8B, (size_t)o->batch, o->count);
 	default:
 		return run_w3(c, o->count);
 	}

@@ -1,0 +1,188 @@
+/*
+ * sizes.c - sheafbench's W8 (issue 11): mixed sizes through the size-class
+ * API, one thread.  Every contender runs the same sequence of sizes:
+ * SIZES_N sizes drawn uniformly from 8..1024 by a fixed-seed xorshift64*,
+ * taken in order and wrapped (the sequence is made before timing; the
+ * loops only index it).
+ *   w8p  W1-shaped: allocate an object of the next size, write its first
+ *        byte, free it; N pairs (default 10^8).  Figure: ns per pair.
+ *   w8b  W2-shaped: allocate --batch B objects (default 4096) of the next B
+ *        sizes, then free them in allocation order; about N operations
+ *        (default 2*10^7, at least 3 rounds) after one untimed round.
+ *        Figure: ns per operation.
+ * sheaf: sheaf_malloc / sheaf_free_any on the contender's pool (its
+ * kmalloc-<size> caches); malloc: malloc / free (glibc, or whatever is
+ * LD_PRELOADed).  After the run, for sheaf, no object of any class may be
+ * left in use, and the pool checker must pass.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/bench/bench.h"
+
+#define SIZES_N     65536u              /* a power of two: the index wraps */
+#define SIZES_SEED  0x5eedf00dcafe1011ull
+#define SIZE_MIN    8u
+#define SIZE_MAX_   1024u
+
+static uint16_t sizes[SIZES_N];
+
+static void sizes_init(void)
+{
+	uint64_t x = SIZES_SEED;
+
+	for (uint32_t i = 0; i < SIZES_N; i++) {
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		sizes[i] = (uint16_t)(SIZE_MIN + ((x * 0x2545f4914f6cdd1dull) >> 33) %
+				      (SIZE_MAX_ - SIZE_MIN + 1));
+	}
+}
+
+static inline __attribute__((always_inline))
+void *sized_alloc(const struct contender *c, enum family f, size_t size)
+{
+	unsigned char *p;
+
+	if (f == FAM_SHEAF)
+		p = sheaf_malloc(c->pool, size);
+	else
+		p = malloc(size);
+	if (__builtin_expect(p == NULL, 0))
+		die("%s: allocation of %zu bytes returned NULL (errno %d)",
+		    alloc_names[c->kind], size, errno);
+	p[0] = FIRST_BYTE_MARK;
+	escape(p);
+	return p;
+}
+
+static inline __attribute__((always_inline))
+unsigned sized_free(const struct contender *c, enum family f, void *p)
+{
+	if (f == FAM_SHEAF)
+		return sheaf_free_any(c->pool, p) != 0;
+	free(p);
+	return 0;
+}
+
+/* ---- w8p ---------------------------------------------------------------- */
+
+static inline __attribute__((always_inline))
+uint64_t w8p_loop(const struct contender *c, enum family f, uint64_t pairs)
+{
+	uint64_t refused = 0;
+
+	for (uint64_t i = 0; i < pairs; i++)
+		refused += sized_free(c, f, sized_alloc(c, f, sizes[i & (SIZES_N - 1)]));
+	return refused;
+}
+
+static uint64_t w8p_pairs(const struct contender *c, uint64_t pairs)
+{
+	if (family_of(c) == FAM_SHEAF)
+		return w8p_loop(c, FAM_SHEAF, pairs);
+	return w8p_loop(c, FAM_MALLOC, pairs);
+}
+
+/* ---- w8b ---------------------------------------------------------------- */
+
+static inline __attribute__((always_inline))
+uint64_t w8b_loop(const struct contender *c, enum family f, void **objs,
+		  size_t batch, uint64_t *next)
+{
+	uint64_t refused = 0, k = *next;
+
+	for (size_t i = 0; i < batch; i++)
+		objs[i] = sized_alloc(c, f, sizes[k++ & (SIZES_N - 1)]);
+	escape(objs);
+	for (size_t i = 0; i < batch; i++)
+		refused += sized_free(c, f, objs[i]);
+	*next = k;
+	return refused;
+}
+
+static uint64_t w8b_rounds(const struct contender *c, void **objs, size_t batch,
+			   uint64_t rounds, uint64_t *next)
+{
+	uint64_t refused = 0;
+
+	for (uint64_t r = 0; r < rounds; r++) {
+		if (family_of(c) == FAM_SHEAF)
+			refused += w8b_loop(c, FAM_SHEAF, objs, batch, next);
+		else
+			refused += w8b_loop(c, FAM_MALLOC, objs, batch, next);
+	}
+	return refused;
+}
+
+/* ---- the proof and the run ---------------------------------------------- */
+
+/* Objects in use over the classes the sequence reaches (8..1024). */
+static uint64_t classes_in_use(const struct contender *c)
+{
+	static const unsigned cls[] = { 8, 16, 32, 64, 96, 128, 192, 256, 512, 1024 };
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < sizeof(cls) / sizeof(cls[0]); i++) {
+		char name[48];
+		struct sheaf_stats st;
+		sheaf_cache_t *k;
+
+		snprintf(name, sizeof(name), "kmalloc-%u", cls[i]);
+		k = sheaf_cache_open(c->pool, name);
+		if (k == NULL)
+			continue;       /* not used (yet) */
+		if (sheaf_cache_stats(k, -1, &st) != 0)
+			die("sheaf_cache_stats(%s) failed", name);
+		n += st.in_use;
+	}
+	return n;
+}
+
+struct result run_w8(const struct contender *c, bool batched, size_t batch,
+		     uint64_t count)
+{
+	struct result r = { .metric = batched ? "ns_per_op" : "ns_per_pair",
+			    .unit = batched ? "ns/op" : "ns/pair" };
+	uint64_t before = 0, t0, t1, next = 0, rounds = 0;
+	void **objs = NULL;
+
+	sizes_init();
+	if (uses_sheaf(c))
+		before = classes_in_use(c);
+	if (!batched) {
+		check_refused_frees(c, w8p_pairs(c, count / 100 + 1));  /* warm-up */
+		t0 = now_ns();
+		check_refused_frees(c, w8p_pairs(c, count));
+		t1 = now_ns();
+		r.count = count;
+	} else {
+		rounds = (count + 2 * batch - 1) / (2 * batch);
+		if (rounds < W2_MIN_ROUNDS)
+			rounds = W2_MIN_ROUNDS;
+		objs = calloc(batch, sizeof(*objs));
+		if (!objs)
+			die("no memory for a %zu-pointer array", batch);
+		check_refused_frees(c, w8b_rounds(c, objs, batch, 1, &next));
+		t0 = now_ns();
+		check_refused_frees(c, w8b_rounds(c, objs, batch, rounds, &next));
+		t1 = now_ns();
+		free(objs);
+		r.rounds = rounds;
+		r.count = rounds * 2 * batch;
+	}
+	r.seconds = (double)(t1 - t0) / 1e9;
+	r.value = (double)(t1 - t0) / (double)r.count;
+	if (uses_sheaf(c)) {
+		uint64_t after = classes_in_use(c);
+
+		if (after != before)
+			die("sheaf: %" PRIu64 " objects of the size classes in use "
+			    "after every free (%" PRIu64 " before)", after, before);
+		sheaf_check_or_die(c, "with the thread's sheaves held");
+	}
+	return r;
+}
