@@ -16,6 +16,7 @@
 #include <errno.h>
 #include "shm/barn.h"
 #include "shm/futex.h"
+#include "shm/owner.h"
 #include "shm/slab.h"
 #include "shm/untrusted.h"
 #include "client/internal.h"
@@ -322,12 +323,28 @@ static int debug_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off
 	return -EALREADY;
 }
 
+/* ---- owned caches ------------------------------------------------------ */
+
+/* Owned caches (shm/owner.h) tag each object with its holder, in the slow
+ * path (their inline paths always miss, thread.c). */
+static int is_owned(const struct tcache *t)
+{
+	return (t->cache->sc->flags & SHEAF_CACHE_F_OWNED) != 0;
+}
+
+static _Atomic uint8_t *tag_of(struct tcache *t, uint64_t off)
+{
+	return owner_tag(tshm(t), t->cache->sc, off);
+}
+
 /* ---- alloc -------------------------------------------------------------- */
 
 /* Take the object on top of @s (it holds one); debug caches mark it in use
- * first (see above). */
+ * first (see above), owned caches tag it ours first (shm/owner.h). */
 static void *take(struct tcache *t, struct shm_sheaf *s)
 {
+	if (is_owned(t))
+		owner_alloc(tag_of(t, s->objs[sheaf_size(s) - 1]), me_of(t));
 	if (is_debug(t)) {
 		uint64_t bit;
 		_Atomic uint64_t *w = inuse_word(t, s->objs[sheaf_size(s) - 1], &bit);
@@ -573,6 +590,12 @@ static int free_slow(struct tcache *t, void *obj)
 		stat_inc(t, ST_FREE_INVALID);
 		return rc;
 	}
+	/* Owned: ours before the push; the engine's repair may have freed
+	 * it for a dead holder already (shm/owner.h). */
+	if (is_owned(t) && owner_free_begin(tag_of(t, off), me_of(t))) {
+		stat_inc(t, ST_FREE_SLOWPATH);
+		return 0;
+	}
 	cap = cache_capacity(t);
 	if (node != t->node) {
 		s = remote_room(t, node);
@@ -592,6 +615,8 @@ static int free_slow(struct tcache *t, void *obj)
 		return -EAGAIN;
 	sheaf_push(s, off);
 	rc = debug_commit_free(t, s, off);
+	if (is_owned(t))
+		owner_free_end(tag_of(t, off));
 	if (nosheaf)
 		put_sheaf(t, s);
 	if (rc != 0) {

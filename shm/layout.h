@@ -13,8 +13,8 @@
  *                      clients get it as a read-only descriptor and cannot
  *                      map it writable (pool_meta_readonly_fd).
  *   [off_rw, size)     SHARED: sheaf owner table, sheaves, rings, barns, node
- *                      doorbells, thread lanes, debug in-use bitmaps and,
- *                      last, one data region per NUMA node.
+ *                      doorbells, thread lanes, debug in-use bitmaps, owner
+ *                      tags and, last, one data region per NUMA node.
  *
  * Who writes what (the rules; functions assume them):
  *   shm_header         engine at creation; then mem_cap, frames_used (engine).
@@ -36,6 +36,9 @@
  *   shm_node           doorbell bumped by clients, read by the node worker.
  *   shm_client         engine (attach, repair); clients only read it.
  *   shm_lane           the thread that holds it (stats, intent); readers sum.
+ *   owner tags         clients of owned caches (alloc, free, queues) and the
+ *                      engine's dead-client repair, by the rules of
+ *                      shm/owner.h; untrusted hints to the engine.
  *
  * Invariant (checked by pool_check, check.c): every object of every cache is
  * in exactly one place: free in its slab's bitmap, in one sheaf, or in use.
@@ -51,7 +54,7 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  3u      /* 3: META and SHARED memfds */
+#define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: owner tags */
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_MAX_CACHES      64u
@@ -92,7 +95,9 @@ struct shm_header {
 	_Atomic uint64_t mem_cap;    /* bytes of slab frames allowed */
 	_Atomic uint64_t frames_used;
 	_Atomic uint64_t created_at; /* CLOCK_REALTIME seconds */
-	char pad[40];
+	uint64_t off_tags;           /* owner tags (SHARED, shm/owner.h): one
+					byte per object slot, SLAB_MAX_OBJS a frame */
+	char pad[32];
 };
 _Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
 
@@ -103,6 +108,10 @@ _Static_assert(sizeof(struct shm_header) == 4 * SHEAF_CACHELINE, "header size");
  * never served, never reused, its slabs left alone. */
 enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2, CACHE_BROKEN = 3 };
 #define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
+#define SHEAF_CACHE_F_OWNED 0x2u     /* owner tags: a dead client's objects are
+					freed (shm/owner.h) ... */
+#define SHEAF_CACHE_F_KEEP  0x4u     /* ... or, with this, kept and reported */
+#define SHEAF_CACHE_F_ALL   (SHEAF_CACHE_F_DEBUG | SHEAF_CACHE_F_OWNED | SHEAF_CACHE_F_KEEP)
 
 struct shm_cache {
 	_Atomic uint32_t state;
@@ -123,7 +132,10 @@ struct shm_cache {
 	_Atomic uint32_t barn_high;       /* ... up to this many */
 	uint32_t pad0;
 	char name[SHEAF_NAME_MAX];
-	char pad1[16];
+	/* Owned caches (shm/owner.h): objects of dead clients the engine
+	 * freed, and kept (SHEAF_CACHE_F_KEEP).  Engine only; former pad. */
+	_Atomic uint64_t owner_freed;
+	_Atomic uint64_t owner_kept;
 };
 _Static_assert(sizeof(struct shm_cache) == 2 * SHEAF_CACHELINE, "cache size");
 

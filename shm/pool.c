@@ -85,6 +85,8 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	o = align_up(o, PAGE);
 	h->off_inuse = o;        o += frames * SLAB_BITMAP_WORDS * 8;
 	o = align_up(o, PAGE);
+	h->off_tags = o;         o += frames * SLAB_MAX_OBJS;
+	o = align_up(o, PAGE);
 	h->off_data = o;         o += frames << SLAB_SHIFT;
 	h->region_size = o;
 	/* Segments in order, the client-writable part page-aligned (META's
@@ -96,7 +98,8 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 		     h->off_frame_owner < h->off_rw && h->off_owners < h->off_sheaves &&
 		     h->off_sheaves < h->off_rings && h->off_rings < h->off_barns &&
 		     h->off_barns < h->off_nodes && h->off_nodes < h->off_lanes &&
-		     h->off_lanes < h->off_inuse && h->off_inuse < h->off_data);
+		     h->off_lanes < h->off_inuse && h->off_inuse < h->off_tags &&
+		     h->off_tags < h->off_data);
 	SHEAF_ASSERT(h->off_rw % PAGE == 0 && h->off_owners == h->off_rw &&
 		     h->off_data % PAGE == 0 && h->off_sheaves % SHEAF_CACHELINE == 0 &&
 		     h->off_frame_owner % PAGE == PAGE / 2 + SHEAF_CACHELINE / 2);
@@ -124,7 +127,8 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	    h->node_bytes != want.node_bytes || h->region_size != want.region_size ||
 	    memcmp(&h->off_caches, &want.off_caches,
 		   offsetof(struct shm_header, mem_cap) -
-		   offsetof(struct shm_header, off_caches)) != 0)
+		   offsetof(struct shm_header, off_caches)) != 0 ||
+	    h->off_tags != want.off_tags)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
 	return 0;
@@ -156,6 +160,7 @@ static void pool_bind(struct shm_pool *p)
 	p->clients = (struct shm_client *)(p->base + h->off_clients);
 	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
 	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);
+	p->tags = (_Atomic uint8_t *)(p->base + h->off_tags);
 	p->data = p->base + h->off_data;
 	p->data_off = h->off_data;
 	p->data_len = (uint64_t)h->nodes * h->node_bytes;

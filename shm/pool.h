@@ -47,6 +47,7 @@ struct shm_pool {
 	struct shm_client *clients;
 	struct shm_lane *lanes;
 	_Atomic uint64_t *inuse;
+	_Atomic uint8_t *tags;       /* owner tags (owner.h) */
 	char *data;                  /* base + off_data */
 	uint64_t data_off;           /* off_data */
 	uint64_t data_len;           /* nodes * node_bytes */
