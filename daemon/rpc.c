@@ -25,6 +25,7 @@
 #include "shm/barn.h"
 #include "shm/check.h"
 #include "shm/clients.h"
+#include "shm/owner.h"
 #include "shm/stats.h"
 #include "shm/tune.h"
 #include "shm/untrusted.h"
@@ -314,6 +315,8 @@ static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, st
 			cs->bytes_mapped += cs->nodes[n]->slabs * SLAB_SIZE;
 		}
 		cs->n_nodes = p->nodes;
+		cs->owner_freed = at_load_relaxed(&p->caches[c].owner_freed);
+		cs->owner_kept = at_load_relaxed(&p->caches[c].owner_kept);
 		in_use = engine_counted_in_use(p, c);
 		cs->in_use = in_use > 0 ? (uint64_t)in_use : 0;
 		cs->bytes_in_use = cs->in_use * p->caches[c].obj_size;
@@ -462,13 +465,44 @@ static void handle_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, stru
 	rp->r.tune = tr;
 }
 
+/* @counts[c] of every owned cache c with some, as OwnedObjects in *@out
+ * (*@n of them).  0, or -ENOMEM. */
+static int owned_list(struct daemon *d, struct reply *rp, const uint64_t *counts,
+		      Sheaf__V1__OwnedObjects ***out, size_t *n)
+{
+	*n = 0;
+	*out = arena_alloc(&rp->a, SHEAF_MAX_CACHES * sizeof(void *));
+	if (*out == NULL)
+		return -ENOMEM;
+	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++) {
+		Sheaf__V1__OwnedObjects *o;
+
+		if (counts[c] == 0)
+			continue;
+		o = ARENA_NEW(&rp->a, Sheaf__V1__OwnedObjects, SHEAF__V1__OWNED_OBJECTS__INIT);
+		if (o == NULL || (o->cache = arena_strdup(&rp->a, d->pool.caches[c].name)) == NULL)
+			return -ENOMEM;
+		o->objects = counts[c];
+		(*out)[(*n)++] = o;
+	}
+	return 0;
+}
+
 static void handle_clients(struct daemon *d, struct reply *rp)
 {
 	struct shm_pool *p = &d->pool;
 	Sheaf__V1__ClientsResponse *cr = ARENA_NEW(&rp->a, Sheaf__V1__ClientsResponse,
 					     SHEAF__V1__CLIENTS_RESPONSE__INIT);
+	/* Owned caches' objects by owner tag (shm/owner.h): a snapshot. */
+	uint64_t *held = arena_alloc(&rp->a, (SHEAF_MAX_CLIENTS + 1) * SHEAF_MAX_CACHES * 8);
+	uint64_t *kept = held + SHEAF_MAX_CLIENTS * SHEAF_MAX_CACHES;
 
-	if (cr == NULL || (cr->clients = arena_alloc(&rp->a, SHEAF_MAX_CLIENTS * sizeof(void *))) == NULL)
+	if (cr == NULL || held == NULL ||
+	    (cr->clients = arena_alloc(&rp->a, SHEAF_MAX_CLIENTS * sizeof(void *))) == NULL)
+		goto oom;
+	memset(held, 0, (SHEAF_MAX_CLIENTS + 1) * SHEAF_MAX_CACHES * 8);
+	owner_count(p, held, kept);
+	if (owned_list(d, rp, kept, &cr->kept, &cr->n_kept) != 0)
 		goto oom;
 	for (uint32_t c = 0; c < SHEAF_MAX_CLIENTS; c++) {
 		const struct shm_client *sc = &p->clients[c];
@@ -492,6 +526,8 @@ static void handle_clients(struct daemon *d, struct reply *rp)
 				ci->objects_in_use = ut_add64(ci->objects_in_use,
 							      lane_in_use(p, &p->lanes[l], k));
 		}
+		if (owned_list(d, rp, &held[c * SHEAF_MAX_CACHES], &ci->owned, &ci->n_owned) != 0)
+			goto oom;
 		cr->clients[cr->n_clients++] = ci;
 	}
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CLIENTS;
