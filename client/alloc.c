@@ -332,9 +332,76 @@ static int is_owned(const struct tcache *t)
 	return (t->cache->sc->flags & SHEAF_CACHE_F_OWNED) != 0;
 }
 
+/* The tag of object @off (validated: a frame of the cache, an object
+ * boundary): its index in the slab by the fast path's exact division
+ * (struct sheaf__fast), no divide. */
 static _Atomic uint8_t *tag_of(struct tcache *t, uint64_t off)
 {
-	return owner_tag(tshm(t), t->cache->sc, off);
+	const struct shm_pool *p = tshm(t);
+	uint64_t rel = off - p->data_off;
+	uint32_t q = ((uint32_t)rel & (SLAB_SIZE - 1)) * t->f->div_inv, sh = t->f->div_shift;
+
+	q = (q >> sh) | (q << ((0u - sh) & 31));
+	return &p->tags[(rel >> SLAB_SHIFT) * SLAB_MAX_OBJS + q];
+}
+
+/*
+ * Owned caches' inline paths always miss (thread.c); these are the same
+ * fast paths out of line, with the tag (shm/owner.h): the main sheaf's
+ * word changes as the inline paths change it, so they count as
+ * alloc_fastpath / free_fastpath alike.  Debug caches (in-use bits) take
+ * the slow path.  NULL / 0: take the slow path.
+ */
+static inline struct tcache *owned_fast_tcache(sheaf_cache_t *c)
+{
+	if ((c->sc->flags & (SHEAF_CACHE_F_OWNED | SHEAF_CACHE_F_DEBUG)) != SHEAF_CACHE_F_OWNED)
+		return NULL;
+	return tcache_get(c);
+}
+
+static void *owned_alloc_fast(sheaf_cache_t *c)
+{
+	struct tcache *t = owned_fast_tcache(c);
+	struct shm_sheaf *m;
+	uint64_t w, n, off;
+
+	if (t == NULL)
+		return NULL;
+	m = tmain(t);
+	w = at_load_relaxed(&m->word);
+	n = w & SHEAF_WORD_SIZE;
+	if (n == 0)
+		return NULL;
+	off = m->objs[n - 1];
+	owner_alloc(tag_of(t, off), me_of(t));  /* before the pop */
+	at_store_relaxed(&m->word, w + SHEAF_WORD_OP - 1);
+	return t->f->base + off;
+}
+
+static int owned_free_fast(sheaf_cache_t *c, void *obj)
+{
+	struct tcache *t = owned_fast_tcache(c);
+	struct shm_sheaf *m;
+	_Atomic uint8_t *tag;
+	uint64_t w, n, off;
+
+	if (t == NULL || !SHEAF__FAST_VALID(t->f, obj))
+		return 0;
+	m = tmain(t);
+	w = at_load_relaxed(&m->word);
+	n = w & SHEAF_WORD_SIZE;
+	off = (uint64_t)((char *)obj - t->f->base);
+	if (n >= m->capacity || (n > 0 && m->objs[n - 1] == off))
+		return 0;
+	tag = tag_of(t, off);
+	if (owner_free_begin(tag, me_of(t))) {  /* the repair freed it */
+		stat_inc(t, ST_FREE_SLOWPATH);
+		return 1;
+	}
+	m->objs[n] = off;
+	at_store_relaxed(&m->word, w + SHEAF_WORD_OP + 1);
+	owner_free_end(tag);                    /* after the push */
+	return 1;
 }
 
 /* ---- alloc -------------------------------------------------------------- */
@@ -414,6 +481,8 @@ void *sheaf__alloc_slow(sheaf_cache_t *c)
 		errno = EINVAL;
 		return NULL;
 	}
+	if ((obj = owned_alloc_fast(c)) != NULL)
+		return obj;
 	t = tcache_get(c);
 	if (t == NULL)
 		return NULL;
@@ -636,6 +705,10 @@ int sheaf__free_slow(sheaf_cache_t *c, void *obj)
 		return 0;
 	if (c->pool == NULL)            /* its pool was destroyed or disconnected */
 		return -EINVAL;
+	if (owned_free_fast(c, obj)) {
+		errno = saved;
+		return 0;
+	}
 	t = tcache_get(c);
 	if (t == NULL) {
 		rc = -errno;

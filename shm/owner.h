@@ -88,6 +88,10 @@ static inline int owner_free_begin(_Atomic uint8_t *tag, uint32_t me)
 {
 	uint8_t mine = owner_tag_client(me);
 
+	/* Ours already (the common case, an object this process allocated):
+	 * no repair claims a live client's tag, so no exchange is needed. */
+	if (at_load_relaxed(tag) == mine)
+		return 0;
 	if (at_exchange_acqrel(tag, mine) != OWNER_TAG_REPAIR)
 		return 0;
 	/* Our exchange overwrote REPAIR: the repair's CAS back fails and
