@@ -159,6 +159,7 @@ int engine_adopt(struct shm_pool *p)
 	untrusted_quarantine_caches(p);
 	slab_rebuild(p);
 	untrusted_adopt_shared(p, OWNER_ENGINE);
+	owner_adopt(p);                  /* claims of a repair that died with it */
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */
 	n = take_back_sheaves(p, OWNER_ENGINE, me, &in, ids, 0);

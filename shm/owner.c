@@ -238,6 +238,30 @@ int owner_reclaim(struct shm_pool *p, uint32_t dead, uint64_t *freed, uint64_t *
 	return rc;
 }
 
+void owner_adopt(struct shm_pool *p)
+{
+	for (uint32_t f = 0; f < p->frames_total; f++) {
+		uint32_t c = at_load_relaxed(&p->frame_owner[f]);
+		struct shm_cache *sc;
+		_Atomic uint8_t *t;
+
+		if (c >= SHEAF_MAX_CACHES || !cache_owned(p, c))
+			continue;
+		sc = &p->caches[c];
+		t = frame_tags(p, f);
+		for (uint32_t i = 0; i < sc->objs_per_slab; i++) {
+			uint8_t want = OWNER_TAG_REPAIR;
+			int free_bit = (pool_bitmap(p, f)[i / 64] >> (i % 64)) & 1;
+
+			if (at_load_relaxed(&t[i]) != OWNER_TAG_REPAIR ||
+			    !at_cas_acqrel(&t[i], &want, free_bit ? OWNER_TAG_NONE : OWNER_TAG_KEPT))
+				continue;
+			if (!free_bit)
+				at_counter_add(&sc->owner_kept, 1);
+		}
+	}
+}
+
 void owner_count(const struct shm_pool *p, uint64_t *held, uint64_t *kept)
 {
 	for (uint32_t f = 0; f < p->frames_total; f++) {

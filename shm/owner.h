@@ -129,6 +129,15 @@ void owner_sheaf_untag(struct shm_pool *p, const struct shm_sheaf *sh, uint32_t 
 int owner_reclaim(struct shm_pool *p, uint32_t dead, uint64_t *freed, uint64_t *kept);
 
 /*
+ * Adoption (engine_adopt, no engine thread running): a REPAIR tag is a
+ * claim of a repair that died with the previous engine; its object goes
+ * to 0 when free in its slab, else to OWNER_TAG_KEPT (counted in
+ * owner_kept: whether the claim was freed is unknown, so it is kept and
+ * reported, never freed twice).
+ */
+void owner_adopt(struct shm_pool *p);
+
+/*
  * A report: @held[client * SHEAF_MAX_CACHES + cache] the objects whose tag
  * names the client, @kept[cache] the OWNER_TAG_KEPT ones, for every owned
  * live cache (tags read once each, racing with their writers: a snapshot).
