@@ -216,7 +216,7 @@ struct sheaf_cache_config {
  * Create cache @name (1..47 bytes) of objects of @size bytes (1..65536,
  * rounded up to the alignment) in @pool; @cfg may be NULL for defaults.
  * Returns a handle or NULL with errno: EINVAL (size, align, capacity or
- * flags out of range), EEXIST (a cache of that name exists; see
+ * flags out of range; SHEAF_CACHE_KEEP without SHEAF_CACHE_OWNED), EEXIST (a cache of that name exists; see
  * sheaf_cache_create_or_open), ENOSPC (64 caches exist), EMFILE (too many
  * handles in this process).
  */
