@@ -350,7 +350,8 @@ static _Atomic uint8_t *tag_of(struct tcache *t, uint64_t off)
  * fast paths out of line, with the tag (shm/owner.h): the main sheaf's
  * word changes as the inline paths change it, so they count as
  * alloc_fastpath / free_fastpath alike.  Debug caches (in-use bits) take
- * the slow path.  NULL / 0: take the slow path.
+ * the slow path.  NULL / 0: take the slow path; the free's 1: done, with
+ * *@rc (0, or -EALREADY: the object's tag says nobody held it).
  */
 static inline struct tcache *owned_fast_tcache(sheaf_cache_t *c)
 {
@@ -378,12 +379,13 @@ static void *owned_alloc_fast(sheaf_cache_t *c)
 	return t->f->base + off;
 }
 
-static int owned_free_fast(sheaf_cache_t *c, void *obj)
+static int owned_free_fast(sheaf_cache_t *c, void *obj, int *rc)
 {
 	struct tcache *t = owned_fast_tcache(c);
 	struct shm_sheaf *m;
 	_Atomic uint8_t *tag;
 	uint64_t w, n, off;
+	int own;
 
 	if (t == NULL || !SHEAF__FAST_VALID(t->f, obj))
 		return 0;
@@ -394,10 +396,14 @@ static int owned_free_fast(sheaf_cache_t *c, void *obj)
 	if (n >= m->capacity || (n > 0 && m->objs[n - 1] == off))
 		return 0;
 	tag = tag_of(t, off);
-	if (owner_free_begin(tag, me_of(t))) {  /* the repair freed it */
-		stat_inc(t, ST_FREE_SLOWPATH);
+	own = owner_free_begin(tag, me_of(t));
+	if (own != 0) {         /* the repair frees it (and counts it), or nobody held it */
+		if (own < 0)
+			stat_inc(t, ST_FREE_INVALID);
+		*rc = own < 0 ? own : 0;
 		return 1;
 	}
+	*rc = 0;
 	m->objs[n] = off;
 	at_store_relaxed(&m->word, w + SHEAF_WORD_OP + 1);
 	owner_free_end(tag);                    /* after the push */
@@ -661,9 +667,14 @@ static int free_slow(struct tcache *t, void *obj)
 	}
 	/* Owned: ours before the push; the engine's repair may have freed
 	 * it for a dead holder already (shm/owner.h). */
-	if (is_owned(t) && owner_free_begin(tag_of(t, off), me_of(t))) {
-		stat_inc(t, ST_FREE_SLOWPATH);
-		return 0;
+	if (is_owned(t)) {
+		rc = owner_free_begin(tag_of(t, off), me_of(t));
+		if (rc == 1)
+			return 0;   /* the repair frees it, and counts it */
+		if (rc != 0) {      /* -EALREADY: nobody held it */
+			stat_inc(t, ST_FREE_INVALID);
+			return rc;
+		}
 	}
 	cap = cache_capacity(t);
 	if (node != t->node) {
@@ -705,9 +716,9 @@ int sheaf__free_slow(sheaf_cache_t *c, void *obj)
 		return 0;
 	if (c->pool == NULL)            /* its pool was destroyed or disconnected */
 		return -EINVAL;
-	if (owned_free_fast(c, obj)) {
+	if (owned_free_fast(c, obj, &rc)) {
 		errno = saved;
-		return 0;
+		return rc;
 	}
 	t = tcache_get(c);
 	if (t == NULL) {

@@ -173,13 +173,16 @@ SHEAF_API void sheaf_thread_exit(void);
  *   the other process still uses it.  Hand objects over through a queue,
  *   or use SHEAF_CACHE_KEEP.
  * - A free that races with sheafd freeing the same object for its dead
- *   holder is done once (whichever comes first), never twice.
+ *   holder is done once (whichever comes first), never twice; a free of
+ *   an object that nobody holds (a double free, or one sheafd already
+ *   freed for its dead holder) is refused with -EALREADY.
  * - The tags live in client-writable memory: a hostile client of the
  *   cache can make sheafd free objects that other clients of the same
  *   cache hold (it can spoil those objects anyway), never corrupt sheafd
  *   or the slabs.
  * - Cost: every sheaf_alloc and sheaf_free of an owned cache takes the
- *   library's slow path (a call and one tag store or exchange), as debug
+ *   library's slow path (a call and one tag store, or a CAS for an object
+ *   another process allocated), as debug
  *   caches do; plain caches are not affected (README, "Object ownership").
  *   An owned cache needs a sheafd pool or a local pool alike.
  */
@@ -296,7 +299,9 @@ SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
  * engine while the pool has a free sheaf or one it can flush.
  * Double frees: the object on top of the thread's main sheaf (freed last by
  * this thread, not allocated since) is refused with -EALREADY at once, in
- * every cache.  Debug caches refuse every double free so.  In other caches
+ * every cache.  Debug caches refuse every double free so; owned caches
+ * (SHEAF_CACHE_OWNED) every one that finds the object's owner cleared
+ * (that is, unless the object was allocated again meanwhile).  In other caches
  * any other double free is accepted; if both copies reach the slabs (a
  * flush: the barn over its limit, sheaf_cache_shrink, the repair of a dead
  * client) before the object is allocated again, the engine drops the

@@ -22,11 +22,11 @@
  *                   a death between leaves the object in a sheaf the dead
  *                   client owned, which the repair returns first, clearing
  *                   its tag (owner_sheaf_untag).
- *   free (client)   exchange tag = me BEFORE the push (the repair's CAS to
- *                   REPAIR and this exchange are ordered on the one byte:
- *                   if the repair came first, the object is the repair's
- *                   and the free is done, owner_free_begin), store 0 AFTER
- *                   the push.
+ *   free (client)   CAS tag = me BEFORE the push (the repair's CAS to
+ *                   REPAIR and this CAS are ordered on the one byte: if the
+ *                   repair came first, the object is the repair's, the tag
+ *                   stays REPAIR and the free is done, owner_free_begin),
+ *                   store 0 AFTER the push.
  *   queue hooks     client/owner.h.
  *   engine          owner_sheaf_untag, owner_reclaim (dead-client repair,
  *                   under the engine's ctl_lock), owner_slab_init (a fresh
@@ -44,6 +44,7 @@
 #ifndef SHEAF_SHM_OWNER_H
 #define SHEAF_SHM_OWNER_H
 
+#include <errno.h>
 #include <stdint.h>
 #include "pool.h"
 
@@ -81,23 +82,31 @@ static inline void owner_alloc(_Atomic uint8_t *tag, uint32_t me)
 
 /*
  * free, before the push: claim the object for the freeing client @me.
- * Returns 0 (push it, then owner_free_end), or 1 when the engine's repair
- * had claimed it for a dead holder: it frees it; the caller's free is done.
+ * Returns 0 (push it, then owner_free_end); 1 when the engine's repair had
+ * claimed it for a dead holder: it frees it, the caller's free is done
+ * (the tag left REPAIR); or -EALREADY when nobody held it (tag 0: free
+ * already, e.g. freed by the repair after its holder died, or a double
+ * free): nothing is changed or pushed.  An allocated object's tag is never 0 (owner_alloc
+ * sets it before the object leaves its sheaf), so owned caches refuse
+ * every double free that finds the object's tag cleared.
  */
 static inline int owner_free_begin(_Atomic uint8_t *tag, uint32_t me)
 {
-	uint8_t mine = owner_tag_client(me);
+	uint8_t mine = owner_tag_client(me), v = at_load_relaxed(tag);
 
 	/* Ours already (the common case, an object this process allocated):
-	 * no repair claims a live client's tag, so no exchange is needed. */
-	if (at_load_relaxed(tag) == mine)
-		return 0;
-	if (at_exchange_acqrel(tag, mine) != OWNER_TAG_REPAIR)
-		return 0;
-	/* Our exchange overwrote REPAIR: the repair's CAS back fails and
-	 * leaves the tag to us; clear it unless a new holder took it. */
-	(void)at_cas_acqrel(tag, &mine, OWNER_TAG_NONE);
-	return 1;
+	 * no repair claims a live client's tag, so no CAS is needed.  Else
+	 * a CAS from the value seen, never a blind exchange: REPAIR must
+	 * stay for the repair's check after its sheaf scan (owner.c). */
+	for (int i = 0; i < 64 && v != mine; i++) {
+		if (v == OWNER_TAG_REPAIR)
+			return 1;
+		if (v == OWNER_TAG_NONE)
+			return -EALREADY;
+		if (at_cas_acqrel(tag, &v, mine))
+			return 0;
+	}
+	return 0;               /* ours, or a tag flipping for ever (hostile) */
 }
 
 /* free, after the push: nobody holds the object. */

@@ -17,6 +17,10 @@
  *                  a survivor alloc/frees stamped objects: the survivor's
  *                  stamps never change (nothing handed out twice), and at
  *                  the end the checker passes with no object in use.
+ *   free_race      20 times: A allocates N, B frees them all while A is
+ *                  SIGKILLed: each object is freed once (by B, or by the
+ *                  repair while B backs off), counts and checker agree,
+ *                  nothing in use at the end.
  *   hostile_tags   a client scribbles random values over the whole tag
  *                  array while a victim holding objects dies: sheafd stays
  *                  up, answers, and the checker passes once all are gone.
@@ -62,6 +66,7 @@ struct arg {
 	struct shared *sh;
 	uint64_t seed;
 	int close_fd;                /* survivor: the stop pipe's write end */
+	int slow;                    /* freer: pause now and then */
 };
 
 static struct shared *shared_new(void)
@@ -212,9 +217,20 @@ static int freer(void *argp)
 		uint32_t k = --a->sh->n;
 		int rc = sheaf_free(c, base + a->sh->offs[k]);
 
-		REQUIRE(rc == 0, "free %u: %s", k, strerror(-rc));
+		if (a->slow && i % 8 == 0)
+			sleep_us(20);
+		/* Racing with the holder's repair (slow): an object the repair
+		 * freed first is refused, never freed twice. */
+		REQUIRE(rc == 0 || (a->slow && rc == -EALREADY), "free %u: %s", k, strerror(-rc));
 	}
-	REQUIRE(write_full(a->ready[1], "f", 1) == 0, "done");
+	if (!a->slow && a->count > 1) {
+		/* A double free (not the last one: that is refused in every
+		 * cache) finds the tag cleared: refused too. */
+		int rc = sheaf_free(c, base + a->sh->offs[a->sh->n + a->count - 1]);
+
+		REQUIRE(rc == -EALREADY, "a double free of an owned object: %d", rc);
+	}
+		REQUIRE(write_full(a->ready[1], "f", 1) == 0, "done");
 	for (;;)
 		pause();
 }
@@ -335,6 +351,57 @@ START_TEST(cross_free)
 	owner_stats(d.sock, "x", &freed, &kept);
 	REQUIRE(freed == (uint64_t)(NOBJ - half), "owner_freed %llu (%d expected)",
 		(unsigned long long)freed, NOBJ - half);
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
+START_TEST(free_race)
+{
+	struct dmn d;
+	struct arg a = { .cache = "race", .flags = SHEAF_CACHE_OWNED, .count = NOBJ };
+	uint64_t freed, kept;
+	const int rounds = 20;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	a.sock = d.sock;
+	a.sh = shared_new();
+	for (int r = 0; r < rounds; r++) {
+		struct arg b;
+		pid_t pa, pb;
+
+		a.sh->n = 0;
+		pa = start(holder, &a, "holder");
+		a.flags = 0;                    /* the next rounds open it */
+		b = a;
+		b.count = NOBJ;
+		b.slow = 1;                     /* B's frees take a few ms */
+		REQUIRE(pipe(b.ready) == 0, "pipe");
+		pb = fork_child(freer, &b);
+		close(b.ready[1]);
+		sleep_us(2000 + (unsigned)(r * 400));   /* the kill lands anywhere */
+		kill_wait(pa);
+		{
+			char g;
+			REQUIRE(read_full(b.ready[0], &g, 1, 30000) == 0, "freer did not finish");
+		}
+		close(b.ready[0]);
+		kill_wait(pb);
+		wait_no_clients(&d, 30000);
+		{
+			uint64_t n = check_in_use(d.sock, "after a race");
+			uint64_t fr, kp;
+
+			owner_stats(d.sock, "race", &fr, &kp);
+			REQUIRE(n == 0, "round %d: %llu objects in use (owner_freed %llu so far)",
+				r, (unsigned long long)n, (unsigned long long)fr);
+		}
+	}
+	owner_stats(d.sock, "race", &freed, &kept);
+	printf("free_race: %d rounds; sheafd freed %llu of the %d objects, the freer the rest\n",
+	       rounds, (unsigned long long)freed, rounds * NOBJ);
+	REQUIRE(destroy(d.sock, "race") == 0, "destroy refused");
 	dmn_stop(&d, 10000);
 	dmn_cleanup(&d);
 }
@@ -522,6 +589,7 @@ int main(void)
 	ADD_ALONE(s, killed_freed, 60);
 	ADD_ALONE(s, killed_kept, 60);
 	ADD_ALONE(s, cross_free, 60);
+	ADD_ALONE(s, free_race, 120);
 	ADD_ALONE(s, many_kills, 300);
 	ADD_ALONE(s, hostile_tags, 60);
 	return run_suite(s);
