@@ -41,17 +41,20 @@ void owner_slab_init(struct shm_pool *p, const struct shm_cache *sc, uint32_t f)
 
 void owner_sheaf_untag(struct shm_pool *p, const struct shm_sheaf *sh, uint32_t dead)
 {
-	uint32_t c = ut_sheaf_cache(sh), n;
-	uint64_t objs[SHEAF_CAP_MAX];
+	/* Raw loads, bounded here: sheaf_to_slabs reads (and counts) the
+	 * same fields through untrusted.h right after. */
+	uint32_t c = __atomic_load_n(&sh->cache, __ATOMIC_RELAXED);
+	uint32_t n = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
 
 	if (c >= SHEAF_MAX_CACHES || !cache_owned(p, c))
 		return;
-	n = ut_sheaf_objs(sh, objs);
+	n = n < SHEAF_CAP_MAX ? n : SHEAF_CAP_MAX;
 	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off = ut_load64(&sh->objs[i]);
 		uint8_t want = owner_tag_client(dead);
 
-		if (slab_validate(p, c, objs[i]) == 0)   /* a bad one: slab_free_objs counts it */
-			(void)at_cas_acqrel(owner_tag(p, &p->caches[c], objs[i]), &want,
+		if (slab_validate(p, c, off) == 0)   /* a bad one: slab_free_objs counts it */
+			(void)at_cas_acqrel(owner_tag(p, &p->caches[c], off), &want,
 					    OWNER_TAG_NONE);
 	}
 }
