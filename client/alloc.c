@@ -16,6 +16,7 @@
 #include <errno.h>
 #include "shm/barn.h"
 #include "shm/futex.h"
+#include "shm/owner.h"
 #include "shm/slab.h"
 #include "shm/untrusted.h"
 #include "client/internal.h"
@@ -339,12 +340,101 @@ static int debug_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off
 	return -EALREADY;
 }
 
+/* ---- owned caches ------------------------------------------------------ */
+
+/* Owned caches (shm/owner.h) tag each object with its holder, in the slow
+ * path (their inline paths always miss, thread.c). */
+static int is_owned(const struct tcache *t)
+{
+	return (t->cache->sc->flags & SHEAF_CACHE_F_OWNED) != 0;
+}
+
+/* The tag of object @off (validated: a frame of the cache, an object
+ * boundary): its index in the slab by the fast path's exact division
+ * (struct sheaf__fast), no divide. */
+static _Atomic otag_t *tag_of(struct tcache *t, uint64_t off)
+{
+	const struct shm_pool *p = tshm(t);
+	uint64_t rel = off - p->data_off;
+	uint32_t q = ((uint32_t)rel & (SLAB_SIZE - 1)) * t->f->div_inv, sh = t->f->div_shift;
+
+	q = (q >> sh) | (q << ((0u - sh) & 31));
+	return &p->tags[(rel >> SLAB_SHIFT) * SLAB_MAX_OBJS + q];
+}
+
+/*
+ * Owned caches' inline paths always miss (thread.c); these are the same
+ * fast paths out of line, with the tag (shm/owner.h): the main sheaf's
+ * word changes as the inline paths change it, so they count as
+ * alloc_fastpath / free_fastpath alike.  Debug caches (in-use bits) take
+ * the slow path.  NULL / 0: take the slow path; the free's 1: done, with
+ * *@rc (0, or -EALREADY: the object's tag says nobody held it).
+ */
+static inline struct tcache *owned_fast_tcache(sheaf_cache_t *c)
+{
+	if ((c->sc->flags & (SHEAF_CACHE_F_OWNED | SHEAF_CACHE_F_DEBUG)) != SHEAF_CACHE_F_OWNED)
+		return NULL;
+	return tcache_get(c);
+}
+
+static void *owned_alloc_fast(sheaf_cache_t *c)
+{
+	struct tcache *t = owned_fast_tcache(c);
+	struct shm_sheaf *m;
+	uint64_t w, n, off;
+
+	if (t == NULL)
+		return NULL;
+	m = tmain(t);
+	w = at_load_relaxed(&m->word);
+	n = w & SHEAF_WORD_SIZE;
+	if (n == 0)
+		return NULL;
+	off = m->objs[n - 1];
+	owner_alloc(tag_of(t, off), me_of(t));  /* before the pop */
+	at_store_relaxed(&m->word, w + SHEAF_WORD_OP - 1);
+	return t->f->base + off;
+}
+
+static int owned_free_fast(sheaf_cache_t *c, void *obj, int *rc)
+{
+	struct tcache *t = owned_fast_tcache(c);
+	struct shm_sheaf *m;
+	_Atomic otag_t *tag;
+	uint64_t w, n, off;
+	int own;
+
+	if (t == NULL || !SHEAF__FAST_VALID(t->f, obj))
+		return 0;
+	m = tmain(t);
+	w = at_load_relaxed(&m->word);
+	n = w & SHEAF_WORD_SIZE;
+	off = (uint64_t)((char *)obj - t->f->base);
+	if (n >= m->capacity || (n > 0 && m->objs[n - 1] == off))
+		return 0;
+	tag = tag_of(t, off);
+	own = owner_free_begin(tag, me_of(t));
+	if (own != 0) {         /* the repair frees it (and counts it), or nobody held it */
+		if (own < 0)
+			stat_inc(t, ST_FREE_INVALID);
+		*rc = own < 0 ? own : 0;
+		return 1;
+	}
+	*rc = 0;
+	m->objs[n] = off;
+	at_store_relaxed(&m->word, w + SHEAF_WORD_OP + 1);
+	owner_free_end(tag);                    /* after the push */
+	return 1;
+}
+
 /* ---- alloc -------------------------------------------------------------- */
 
 /* Take the object on top of @s (it holds one); debug caches mark it in use
- * first (see above). */
+ * first (see above), owned caches tag it ours first (shm/owner.h). */
 static void *take(struct tcache *t, struct shm_sheaf *s)
 {
+	if (is_owned(t))
+		owner_alloc(tag_of(t, s->objs[sheaf_size(s) - 1]), me_of(t));
 	if (is_debug(t)) {
 		uint64_t bit;
 		_Atomic uint64_t *w = inuse_word(t, s->objs[sheaf_size(s) - 1], &bit);
@@ -414,6 +504,8 @@ void *sheaf__alloc_slow(sheaf_cache_t *c)
 		errno = EINVAL;
 		return NULL;
 	}
+	if ((obj = owned_alloc_fast(c)) != NULL)
+		return obj;
 	t = tcache_get(c);
 	if (t == NULL)
 		return NULL;
@@ -590,6 +682,17 @@ static int free_slow(struct tcache *t, void *obj)
 		stat_inc(t, ST_FREE_INVALID);
 		return rc;
 	}
+	/* Owned: ours before the push; the engine's repair may have freed
+	 * it for a dead holder already (shm/owner.h). */
+	if (is_owned(t)) {
+		rc = owner_free_begin(tag_of(t, off), me_of(t));
+		if (rc == 1)
+			return 0;   /* the repair frees it, and counts it */
+		if (rc != 0) {      /* -EALREADY: nobody held it */
+			stat_inc(t, ST_FREE_INVALID);
+			return rc;
+		}
+	}
 	cap = cache_capacity(t);
 	if (node != t->node) {
 		s = remote_room(t, node);
@@ -609,6 +712,8 @@ static int free_slow(struct tcache *t, void *obj)
 		return -EAGAIN;
 	sheaf_push(s, off);
 	rc = debug_commit_free(t, s, off);
+	if (is_owned(t))
+		owner_free_end(tag_of(t, off));
 	if (nosheaf)
 		put_sheaf(t, s);
 	if (rc != 0) {
@@ -628,6 +733,10 @@ int sheaf__free_slow(sheaf_cache_t *c, void *obj)
 		return 0;
 	if (c->pool == NULL)            /* its pool was destroyed or disconnected */
 		return -EINVAL;
+	if (owned_free_fast(c, obj, &rc)) {
+		errno = saved;
+		return rc;
+	}
 	t = tcache_get(c);
 	if (t == NULL) {
 		rc = -errno;

@@ -107,14 +107,17 @@ static int cache_params(const sheaf_pool_t *pool, const char *name, size_t size,
 	/* What does not fit the request's 32-bit fields, and flags the
 	 * public API does not know; the engine checks the rest. */
 	if (size > SHEAF_MAX_OBJ_SIZE ||
-	    (cfg != NULL && (cfg->align > SHEAF_MAX_ALIGN || cfg->flags & ~SHEAF_CACHE_DEBUG)))
+	    (cfg != NULL && (cfg->align > SHEAF_MAX_ALIGN || cfg->flags & ~(SHEAF_CACHE_DEBUG |
+					SHEAF_CACHE_OWNED | SHEAF_CACHE_KEEP))))
 		return -EINVAL;
 	cp->size = (uint32_t)size;
 	cp->capacity = SHEAF_CAPACITY_DEFAULT;
 	if (cfg != NULL) {
 		cp->align = (uint32_t)cfg->align;
 		cp->capacity = cfg->capacity;
-		cp->flags = cfg->flags & SHEAF_CACHE_DEBUG ? SHEAF_CACHE_F_DEBUG : 0;
+		cp->flags = (cfg->flags & SHEAF_CACHE_DEBUG ? SHEAF_CACHE_F_DEBUG : 0) |
+			    (cfg->flags & SHEAF_CACHE_OWNED ? SHEAF_CACHE_F_OWNED : 0) |
+			    (cfg->flags & SHEAF_CACHE_KEEP ? SHEAF_CACHE_F_KEEP : 0);
 	}
 	return engine_cache_check(name, cp, msg, sizeof(msg));
 }

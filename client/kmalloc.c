@@ -159,7 +159,7 @@ static sheaf_cache_t *km_owner_of(sheaf_pool_t *pool, const void *obj)
 	}
 	f = pool_frame_of(p, o);
 	id = at_load_acquire(&p->frame_owner[f]);
-	if (id >= SHEAF_MAX_CACHES) {       /* FRAME_FREE */
+	if (id >= p->max_caches) {          /* FRAME_FREE, FRAME_QUEUE */
 		errno = EINVAL;
 		return NULL;
 	}

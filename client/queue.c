@@ -14,6 +14,7 @@
 #include <string.h>
 #include "client/internal.h"
 #include "client/pool_ops.h"
+#include "client/owner.h"
 #include "shm/futex.h"
 #include "shm/queue.h"
 
@@ -159,10 +160,27 @@ static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, 
 			at_fetch_add_relaxed(&q->ref.ctl->dropped, 1);
 			continue;
 		}
-		/* OWNERSHIP HOOK (issue 10 part 4): here a dequeue hands the object to this process. */
-		objs[k++] = p->base + off;
+		objs[k] = p->base + off;
+		/* An owned cache's object becomes this process's (owner.h). */
+		owner_on_dequeue(q->pool, objs[k++]);
 	}
 	return k;
+}
+
+/* Objects of owned caches (client/owner.h) are tagged QUEUED before they
+ * go in (a producer that dies after the enqueue must not have them freed
+ * under their consumer), and given back to this process when they did not
+ * go in (@from on). */
+static void mark_queued(sheaf_queue_t *q, void *const *objs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		owner_on_enqueue(q->pool, objs[i]);
+}
+
+static void unmark_queued(sheaf_queue_t *q, void *const *objs, unsigned from, unsigned n)
+{
+	for (unsigned i = from; i < n; i++)
+		owner_on_dequeue(q->pool, objs[i]);
 }
 
 int sheaf_enqueue(sheaf_queue_t *q, void *obj)
@@ -174,8 +192,11 @@ int sheaf_enqueue(sheaf_queue_t *q, void *obj)
 	v = queue_value_of(q->ref.p, (uint64_t)((char *)obj - q->ref.p->base));
 	if (v == 0)
 		return -EINVAL;
-	if (queue_put(&q->ref, &v, 1) == 0)
+	mark_queued(q, &obj, 1);
+	if (queue_put(&q->ref, &v, 1) == 0) {
+		unmark_queued(q, &obj, 0, 1);
 		return -EAGAIN;
+	}
 	queue_wake_consumers(&q->ref);
 	return 0;
 }
@@ -194,7 +215,9 @@ int sheaf_enqueue_bulk(sheaf_queue_t *q, void *const *objs, unsigned n)
 
 		if (values_of(q, objs + done, v, k) != 0)
 			return done > 0 ? (int)done : -EINVAL;
+		mark_queued(q, objs + done, k);
 		put = queue_put(&q->ref, v, k);
+		unmark_queued(q, objs + done, put, k);
 		done += put;
 		if (put < k)
 			break;
@@ -277,9 +300,12 @@ int sheaf_enqueue_wait(sheaf_queue_t *q, void *obj, int timeout_ms)
 	if (rc != -EAGAIN || timeout_ms == 0)
 		return rc;
 	ra.v = queue_value_of(q->ref.p, (uint64_t)((char *)obj - q->ref.p->base));
+	mark_queued(q, &obj, 1);
 	rc = queue_wait(q, 0, timeout_ms, &ra);
 	if (rc == 0)
 		queue_wake_consumers(&q->ref);
+	else
+		unmark_queued(q, &obj, 0, 1);
 	return rc;
 }
 

@@ -163,6 +163,42 @@ SHEAF_API void sheaf_thread_exit(void);
 
 #define SHEAF_CAPACITY_DEFAULT (-1)
 #define SHEAF_CACHE_DEBUG      0x1u   /* track each object: catch double frees */
+/*
+ * Object ownership (docs/design.md, "Object ownership").  With
+ * SHEAF_CACHE_OWNED every object records the client (process) that holds
+ * it: sheaf_alloc sets it, sheaf_free clears it (whoever frees: a process
+ * may free objects another allocated), a shared queue's dequeue moves it
+ * to the dequeuing process.  When a client dies (killed, or gone without
+ * freeing), sheafd, after returning its sheaves, frees every object that
+ * still names it: the cache's objects in use fall back and destroy
+ * succeeds.  With SHEAF_CACHE_OWNED | SHEAF_CACHE_KEEP they stay allocated
+ * instead, and are reported: `sheafctl clients` (per cache), `sheafctl
+ * stats` (owner_kept); any process may still free them.  owner_freed and
+ * owner_kept in the stats count what each dead client left.
+ *
+ * Semantics and limits:
+ * - An object handed to another process by other means than a sheaf
+ *   queue (a pipe, a ring of your own) stays its allocator's until freed:
+ *   if the allocator dies first, the object is freed (or kept) even though
+ *   the other process still uses it.  Hand objects over through a queue,
+ *   or use SHEAF_CACHE_KEEP.
+ * - A free that races with sheafd freeing the same object for its dead
+ *   holder is done once (whichever comes first), never twice; a free of
+ *   an object that nobody holds (a double free, or one sheafd already
+ *   freed for its dead holder) is refused with -EALREADY.
+ * - The tags live in client-writable memory: a hostile client of the
+ *   cache can make sheafd free objects that other clients of the same
+ *   cache hold (it can spoil those objects anyway), never corrupt sheafd
+ *   or the slabs.
+ * - Cost: every sheaf_alloc and sheaf_free of an owned cache takes the
+ *   library's slow path (a call and one tag store, or a CAS for an object
+ *   another process allocated), as debug
+ *   caches do; plain caches are not affected (README, "Object ownership").
+ *   An owned cache needs a sheafd pool or a local pool alike.
+ */
+#define SHEAF_CACHE_OWNED      0x2u   /* record each object's holder */
+#define SHEAF_CACHE_KEEP       0x4u   /* with OWNED: a dead holder's objects
+					 are kept and reported, not freed */
 
 struct sheaf_cache_config {
 	size_t align;           /* power of two, 8..4096; 0: 8 */
@@ -172,7 +208,9 @@ struct sheaf_cache_config {
 				   16 KiB (at most 256; 64 B: 256, 256 B:
 				   64), at least the kernel's 60 up to 256 B,
 				   28 up to 1 KiB, 12 up to 4 KiB, else 4 */
-	unsigned flags;         /* SHEAF_CACHE_DEBUG */
+	unsigned flags;         /* SHEAF_CACHE_DEBUG, SHEAF_CACHE_OWNED,
+				   SHEAF_CACHE_KEEP (with OWNED; else
+				   -EINVAL) */
 };
 
 /*
@@ -191,7 +229,7 @@ struct sheaf_cache_config {
  * Create cache @name (1..47 bytes) of objects of @size bytes (1..65536,
  * rounded up to the alignment) in @pool; @cfg may be NULL for defaults.
  * Returns a handle or NULL with errno: EINVAL (size, align, capacity or
- * flags out of range), EEXIST (a cache of that name exists; see
+ * flags out of range; SHEAF_CACHE_KEEP without SHEAF_CACHE_OWNED), EEXIST (a cache of that name exists; see
  * sheaf_cache_create_or_open), ENOSPC (max_caches caches exist), EMFILE (too many
  * handles in this process).
  */
@@ -271,7 +309,9 @@ SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
  * engine while the pool has a free sheaf or one it can flush.
  * Double frees: the object on top of the thread's main sheaf (freed last by
  * this thread, not allocated since) is refused with -EALREADY at once, in
- * every cache.  Debug caches refuse every double free so.  In other caches
+ * every cache.  Debug caches refuse every double free so; owned caches
+ * (SHEAF_CACHE_OWNED) every one that finds the object's owner cleared
+ * (that is, unless the object was allocated again meanwhile).  In other caches
  * any other double free is accepted; if both copies reach the slabs (a
  * flush: the barn over its limit, sheaf_cache_shrink, the repair of a dead
  * client) before the object is allocated again, the engine drops the

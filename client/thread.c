@@ -280,8 +280,10 @@ struct tcache *tcache_get_slow(sheaf_cache_t *c)
 	t->node = tp->node;
 	t->cache = c;
 	t->tp = tp;
-	/* Debug caches keep the inline paths out: every call is checked. */
-	t->f = c->sc->flags & SHEAF_CACHE_F_DEBUG ? &t->own : &ts->fast[c->slot];
+	/* Debug caches keep the inline paths out: every call is checked;
+	 * owned caches too: every call writes the object's owner tag. */
+	t->f = c->sc->flags & (SHEAF_CACHE_F_DEBUG | SHEAF_CACHE_F_OWNED) ?
+	       &t->own : &ts->fast[c->slot];
 	tcache_fast_init(t, c, tp->node);
 	t->gen = pool->gen;
 	ts->tc[c->slot] = t;

@@ -28,6 +28,7 @@
 #include "shm/names.h"
 #include "shm/grace.h"
 #include "shm/queue.h"
+#include "shm/owner.h"
 #include "shm/stats.h"
 #include "shm/tune.h"
 #include "shm/untrusted.h"
@@ -323,6 +324,8 @@ static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, st
 			cs->bytes_mapped += cs->nodes[n]->slabs * SLAB_SIZE;
 		}
 		cs->n_nodes = p->nodes;
+		cs->owner_freed = at_load_relaxed(&p->caches[c].owner_freed);
+		cs->owner_kept = at_load_relaxed(&p->caches[c].owner_kept);
 		in_use = engine_counted_in_use(p, c);
 		cs->in_use = in_use > 0 ? (uint64_t)in_use : 0;
 		cs->bytes_in_use = cs->in_use * p->caches[c].obj_size;
@@ -640,17 +643,51 @@ static void client_tallies(const struct shm_pool *p, uint32_t used, uint64_t *he
 	}
 }
 
+/* @counts[c] of every owned cache c with some, as OwnedObjects in *@out
+ * (*@n of them).  0, or -ENOMEM. */
+static int owned_list(struct daemon *d, struct reply *rp, const uint64_t *counts,
+		      Sheaf__V1__OwnedObjects ***out, size_t *n)
+{
+	uint32_t caches = pool_caches_used(&d->pool);
+
+	*n = 0;
+	*out = arena_alloc(&rp->a, (caches + 1) * sizeof(void *));
+	if (*out == NULL)
+		return -ENOMEM;
+	for (uint32_t c = 0; c < caches; c++) {
+		Sheaf__V1__OwnedObjects *o;
+
+		if (counts[c] == 0)
+			continue;
+		o = ARENA_NEW(&rp->a, Sheaf__V1__OwnedObjects, SHEAF__V1__OWNED_OBJECTS__INIT);
+		if (o == NULL || (o->cache = arena_strdup(&rp->a, d->pool.caches[c].name)) == NULL)
+			return -ENOMEM;
+		o->objects = counts[c];
+		(*out)[(*n)++] = o;
+	}
+	return 0;
+}
+
 static void handle_clients(struct daemon *d, struct reply *rp)
 {
 	struct shm_pool *p = &d->pool;
 	Sheaf__V1__ClientsResponse *cr = ARENA_NEW(&rp->a, Sheaf__V1__ClientsResponse,
 					     SHEAF__V1__CLIENTS_RESPONSE__INIT);
-	uint32_t used = pool_clients_used(p);
+	uint32_t used = pool_clients_used(p), caches = pool_caches_used(p);
 	uint64_t *held = arena_alloc(&rp->a, (used + 1) * sizeof(*held));
 	int64_t *in_use = arena_alloc(&rp->a, (used + 1) * sizeof(*in_use));
+	/* Owned caches' objects by owner tag (shm/owner.h): a snapshot,
+	 * [client * caches + cache], then kept[cache]. */
+	size_t nown = ((size_t)used + 1) * caches + 1;
+	uint64_t *owned = arena_alloc(&rp->a, nown * sizeof(*owned)), *kept;
 
-	if (cr == NULL || held == NULL || in_use == NULL ||
+	if (cr == NULL || held == NULL || in_use == NULL || owned == NULL ||
 	    (cr->clients = arena_alloc(&rp->a, (used + 1) * sizeof(void *))) == NULL)
+		goto oom;
+	kept = owned + (size_t)used * caches;
+	memset(owned, 0, nown * sizeof(*owned));
+	owner_count(p, owned, kept, used, caches);
+	if (owned_list(d, rp, kept, &cr->kept, &cr->n_kept) != 0)
 		goto oom;
 	memset(held, 0, (used + 1) * sizeof(*held));
 	memset(in_use, 0, (used + 1) * sizeof(*in_use));
@@ -670,6 +707,8 @@ static void handle_clients(struct daemon *d, struct reply *rp)
 		ci->attached_since = sc->attached_at;
 		ci->sheaves_held = held[c];
 		ci->objects_in_use = in_use[c];
+		if (owned_list(d, rp, &owned[(size_t)c * caches], &ci->owned, &ci->n_owned) != 0)
+			goto oom;
 		cr->clients[cr->n_clients++] = ci;
 	}
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CLIENTS;

@@ -37,6 +37,9 @@ struct engine {
 	_Atomic int stop;                  /* seq_cst: asks the workers to exit */
 	uint32_t *ids;                     /* under ctl_lock: sheaf id buffer */
 	struct grace *grace;               /* deferred frees (grace.h) */
+	/* Owned caches (owner.h), under ctl_lock: objects of dead clients
+	 * freed and kept since start, and repairs that ran out of memory. */
+	uint64_t owner_freed, owner_kept, owner_enomem;
 };
 
 /* Parameters of a new cache; zero fields take defaults. */
@@ -137,7 +140,9 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
 /*
  * Repair after client @client died (its process must be gone): finish or
  * roll back its ring operations, complete its threads' fast-path counts,
- * flush every sheaf it held back to slabs, free its lanes and its slot.
+ * flush every sheaf it held back to slabs, then free (or keep) the objects
+ * of owned caches it still held (owner.h: e->owner_freed, owner_kept and
+ * each cache's counters), free its lanes and its slot.
  * When no client is left, the counters are reconciled with the pool
  * (engine_reconcile_counts).  Returns the number of sheaves reclaimed.
  * Call with no lock held (it may stop and restart the workers).

@@ -81,7 +81,8 @@ static int cache_params_check(const char *name, const struct engine_cache_params
 			 cp->capacity, SHEAF_CAP_MAX);
 		return -EINVAL;
 	}
-	if (cp->flags & ~SHEAF_CACHE_F_DEBUG) {
+	if ((cp->flags & ~SHEAF_CACHE_F_ALL) ||
+	    (cp->flags & (SHEAF_CACHE_F_OWNED | SHEAF_CACHE_F_KEEP)) == SHEAF_CACHE_F_KEEP) {
 		snprintf(err, errlen, "unknown cache flags 0x%x", cp->flags);
 		return -EINVAL;
 	}

@@ -26,6 +26,7 @@
 #include "clients.h"
 #include "engine_internal.h"
 #include "grace.h"
+#include "owner.h"
 #include "slab.h"
 
 /*
@@ -70,6 +71,8 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 	n = rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
 		       dead, me, ids, p->sheaf_count);
 	for (uint32_t k = 0; k < n; k++) {
+		if (dead < p->max_clients)   /* a client's: its tags first (owner.h) */
+			owner_sheaf_untag(p, pool_sheaf(p, ids[k]), dead);
 		/* Deferred frees never reach the slabs before their grace
 		 * period: back to the rcu ring, stamped now (grace.h). */
 		if (grace_requeue(p, ids[k], me, in))
@@ -97,6 +100,33 @@ static int pool_has_clients(const struct shm_pool *p)
 	return 0;
 }
 
+/*
+ * The objects of owned caches that dead @client still held (owner.h), once
+ * its sheaves are back: freed, booked as slow-path frees on the control
+ * lane so that the cache's counted objects in use fall with them, or kept;
+ * both counted in the cache's owner_freed / owner_kept.  Caller holds
+ * ctl_lock, and the client's slot is not free yet (its id is not reused
+ * meanwhile).
+ */
+static void reclaim_owned(struct engine *e, uint32_t client)
+{
+	struct shm_pool *p = e->pool;
+	uint64_t freed[SHEAF_MAX_CACHES], kept[SHEAF_MAX_CACHES];
+
+	if (owner_reclaim(p, client, freed, kept) != 0)
+		e->owner_enomem++;
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
+		if (freed[c]) {
+			at_counter_add(&lane_stat(p, e->ctl_lane, c)[ST_FREE_SLOWPATH], freed[c]);
+			at_counter_add(&p->caches[c].owner_freed, freed[c]);
+		}
+		if (kept[c])
+			at_counter_add(&p->caches[c].owner_kept, kept[c]);
+		e->owner_freed += freed[c];
+		e->owner_kept += kept[c];
+	}
+}
+
 int engine_reclaim_client(struct engine *e, uint32_t client)
 {
 	struct shm_pool *p = e->pool;
@@ -108,6 +138,7 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 		if (at_load_acquire(&p->lanes[l].client) == client && pool_lane_ready(&p->lanes[l]))
 			lane_live_repair(p, &p->lanes[l]);
 	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1);
+	reclaim_owned(e, client);
 	free_lanes_of(p, client);
 	client_detach(p, client);
 	lock_release(&e->ctl_lock);
@@ -136,6 +167,7 @@ int engine_adopt(struct shm_pool *p)
 	names_adopt(p);                  /* after the bitmaps are trusted */
 	engine_queues_adopt(p);
 	untrusted_adopt_shared(p, OWNER_ENGINE);
+	owner_adopt(p);                  /* claims of a repair that died with it */
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */
 	n = take_back_sheaves(p, OWNER_ENGINE, me, &in, ids, 0);

@@ -13,8 +13,8 @@
  *                      clients get it as a read-only descriptor and cannot
  *                      map it writable (pool_meta_readonly_fd).
  *   [off_rw, size)     SHARED: sheaf owner table, sheaves, rings, barns, node
- *                      doorbells, thread lanes, debug in-use bitmaps and,
- *                      last, one data region per NUMA node.
+ *                      doorbells, thread lanes, debug in-use bitmaps, owner
+ *                      tags and, last, one data region per NUMA node.
  *
  * Who writes what (the rules; functions assume them):
  *   shm_header         engine at creation; then mem_cap, frames_used (engine).
@@ -40,6 +40,9 @@
  *   shm_lane           the thread that holds it (stats, intent, rcu_ctr);
  *                      readers sum; the grace-period scan reads rcu_ctr.
  *   shm_rcu            clients bump bell/req; the grace-period thread waits.
+ *   owner tags         clients of owned caches (alloc, free, queues) and the
+ *                      engine's dead-client repair, by the rules of
+ *                      shm/owner.h; untrusted hints to the engine.
  *
  * Invariant (checked by pool_check, check.c): every object of every cache is
  * in exactly one place: free in its slab's bitmap, in one sheaf, or in use.
@@ -59,7 +62,8 @@
 					 limits, the name directory (off_names),
 					 SHARED and the data on 2 MiB (huge.h),
 					 deferred frees (off_rcu, RING_RCU),
-					 queues (off_queues) */
+					 queues (off_queues),
+					 owner tags (off_tags) */
 
 #define SHEAF_MAX_NODES       8u
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
@@ -137,7 +141,9 @@ struct shm_header {
 	_Atomic uint32_t gp_wake;    /* futex: bumped at each completion */
 	_Atomic uint32_t gp_flags;   /* GP_F_*: how readers must order */
 	uint64_t off_queues;         /* queue descriptors (META; layout 4) */
-	char pad4[16];
+	uint64_t off_tags;           /* owner tags (SHARED, shm/owner.h): one
+					otag_t per object slot, SLAB_MAX_OBJS a frame */
+	char pad4[8];
 };
 _Static_assert(sizeof(struct shm_header) == 6 * SHEAF_CACHELINE, "header size");
 
@@ -148,6 +154,10 @@ _Static_assert(sizeof(struct shm_header) == 6 * SHEAF_CACHELINE, "header size");
  * never served, never reused, its slabs left alone. */
 enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2, CACHE_BROKEN = 3 };
 #define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
+#define SHEAF_CACHE_F_OWNED 0x2u     /* owner tags: a dead client's objects are
+					freed (shm/owner.h) ... */
+#define SHEAF_CACHE_F_KEEP  0x4u     /* ... or, with this, kept and reported */
+#define SHEAF_CACHE_F_ALL   (SHEAF_CACHE_F_DEBUG | SHEAF_CACHE_F_OWNED | SHEAF_CACHE_F_KEEP)
 
 /* A client thread's stash (struct shm_cache, stash_*): the defaults
  * (tunable per cache) and the most sheaves of each kind a thread keeps. */
@@ -162,7 +172,9 @@ struct shm_cache {
 	uint32_t align;
 	uint32_t objs_per_slab;
 	uint32_t slab_bytes;         /* objs_per_slab * obj_size */
-	uint64_t reserved;
+	_Atomic uint64_t owner_freed; /* owned caches (shm/owner.h): objects of
+					dead clients the engine freed; engine
+					only; formerly reserved */
 	uint32_t flags;
 	_Atomic uint32_t generation; /* bumped each time the slot is reused: a
 					client's handle records it (a handle of
@@ -183,7 +195,10 @@ struct shm_cache {
 	 * padding: 0 in an older pool (no stash). */
 	_Atomic uint32_t stash_sheaves;
 	_Atomic uint32_t stash_bytes;
-	char pad1[8];
+	/* Owned caches (shm/owner.h): objects of dead clients the engine
+	 * kept (SHEAF_CACHE_F_KEEP); owner_freed (above) those it freed.
+	 * Engine only; former padding. */
+	_Atomic uint64_t owner_kept;
 };
 _Static_assert(sizeof(struct shm_cache) == 2 * SHEAF_CACHELINE, "cache size");
 

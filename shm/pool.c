@@ -96,6 +96,8 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_lane_stats = o;   o += (uint64_t)h->max_lanes * h->lane_stride;
 	o = align_up(o, PAGE);
 	h->off_inuse = o;        o += frames * SLAB_BITMAP_WORDS * 8;
+	o = align_up(o, PAGE);
+	h->off_tags = o;         o += frames * SLAB_MAX_OBJS * sizeof(otag_t);
 	o = align_up(o, HUGE_PAGE_SIZE);
 	h->off_data = o;         o += frames << SLAB_SHIFT;
 	h->region_size = o;
@@ -110,7 +112,8 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 		     h->off_sheaves < h->off_rings && h->off_rings < h->off_barns &&
 		     h->off_barns < h->off_nodes && h->off_nodes < h->off_lane_hwm &&
 		     h->off_lane_hwm < h->off_lanes && h->off_lanes < h->off_lane_stats &&
-		     h->off_lane_stats < h->off_inuse && h->off_inuse < h->off_data);
+		     h->off_lane_stats < h->off_inuse && h->off_inuse < h->off_tags &&
+		     h->off_tags < h->off_data);
 	SHEAF_ASSERT(h->off_rw % PAGE == 0 && h->off_owners == h->off_rw &&
 		     h->off_data % PAGE == 0 && h->off_sheaves % SHEAF_CACHELINE == 0 &&
 		     h->off_frame_owner % PAGE == PAGE / 2 + SHEAF_CACHELINE / 2);
@@ -167,7 +170,8 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	    h->off_lane_hwm != want.off_lane_hwm || h->off_lane_stats != want.off_lane_stats ||
 	    h->lane_stride != want.lane_stride ||
 	    h->off_rcu != want.off_rcu ||
-	    h->off_queues != want.off_queues)
+	    h->off_queues != want.off_queues ||
+	    h->off_tags != want.off_tags)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
 	return 0;
@@ -208,6 +212,7 @@ static void pool_bind(struct shm_pool *p)
 	p->lane_hwm = (struct shm_lane_hwm *)(p->base + h->off_lane_hwm);
 	p->lane_stats = p->base + h->off_lane_stats;
 	p->lane_stride = h->lane_stride;
+	p->tags = (_Atomic otag_t *)(p->base + h->off_tags);
 	p->data = p->base + h->off_data;
 	p->data_off = h->off_data;
 	p->data_len = (uint64_t)h->nodes * h->node_bytes;

@@ -20,6 +20,9 @@
 #include "debug.h"
 #include "layout.h"
 
+/* An owner tag (shm/owner.h): 0, a client id + 1, or a special value. */
+typedef uint16_t otag_t;
+
 struct shm_pool {
 	char *base;                  /* mapping of the whole region */
 	size_t size;
@@ -57,6 +60,7 @@ struct shm_pool {
 	struct shm_lane_hwm *lane_hwm;  /* SHARED */
 	char *lane_stats;            /* base + off_lane_stats */
 	uint64_t lane_stride;
+	_Atomic otag_t *tags;       /* owner tags (owner.h) */
 	char *data;                  /* base + off_data */
 	uint64_t data_off;           /* off_data */
 	uint64_t data_len;           /* nodes * node_bytes */

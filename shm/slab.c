@@ -14,6 +14,7 @@
 #include <string.h>
 #include "debug.h"
 #include "slab.h"
+#include "owner.h"
 
 int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
 		  uint32_t *objs_per_slab)
@@ -192,6 +193,7 @@ static void slab_init(struct shm_pool *p, const struct shm_cache *c, uint32_t f)
 	p->slabs[f].nfree = n;
 	p->slabs[f].hint = 0;
 	p->slabs[f].list = SL_NONE;
+	owner_slab_init(p, c, f);
 }
 
 static uint32_t do_take_from_slab(struct shm_pool *p, const struct shm_cache *c,

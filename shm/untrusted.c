@@ -69,7 +69,7 @@ int untrusted_cache_valid(const struct shm_cache *sc, char *why, size_t len)
 		return why_bad(why, len, "slab bytes %u", sc->slab_bytes);
 	if (cap > SHEAF_CAP_MAX)
 		return why_bad(why, len, "sheaf capacity %u", cap);
-	if (sc->flags & ~SHEAF_CACHE_F_DEBUG)
+	if (sc->flags & ~SHEAF_CACHE_F_ALL)
 		return why_bad(why, len, "flags 0x%x", sc->flags);
 	if (memchr(sc->name, '\0', SHEAF_NAME_MAX) == NULL || sc->name[0] == '\0')
 		return why_bad(why, len, "name (%u bytes, unterminated or empty)", SHEAF_NAME_MAX);

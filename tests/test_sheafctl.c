@@ -283,7 +283,9 @@ START_TEST(test_clients)
 	ck_assert_uint_le(ju64(c, "attached_since"), (uint64_t)time(NULL) + 2);
 	ck_assert_uint_ge(ju64(c, "sheaves_held"), 1);
 	ck_assert_uint_eq(ju64(c, "objects_in_use"), 500);
-	ck_assert_int_eq((int)c->n, 7);
+	/* owned: objects held per owned cache (none here: "cl" is plain) */
+	ck_assert_int_eq((int)jreq(c, "owned", J_OBJ)->n, 0);
+	ck_assert_int_eq((int)c->n, 8);
 	jv_free(v);
 
 	CTL(&r, "destroy", "cl");                        /* objects in use */

@@ -150,6 +150,14 @@ static int name_width(Sheaf__V1__CacheInfo **ci, size_t n)
 	return w;
 }
 
+/* A cache's flags in words: "debug", "owned", "owned,keep", "-". */
+static const char *flags_str(uint32_t f)
+{
+	static const char *const names[8] = { "-", "debug", "owned", "debug,owned", "keep",
+					      "debug,keep", "owned,keep", "debug,owned,keep" };
+	return names[f & 7u];
+}
+
 static void caches_table(const Sheaf__V1__CacheListResponse *cl)
 {
 	int w = name_width(cl->caches, cl->n_caches);
@@ -162,7 +170,7 @@ static void caches_table(const Sheaf__V1__CacheListResponse *cl)
 		printf("%3u %-*s %6u %5u %8u %8u %11u %8u %9u %10u %s\n", ci->id, w, ci->name,
 		       ci->object_size, ci->align, ci->objects_per_slab, ci->sheaf_capacity,
 		       ci->min_partial, ci->barn_low, ci->barn_high, ci->barn_limit,
-		       ci->flags & 1u ? "debug" : "-");
+		       flags_str(ci->flags));
 	}
 }
 
@@ -197,7 +205,7 @@ struct create_args {
 	Sheaf__V1__CacheCreateRequest *rq;
 };
 
-enum { OPT_ALIGN = 0x200, OPT_CAPACITY, OPT_DEBUG, OPT_POOL };
+enum { OPT_ALIGN = 0x200, OPT_CAPACITY, OPT_DEBUG, OPT_POOL, OPT_OWNED, OPT_KEEP };
 
 static int create_opt(void *arg, int opt, const char *val)
 {
@@ -218,6 +226,12 @@ static int create_opt(void *arg, int opt, const char *val)
 	case OPT_DEBUG:
 		a->rq->flags |= 1u;
 		return CTL_OK;
+	case OPT_OWNED:
+		a->rq->flags |= 2u;            /* SHEAF_CACHE_OWNED */
+		return CTL_OK;
+	case OPT_KEEP:
+		a->rq->flags |= 2u | 4u;       /* owned, keep */
+		return CTL_OK;
 	default:
 		return ctl_usage(a->c, "unexpected option");
 	}
@@ -226,8 +240,9 @@ static int create_opt(void *arg, int opt, const char *val)
 static void print_cache_line(const char *verb, const Sheaf__V1__CacheInfo *ci)
 {
 	printf("%s cache '%s': id %u, object size %u B, align %u, %u objects per slab, "
-	       "sheaf_capacity %u%s\n", verb, ci->name, ci->id, ci->object_size, ci->align,
-	       ci->objects_per_slab, ci->sheaf_capacity, ci->flags & 1u ? ", debug" : "");
+	       "sheaf_capacity %u%s%s\n", verb, ci->name, ci->id, ci->object_size, ci->align,
+	       ci->objects_per_slab, ci->sheaf_capacity, ci->flags ? ", " : "",
+	       ci->flags ? flags_str(ci->flags) : "");
 }
 
 int cmd_create(struct ctl *c, int argc, char **argv)
@@ -236,6 +251,8 @@ int cmd_create(struct ctl *c, int argc, char **argv)
 		{ "align", required_argument, NULL, OPT_ALIGN },
 		{ "capacity", required_argument, NULL, OPT_CAPACITY },
 		{ "debug", no_argument, NULL, OPT_DEBUG },
+		{ "owned", no_argument, NULL, OPT_OWNED },
+		{ "keep", no_argument, NULL, OPT_KEEP },
 		{ NULL, 0, NULL, 0 },
 	};
 	Sheaf__V1__CacheCreateRequest body = SHEAF__V1__CACHE_CREATE_REQUEST__INIT;
@@ -436,6 +453,23 @@ int cmd_tune(struct ctl *c, int argc, char **argv)
 
 /* ---- clients ------------------------------------------------------------- */
 
+/* Owned caches' objects as "cache=N cache=N", "-" when none; a newline. */
+static void owned_print(Sheaf__V1__OwnedObjects *const *o, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		printf("%s%s=%llu", k ? " " : "", o[k]->cache, (unsigned long long)o[k]->objects);
+	printf("%s\n", n ? "" : "-");
+}
+
+static void owned_json(struct jw *w, const char *key, Sheaf__V1__OwnedObjects *const *o,
+		       size_t n)
+{
+	jw_obj(w, key);
+	for (size_t k = 0; k < n; k++)
+		jw_u64(w, o[k]->cache, o[k]->objects);
+	jw_end(w, '}');
+}
+
 static void clients_table(const Sheaf__V1__ClientsResponse *cr)
 {
 	int w = 4;
@@ -444,13 +478,18 @@ static void clients_table(const Sheaf__V1__ClientsResponse *cr)
 	for (size_t i = 0; i < cr->n_clients; i++)
 		if ((int)strlen(cr->clients[i]->name) > w)
 			w = (int)strlen(cr->clients[i]->name);
-	printf("%3s %8s %-*s %6s %-19s %8s %12s\n", "ID", "PID", w, "NAME", "UID", "ATTACHED",
-	       "SHEAVES", "IN_USE");
+	printf("%3s %8s %-*s %6s %-19s %8s %12s %s\n", "ID", "PID", w, "NAME", "UID", "ATTACHED",
+	       "SHEAVES", "IN_USE", "OWNED");
 	for (size_t i = 0; i < cr->n_clients; i++) {
 		const Sheaf__V1__ClientInfo *ci = cr->clients[i];
-		printf("%3u %8u %-*s %6u %-19s %8u %12lld\n", ci->id, ci->pid, w, ci->name, ci->uid,
+		printf("%3u %8u %-*s %6u %-19s %8u %12lld ", ci->id, ci->pid, w, ci->name, ci->uid,
 		       fmt_time(t, sizeof(t), ci->attached_since), ci->sheaves_held,
 		       (long long)ci->objects_in_use);
+		owned_print(ci->owned, ci->n_owned);
+	}
+	if (cr->n_kept > 0) {
+		printf("kept (of dead clients): ");
+		owned_print(cr->kept, cr->n_kept);
 	}
 }
 
@@ -470,9 +509,11 @@ static void clients_json(const Sheaf__V1__ClientsResponse *cr)
 		jw_u64(&w, "attached_since", ci->attached_since);
 		jw_u64(&w, "sheaves_held", ci->sheaves_held);
 		jw_i64(&w, "objects_in_use", ci->objects_in_use);
+		owned_json(&w, "owned", ci->owned, ci->n_owned);
 		jw_end(&w, '}');
 	}
 	jw_end(&w, ']');
+	owned_json(&w, "kept", cr->kept, cr->n_kept);
 	json_close(&w);
 }
 

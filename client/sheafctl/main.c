@@ -79,7 +79,8 @@ static const struct cmd cmds[] = {
 	{ "clients", cmd_clients,
 	  "Usage: sheafctl clients [-o json]\n"
 	  "List the attached processes: id, pid, name, uid, attach time, sheaves\n"
-	  "held and objects in use.\n\n"
+	  "held, objects in use and, per owned cache (create --owned), the objects\n"
+	  "it holds; then the objects kept of dead clients (create --keep).\n\n"
 	  COMMON_OPTS },
 	{ "names", cmd_names,
 	  "Usage: sheafctl names [-o json]\n"
@@ -88,11 +89,16 @@ static const struct cmd cmds[] = {
 	  COMMON_OPTS },
 	{ "create", cmd_create,
 	  "Usage: sheafctl create NAME SIZE [--align N] [--capacity N] [--debug]\n"
+	  "       [--owned | --keep]\n"
 	  "Create a cache of SIZE-byte objects (K suffix allowed).\n\n"
 	  "      --align N        alignment, a power of two 8..4096 (default 8)\n"
 	  "      --capacity N     objects per sheaf, 0..256 (0 disables sheaves;\n"
 	  "                       default: by object size)\n"
 	  "      --debug          track every object (catch double frees at once)\n"
+	  "      --owned          record each object's holder: sheafd frees what a\n"
+	  "                       dead client held\n"
+	  "      --keep           as --owned, but a dead client's objects are kept\n"
+	  "                       and reported (sheafctl clients, stats owner_kept)\n"
 	  COMMON_OPTS },
 	{ "destroy", cmd_destroy,
 	  "Usage: sheafctl destroy NAME\n"

@@ -197,6 +197,10 @@ static void build_report(struct report *rep, const Sheaf__V1__CacheStats *cs,
 		r->node[n] = cs->nodes[n]->slab_bytes;
 	NODE_FIELD_ROW(rep, cs, barn_full, 1);
 	NODE_FIELD_ROW(rep, cs, barn_empty, 1);
+	if (ci->flags & 2u) {            /* owned: a dead client's objects */
+		add_row(rep, "owner_freed", cs->owner_freed);
+		add_row(rep, "owner_kept", cs->owner_kept);
+	}
 	rep->first_counter = rep->n_rows;
 	if (cs->n_nodes == 0)
 		return;

@@ -52,6 +52,7 @@ struct options {
 	const char *socket;     /* sheaf/sheaf0 through this sheafd; NULL: local */
 	unsigned procs;         /* w1/w2 in N processes; 0: in this process */
 	bool quick;
+	bool owned;              /* --owned: SHEAF_CACHE_OWNED caches */
 	bool json;
 };
 

@@ -61,7 +61,7 @@
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w1 --procs 2
  * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b
  *          --batch B  --size BYTES  --count N  --capacity N  --socket PATH
- *          --procs N  --quick  --json  --help
+ *          --procs N  --quick  --json  --owned  --help
  */
 #include <errno.h>
 #include <getopt.h>
@@ -436,17 +436,19 @@ static void connect_pool(struct contender *c, const struct options *o)
 /* sheafd's caches outlive us: create ours, or open it when an earlier run
  * (or the other process of this run) made it.  The name carries the size
  * and capacity, so an opened cache is the one asked for. */
-static sheaf_cache_t *cache_create_or_open(struct contender *c, int capacity)
+static sheaf_cache_t *cache_create_or_open(struct contender *c, int capacity, bool owned)
 {
-	struct sheaf_cache_config ccfg = { .capacity = capacity };
+	struct sheaf_cache_config ccfg = { .capacity = capacity,
+					   .flags = owned ? SHEAF_CACHE_OWNED : 0 };
 	sheaf_cache_t *cache;
 	char name[48];
 
 	if (capacity == SHEAF_CAPACITY_DEFAULT)
-		snprintf(name, sizeof(name), "sb-sheaf-%zu-cdef", c->size);
+		snprintf(name, sizeof(name), "sb-sheaf-%zu-cdef%s", c->size,
+			 owned ? "-own" : "");
 	else
-		snprintf(name, sizeof(name), "sb-sheaf-%zu-c%d", c->size,
-			 capacity);
+		snprintf(name, sizeof(name), "sb-sheaf-%zu-c%d%s", c->size,
+			 capacity, owned ? "-own" : "");
 	cache = sheaf_cache_create(c->pool, name, c->size, &ccfg);
 	if (!cache && errno == EEXIST && c->connected)
 		cache = sheaf_cache_open(c->pool, name);
@@ -465,7 +467,7 @@ static void contender_open_sheaf(struct contender *c, const struct options *o)
 		connect_pool(c, o);
 	else
 		open_local_pool(c, o);
-	c->cache = cache_create_or_open(c, capacity);
+	c->cache = cache_create_or_open(c, capacity, o->owned);
 	if (capacity >= 0 && sheaf_cache_capacity(c->cache) != (unsigned)capacity)
 		die("cache capacity is %u, asked for %d",
 		    sheaf_cache_capacity(c->cache), capacity);
@@ -670,6 +672,7 @@ static void usage(FILE *f)
 		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b] [--batch B]\n"
 		"                  [--size BYTES] [--count N] [--capacity N]\n"
 		"                  [--socket PATH] [--procs N] [--quick] [--json]\n"
+		"                  [--owned]\n"
 		"  w1: alloc+free pairs (N default 10^8), ns/pair\n"
 		"  w2: batches of B (default %d) allocs then frees, N timed ops\n"
 		"      (default 2*10^7, at least %d rounds), ns/op\n"
@@ -682,6 +685,7 @@ static void usage(FILE *f)
 		"  --procs: w1/w2 in N processes at once (max %d), Mops/proc/s\n"
 		"  --capacity: sheaf capacity 0..256 (--alloc sheaf only)\n"
 		"  --quick: divide N by %d\n"
+		"  --owned: the cache is SHEAF_CACHE_OWNED (sheaf/sheaf0)\n"
 		"  malloc uses whatever allocator is LD_PRELOADed (glibc if none)\n",
 		W2_DEFAULT_BATCH, W2_MIN_ROUNDS, W6_DEFAULT_SAMPLES, MAX_PROCS,
 		QUICK_DIVISOR);
@@ -720,6 +724,7 @@ static const struct option long_options[] = {
 	{ "socket",   required_argument, NULL, 'S' },
 	{ "procs",    required_argument, NULL, 'p' },
 	{ "quick",    no_argument,       NULL, 'q' },
+	{ "owned",    no_argument,       NULL, 'o' },
 	{ "json",     no_argument,       NULL, 'j' },
 	{ "help",     no_argument,       NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
@@ -756,6 +761,9 @@ static void parse_one(struct options *o, int ch, const char *arg)
 		break;
 	case 'q':
 		o->quick = true;
+		break;
+	case 'o':
+		o->owned = true;
 		break;
 	case 'j':
 		o->json = true;

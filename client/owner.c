@@ -1,0 +1,41 @@
+/*
+ * owner.c - the queue hooks of client/owner.h: move an object's owner tag
+ * (shm/owner.h) when a shared queue hands it from one process to another.
+ */
+#include "client/internal.h"
+#include "client/owner.h"
+#include "shm/owner.h"
+#include "shm/slab.h"
+
+/* The tag of @obj when it is an object of an owned cache of @pool, else
+ * NULL.  The cache is the frame's (the owner map: engine-owned). */
+static _Atomic otag_t *tag_of_obj(struct sheaf_pool *pool, void *obj)
+{
+	struct shm_pool *p = &pool->shm;
+	uint64_t off = (uint64_t)((char *)obj - p->base);
+	uint32_t c;
+
+	if (obj == NULL || off - p->data_off >= p->data_len)
+		return NULL;
+	c = at_load_acquire(&p->frame_owner[pool_frame_of(p, off)]);
+	if (c >= p->max_caches || !(p->caches[c].flags & SHEAF_CACHE_F_OWNED) ||
+	    slab_validate(p, c, off) != 0)
+		return NULL;
+	return owner_tag(p, &p->caches[c], off);
+}
+
+void owner_on_enqueue(struct sheaf_pool *pool, void *obj)
+{
+	_Atomic otag_t *t = tag_of_obj(pool, obj);
+
+	if (t != NULL)
+		at_store_release(t, OWNER_TAG_QUEUED);
+}
+
+void owner_on_dequeue(struct sheaf_pool *pool, void *obj)
+{
+	_Atomic otag_t *t = tag_of_obj(pool, obj);
+
+	if (t != NULL)
+		at_store_release(t, owner_tag_client(pool->client));
+}

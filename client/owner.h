@@ -1,0 +1,34 @@
+/*
+ * owner.h - libsheaf's hooks for modules that move objects between
+ * processes without a free and an alloc (the shared queues): they keep the
+ * owner tags of SHEAF_CACHE_OWNED caches true (shm/owner.h,
+ * docs/design.md "Object ownership").  Internal to libsheaf (never
+ * installed).
+ *
+ * Who may call: the queue module, for each object it hands over; any
+ * thread of a process attached to @pool.  Both are no-ops for an object of
+ * a cache that is not owned, and for a pointer that is no object of
+ * @pool (the queue validates its own input; these never fail).
+ */
+#ifndef SHEAF_CLIENT_OWNER_H
+#define SHEAF_CLIENT_OWNER_H
+
+struct sheaf_pool;
+
+/*
+ * Before @obj becomes visible in a queue (before the enqueue's publishing
+ * step): it is held by no process while queued (OWNER_TAG_QUEUED), so the
+ * producer's death leaves it where it is.  A producer killed after this
+ * and before its enqueue completes leaves the object tagged QUEUED: the
+ * queue's own repair must then either complete the enqueue or free it.
+ */
+void owner_on_enqueue(struct sheaf_pool *pool, void *obj);
+
+/*
+ * After a dequeue took @obj (the caller now holds it): it becomes the
+ * calling process's, so its death frees it (or keeps it) like one it
+ * allocated.
+ */
+void owner_on_dequeue(struct sheaf_pool *pool, void *obj);
+
+#endif
