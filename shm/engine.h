@@ -36,6 +36,7 @@ struct engine {
 	uint32_t nworkers;
 	_Atomic int stop;                  /* seq_cst: asks the workers to exit */
 	uint32_t *ids;                     /* under ctl_lock: sheaf id buffer */
+	struct engine_mend *mend;          /* spoiled-ring rebuilds (engine_mend.c) */
 };
 
 /* Parameters of a new cache; zero fields take defaults. */

@@ -65,10 +65,11 @@ static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
  * barn gets the verdict "starved" (its waiters stop waiting, the worker
  * counts no work: no endless refill of a ring that takes nothing).
  */
-static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
+static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 			     uint32_t want, uint32_t cap, uint32_t waiters,
 			     struct ring_intent *in, int *starved)
 {
+	struct shm_pool *p = e->pool;
 	struct ring_ref full = pool_full_ref(p, c, n);
 	uint64_t objs[SHEAF_CAP_MAX];
 	uint32_t work = 0;
@@ -81,6 +82,10 @@ static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
 		uint32_t got;
 
 		if (s == SHEAF_ID_NONE) {
+			/* No empty sheaf in the barn or the depot: a pool
+			 * short of sheaves, or a spoiled ring (engine_mend.c). */
+			engine_ring_suspect(e, RING_DEPOT, in);
+			engine_ring_suspect(e, ring_empty_id(c, n, p->nodes), in);
 			*starved = work == 0;
 			break;
 		}
@@ -95,6 +100,7 @@ static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
 		sheaf_set_size(sh, got);
 		if (rr_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
 			untrusted_note(UT_RING, 1);
+			engine_ring_suspect(e, full.id, in);
 			slab_free_objs(p, c, objs, got);
 			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
 			*starved = 1;
@@ -162,6 +168,9 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	uint32_t limit = w.limit, work = 0;
 	int starved = 0;
 
+	/* A ring whose positions are impossible is rebuilt (engine_mend.c). */
+	engine_ring_glance(e, full.id, in);
+	engine_ring_glance(e, empty.id, in);
 	if (cap == 0)
 		cap = engine_default_capacity(sc->obj_size);
 	/* The descriptor is engine-owned, but a refill writes objs[cap]:
@@ -178,14 +187,16 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	else if ((cnt < w.low && !(waiters && cnt > 0)) || (waiters && cnt == 0)) {
 		uint32_t want = w.high > cnt ? w.high - cnt : 1;
 
-		work = stock_refill(p, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
+		work = stock_refill(e, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
 				    cap, waiters, in, &starved);
 		cnt += work;            /* at most high (or 1): nothing to flush */
 	}
 	for (uint32_t k = 0; cnt > limit && k < STOCK_PASS_MAX; k++) {
 		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
-		if (s == SHEAF_ID_NONE)
+		if (s == SHEAF_ID_NONE) {
+			engine_ring_suspect(e, full.id, in);  /* counted, none */
 			break;
+		}
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
 		cnt--;
 		work++;
@@ -200,6 +211,7 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 	struct shm_pool *p = e->pool;
 	uint32_t work = 0;
 
+	engine_ring_glance(e, RING_DEPOT, in);
 	for (uint32_t c = 0; c < SHEAF_MAX_CACHES; c++)
 		/* Acquire: pairs with the release store of CACHE_LIVE in
 		 * engine_cache_create (the cache's fields are then seen). */
