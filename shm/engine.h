@@ -139,4 +139,8 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
  */
 int engine_reclaim_client(struct engine *e, uint32_t client);
 
+/* Forget the spoiled-ring vets' state (engine_mend.c: rate limits and
+ * suspicions): for the fuzzer, which starts each input from one snapshot. */
+void engine_mend_reset(struct engine *e);
+
 #endif

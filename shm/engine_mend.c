@@ -14,13 +14,14 @@
  * Vetting (cheap first): engine_ring_glance checks a ring's positions in
  * O(1) (tail - head within the ring's size, give or take one in-flight
  * operation per lane) on every pass; engine_ring_suspect is called on a
- * symptom (a pass found no empty sheaf, a put or get that failed, clients
- * waiting on a barn) and, at most once per MEND_VET_GAP_NS per ring, counts
- * the sheaves the owner table (owners[], client-writable but arbitrated by
- * CAS) places in the ring against those a consumer can reach
- * (rr_reachable).  A ring is spoiled when its positions are impossible, or
- * when sheaves marked as in it are unreachable on two vets in a row (one
- * put in flight makes a single vet see one unreachable).
+ * symptom (a refill that found no empty sheaf, a put into a full ring that
+ * failed, a full ring that counts sheaves but gives none) and, at most once
+ * per MEND_VET_GAP_NS per ring, looks for a sheaf the owner table
+ * (owners[], client-writable but arbitrated by CAS) places in the ring that
+ * no consumer can reach (not in a slot of [head, tail) of the right lap).
+ * A ring is spoiled when its positions are impossible, or when the same
+ * sheaf is unreachable on two vets a gap apart (a put in flight is
+ * unreachable for a moment only).
  *
  * Rebuild (rr_reset, then a claim): the ring is reset to an empty lap; every
  * sheaf the owner table marks as in it is claimed by CAS (a concurrent
@@ -236,4 +237,18 @@ void engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in)
 
 	if (positions_impossible(&rr))
 		engine_ring_suspect(e, id, in);
+}
+
+void engine_mend_reset(struct engine *e)
+{
+	struct engine_mend *m = e->mend;
+
+	if (m == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (uint32_t r = 0; r < m->nrings; r++) {
+		m->next_vet[r] = 0;
+		m->suspect[r] = SHEAF_ID_NONE;
+	}
+	pthread_mutex_unlock(&m->lock);
 }

@@ -235,24 +235,6 @@ void rr_reset(const struct ring_ref *rr)
 	r->nsheaves = rr->nsheaves;
 }
 
-uint32_t rr_reachable(const struct ring_ref *rr, _Atomic uint32_t *owners)
-{
-	const uint32_t mine = OWNER_RING(rr->id);
-	uint32_t h = at_load_acquire(&rr->r->head);
-	uint32_t span = rr_count(rr), ok = 0;
-
-	for (uint32_t k = 0; k < span; k++) {
-		uint32_t p = h + k;
-		uint64_t v = at_load_acquire(slot_at(rr, p));
-		uint32_t s = slot_id(v);
-
-		if (slot_seq(v) == p - (p & rr->mask) + 1 && s < rr->nsheaves &&
-		    at_load_acquire(&owners[s]) == mine)
-			ok++;
-	}
-	return ok;
-}
-
 uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
 			  struct ring_intent *in, uint32_t dead_owner)
 {

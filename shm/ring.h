@@ -217,13 +217,6 @@ uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
  */
 void rr_reset(const struct ring_ref *rr);
 
-/*
- * Items of @rr a consumer can reach: full slots of the lap of each position
- * in [head, tail) whose sheaf the owner table says is in this ring (at most
- * the ring's size).  O(size); a hint under concurrent use.
- */
-uint32_t rr_reachable(const struct ring_ref *rr, _Atomic uint32_t *owners);
-
 /* Whether a slot of @rr holds @sheaf in the "full" state (repair/checker). */
 int rr_holds(const struct ring_ref *rr, uint32_t sheaf);
 

@@ -351,6 +351,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	restore();
+	engine_mend_reset(&eng);
 	flags = data[0];
 	apply(data + 1, size - 1);
 
