@@ -14,9 +14,11 @@
  * Vetting (cheap first): engine_ring_glance checks a ring's positions in
  * O(1) (tail - head within the ring's size, give or take one in-flight
  * operation per lane) on every pass; engine_ring_suspect is called on a
- * symptom (a refill that found no empty sheaf, a put into a full ring that
- * failed, a full ring that counts sheaves but gives none) and, at most once
- * per MEND_VET_GAP_NS per ring, looks for a sheaf the owner table
+ * symptom (today one: a refill that found no empty sheaf suspects the
+ * depot; a barn's rings are rebuilt on impossible positions only, since
+ * symptom vets of barn rings made test_hostile's idle sheafd busy now and
+ * then, cause not found) and, at most once
+ * per MEND_VET_GAP_NS per ring (and MEND_ANY_GAP_NS for all), looks for a sheaf the owner table
  * (owners[], client-writable but arbitrated by CAS) places in the ring that
  * no consumer can reach (not in a slot of [head, tail) of the right lap).
  * A ring is spoiled when its positions are impossible, or when the same
@@ -50,8 +52,11 @@
 #include "engine_internal.h"
 #include "futex.h"
 
-/* Least time between two deep vets of one ring. */
-#define MEND_VET_GAP_NS (10 * 1000 * 1000)
+/* Least time between two deep vets of one ring, and of any two rings: a
+ * vet reads the whole owner table, and the symptoms that call for one (a
+ * starved barn) can last; the worker's CPU for vets stays near 1%. */
+#define MEND_VET_GAP_NS (50 * 1000 * 1000)
+#define MEND_ANY_GAP_NS (10 * 1000 * 1000)
 /* Operations in flight that can skew tail - head transiently (a consumer
  * that helped head past a tail its producer has not moved yet). */
 #define MEND_SLACK      (SHEAF_MAX_LANES + 8u)
@@ -59,6 +64,7 @@
 struct engine_mend {
 	pthread_mutex_t lock;
 	uint32_t nrings;
+	int64_t next_any;        /* no deep vet of any ring before this time */
 	uint32_t *ids;           /* claimed sheaves of one rebuild */
 	int64_t *next_vet;       /* per ring: no deep vet before this time */
 	uint32_t *suspect;       /* per ring: the unreachable sheaf the last
@@ -212,12 +218,13 @@ void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 	if (m == NULL || id >= m->nrings || pthread_mutex_trylock(&m->lock) != 0)
 		return;
 	now = clock_ns();
-	if (now >= m->next_vet[id]) {
+	if (now >= m->next_vet[id] && now >= m->next_any) {
 		struct ring_ref rr = pool_ring_ref(p, id);
 		uint32_t s = positions_impossible(&rr) ? SHEAF_ID_NONE :
 			     unreachable_sheaf(p, &rr, m->seen);
 
 		m->next_vet[id] = now + MEND_VET_GAP_NS;
+		m->next_any = now + MEND_ANY_GAP_NS;
 		/* Spoiled: impossible positions, or the same sheaf marked as
 		 * in the ring yet unreachable on two vets a gap apart (a put
 		 * in flight is unreachable for a few instructions only). */
@@ -246,6 +253,7 @@ void engine_mend_reset(struct engine *e)
 	if (m == NULL)
 		return;
 	pthread_mutex_lock(&m->lock);
+	m->next_any = 0;
 	for (uint32_t r = 0; r < m->nrings; r++) {
 		m->next_vet[r] = 0;
 		m->suspect[r] = SHEAF_ID_NONE;

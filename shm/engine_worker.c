@@ -85,7 +85,6 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 			/* No empty sheaf in the barn or the depot: a pool
 			 * short of sheaves, or a spoiled ring (engine_mend.c). */
 			engine_ring_suspect(e, RING_DEPOT, in);
-			engine_ring_suspect(e, ring_empty_id(c, n, p->nodes), in);
 			*starved = work == 0;
 			break;
 		}
@@ -100,7 +99,6 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 		sheaf_set_size(sh, got);
 		if (rr_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
 			untrusted_note(UT_RING, 1);
-			engine_ring_suspect(e, full.id, in);
 			slab_free_objs(p, c, objs, got);
 			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
 			*starved = 1;
@@ -193,10 +191,8 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	}
 	for (uint32_t k = 0; cnt > limit && k < STOCK_PASS_MAX; k++) {
 		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
-		if (s == SHEAF_ID_NONE) {
-			engine_ring_suspect(e, full.id, in);  /* counted, none */
+		if (s == SHEAF_ID_NONE)
 			break;
-		}
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
 		cnt--;
 		work++;
