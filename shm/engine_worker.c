@@ -82,9 +82,6 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 		uint32_t got;
 
 		if (s == SHEAF_ID_NONE) {
-			/* No empty sheaf in the barn or the depot: a pool
-			 * short of sheaves, or a spoiled ring (engine_mend.c). */
-			engine_ring_suspect(e, RING_DEPOT, in);
 			*starved = work == 0;
 			break;
 		}

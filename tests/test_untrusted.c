@@ -189,10 +189,11 @@ static unsigned hold_many(sheaf_cache_t *c, void **o, unsigned n, int64_t deadli
 
 /*
  * A spoiled depot (and a spoiled barn ring) is rebuilt without a restart.
- * The rings are spoiled three ways: the depot's head moved 200 past its
- * tail (plausible positions, nothing reachable: found by the owner table on
- * two vets), the depot's slots overwritten (every slot of another lap), and
- * cache "mine"'s full ring given impossible positions.  Then the cache is
+ * The rings are spoiled three ways: the depot's head moved far past its
+ * tail, the depot's slots overwritten (every slot of another lap) and its
+ * tail moved far ahead, and cache "mine"'s full ring given impossible
+ * positions (the engine rebuilds rings on impossible positions only:
+ * engine_mend.c).  Then the cache is
  * shrunk (its empty sheaves go to the depot) and must hold @n objects
  * again, which takes the depot's sheaves: without the rebuild it starves
  * (every alloc fails after the pool's 100 ms wait).  Each time the cache
@@ -218,10 +219,12 @@ START_TEST(spoiled_depot_rebuilt)
 
 		if (how == 0) {
 			uint32_t t = at_load_relaxed(&depot.r->tail);
-			at_store_relaxed(&depot.r->head, t + 200);
+			at_store_relaxed(&depot.r->head, t + 100000);
 		} else if (how == 1) {
+			uint32_t h = at_load_relaxed(&depot.r->head);
 			for (uint32_t i = 0; i <= depot.mask; i++)
 				at_store_relaxed(&depot.r->slots[i], 0x1234567800000001ull + i);
+			at_store_relaxed(&depot.r->tail, h + 0x10000000u);
 		} else {
 			at_store_relaxed(&full.r->head, 0x40000000u);
 		}
