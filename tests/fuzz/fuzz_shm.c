@@ -24,7 +24,7 @@
  * so neither faults again).  Each input starts from the same state.
  * The object data stays the pool's shared mapping (nothing here reads it).
  *
- * Speed (one core, ASan+UBSan): about 6x what a fresh mapping per input
+ * Speed (one core, ASan+UBSan): about 7x what a fresh mapping per input
  * gave, most of the rest being the walks over every lane and object by
  * the checker and the stats, which the Makefile builds without comparison
  * tracing for this target; FUZZ_SHM_VERIFY set in the environment compares
