@@ -35,8 +35,9 @@
  * sheaf the owner table marks as in it is claimed by CAS (a concurrent
  * consumer that loses the CAS looks on, a producer whose sheaf is claimed
  * forgets it: the ring protocol's arbitration, ring.h); the claimed
- * sheaves are put back into the depot (empty; a full ring's objects go
- * back to the slabs first, each validated), for the next pass to refill.
+ * sheaves are put back empty (a full ring's objects go back to the slabs
+ * first, each validated): into the ring itself, or for a full ring into
+ * the depot (put_back), for the next pass to refill.
  * A depot rebuild also takes in the orphans: sheaves whose owner entry
  * names no ring of the pool, a client slot that is free, or nobody at all
  * (their objects validated back too).  Every value read is bounded by the
@@ -173,6 +174,34 @@ static void objects_home(struct shm_pool *p, uint32_t s)
 	sheaf_set_size(sh, 0);
 }
 
+/*
+ * Put the @n claimed (empty) sheaves @ids of rebuilt ring @id back: into
+ * the ring itself when it holds empty sheaves (the depot, a barn's empty
+ * ring: clean, it was just reset), else (a full ring) into the depot, then
+ * the barn's empty ring.  Another ring may be spoiled too, and a put into
+ * a spoiled ring runs to its step limit (ring_steps_max, some 10^5 steps)
+ * before it gives up: after one failure a ring gets no more, and what no
+ * ring takes stays the engine's (lost until an adoption, counted).
+ */
+static void put_back(struct shm_pool *p, uint32_t id, const uint32_t *ids, uint32_t n,
+		     struct ring_intent *in)
+{
+	struct ring_ref to[2];
+	uint32_t nto = 0, k = 0;
+
+	if (id % 2 == 0) {                         /* depot, an empty ring */
+		to[nto++] = pool_ring_ref(p, id);
+	} else {
+		to[nto++] = pool_depot_ref(p);
+		to[nto++] = pool_ring_ref(p, id + 1);      /* the barn's empty ring */
+	}
+	for (uint32_t r = 0; r < nto && k < n; r++)
+		while (k < n && rr_put(&to[r], p->owners, ids[k], OWNER_ENGINE, in) == 0)
+			k++;
+	if (k < n)
+		untrusted_note(UT_RING, n - k);
+}
+
 /* Rebuild ring @id (see the header comment); returns the sheaves put back. */
 static uint32_t ring_rebuild(struct engine *e, uint32_t id, struct ring_intent *in)
 {
@@ -200,11 +229,7 @@ static uint32_t ring_rebuild(struct engine *e, uint32_t id, struct ring_intent *
 			m->ids[n++] = s;
 		}
 	}
-	/* Into the depot, even a barn's: the barn's other ring may be as
-	 * spoiled as this one, and a put into a spoiled ring runs to its step
-	 * limit (ring_steps_max) before it gives up; the next pass refills. */
-	for (uint32_t k = 0; k < n; k++)
-		depot_put(p, m->ids[k], OWNER_ENGINE, in);
+	put_back(p, id, m->ids, n, in);
 	untrusted_note(UT_REBUILT, 1);
 	return n;
 }
