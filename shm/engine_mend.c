@@ -116,13 +116,21 @@ void engine_mend_fini(struct engine *e)
 	e->mend = NULL;
 }
 
-/* Whether @rr's positions are impossible: tail - head outside the ring's
- * size by more than the operations that can be in flight. */
+/*
+ * Whether @rr's positions are impossible: tail - head outside the ring's
+ * size by more than the operations that can be in flight.  Judged on a
+ * stable snapshot only (tail, head, tail, head read twice alike): a worker
+ * preempted between two loads of a busy ring would otherwise see a head
+ * thousands past the tail it read, and rebuild a sane ring.
+ */
 static int positions_impossible(const struct ring_ref *rr)
 {
-	int32_t n = (int32_t)(at_load_relaxed(&rr->r->tail) - at_load_relaxed(&rr->r->head));
+	uint32_t t = at_load_acquire(&rr->r->tail), h = at_load_acquire(&rr->r->head);
+	int32_t n = (int32_t)(t - h);
 
-	return n < -(int32_t)MEND_SLACK || n > (int32_t)(rr_size(rr) + MEND_SLACK);
+	if (n >= -(int32_t)MEND_SLACK && n <= (int32_t)(rr_size(rr) + MEND_SLACK))
+		return 0;
+	return at_load_acquire(&rr->r->tail) == t && at_load_acquire(&rr->r->head) == h;
 }
 
 /*
