@@ -120,6 +120,42 @@ static int sheaf_counts_for(const struct shm_pool *p, uint32_t c, uint32_t o,
 	return o < p->max_clients || o == OWNER_ENGINE;
 }
 
+/*
+ * Mark in @mark the objects free in slab bitmap @bm (of @objs objects) and
+ * return how many; *@beyond is the first bit set past @objs, or UINT32_MAX.
+ * Word by word (a slab has up to 32768 objects, most bitmaps are all ones
+ * or all zeros): the walk stays cheap enough to run often (the fuzzer
+ * runs it per input).
+ */
+static uint32_t mark_free(const uint64_t *bm, uint32_t objs, uint8_t *mark,
+			  uint32_t *beyond)
+{
+	uint32_t pop = 0;
+
+	*beyond = UINT32_MAX;
+	for (uint32_t w = 0; w < SLAB_BITMAP_WORDS; w++) {
+		uint32_t first = w * 64;
+		uint64_t mine = first >= objs ? 0 :
+			objs - first >= 64 ? ~0ull : (1ull << (objs - first)) - 1;
+		uint64_t x = bm[w];
+
+		if (x & ~mine) {
+			*beyond = first + (uint32_t)__builtin_ctzll(x & ~mine);
+			break;
+		}
+		if (x == 0)
+			continue;
+		pop += (uint32_t)__builtin_popcountll(x);
+		if (x == ~0ull) {
+			memset(mark + first, M_FREE, 64);
+			continue;
+		}
+		for (; x != 0; x &= x - 1)
+			mark[first + (uint32_t)__builtin_ctzll(x)] = M_FREE;
+	}
+	return pop;
+}
+
 static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
 		       struct check_report *rep, char *err, size_t errlen)
 {
@@ -155,7 +191,7 @@ static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
 			uint32_t f = n * p->frames_per_node + k;
 			struct shm_slab *sl = &p->slabs[f];
 			uint64_t *bm = pool_bitmap(p, f);
-			uint32_t pop = 0;
+			uint32_t pop, beyond;
 
 			if (at_load_relaxed(&p->frame_owner[f]) != c)
 				continue;
@@ -169,17 +205,9 @@ static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
 				rc = bad(err, errlen, "out of memory");
 				break;
 			}
-			for (uint32_t i = 0; i < sc->objs_per_slab; i++) {
-				if (bm[i / 64] >> (i % 64) & 1) {
-					mark[f][i] = M_FREE;
-					pop++;
-				}
-			}
-			for (uint32_t i = sc->objs_per_slab; i < SLAB_MAX_OBJS; i++)
-				if (bm[i / 64] >> (i % 64) & 1) {
-					rc = bad(err, errlen, "slab %u: bit %u beyond its objects", f, i);
-					break;
-				}
+			pop = mark_free(bm, sc->objs_per_slab, mark[f], &beyond);
+			if (beyond != UINT32_MAX)
+				rc = bad(err, errlen, "slab %u: bit %u beyond its objects", f, beyond);
 			if (rc == 0 && pop != sl->nfree)
 				rc = bad(err, errlen, "slab %u: nfree %u, bitmap %u", f, sl->nfree, pop);
 			if (rc == 0 && ((pop == 0) != (sl->list == SL_FULL) ||
@@ -254,7 +282,10 @@ static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
 	 * cleared here (no live thread can be between those steps for it:
 	 * the object is in no sheaf); one in a sheaf is left to the next
 	 * alloc or free of the object. */
-	for (uint32_t f = 0; f < p->frames_total && rc == 0; f++) {
+	if (rc == 0 && !(sc->flags & SHEAF_CACHE_F_DEBUG))
+		inuse = objects - nfree - insheaf;     /* each marked once, above */
+	for (uint32_t f = 0; f < p->frames_total && rc == 0 &&
+			     (sc->flags & SHEAF_CACHE_F_DEBUG); f++) {
 		if (mark[f] == NULL)
 			continue;
 		for (uint32_t i = 0; i < sc->objs_per_slab; i++) {
@@ -263,7 +294,7 @@ static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
 			int bit = (int)(at_load_relaxed(w) >> (i % 64) & 1);
 
 			inuse += used;
-			if (!(sc->flags & SHEAF_CACHE_F_DEBUG) || bit == used)
+			if (bit == used)
 				continue;
 			if (used) {
 				rc = bad(err, errlen, "object %u of slab %u: in use by the walk, "

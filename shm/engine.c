@@ -34,7 +34,7 @@ int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 	e->ctl_lane = lane_acquire(p, OWNER_ENGINE, 0);
 	for (uint32_t n = 0; n < p->nodes && e->ctl_lane; n++)
 		e->worker_lane[n] = lane_acquire(p, OWNER_ENGINE, n);
-	if (e->ids == NULL || e->ctl_lane == NULL ||
+	if (e->ids == NULL || e->ctl_lane == NULL || engine_mend_init(e) != 0 ||
 	    e->worker_lane[p->nodes - 1] == NULL || grace_init(e) != 0) {
 		engine_fini(e);
 		snprintf(err, errlen, "engine: out of memory or lanes");
@@ -56,6 +56,7 @@ void engine_fini(struct engine *e)
 	e->ctl_lane = NULL;
 	free(e->ids);
 	e->ids = NULL;
+	engine_mend_fini(e);
 	pthread_mutex_destroy(&e->ctl_lock);
 }
 

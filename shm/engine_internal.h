@@ -37,4 +37,16 @@ void engine_sheaf_to_slabs(struct shm_pool *p, uint32_t c, const struct shm_shea
 void engine_flush_sheaf(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
 			uint32_t me, struct ring_intent *in);
 
+/*
+ * Spoiled rings (engine_mend.c): a worker glances at a ring's positions
+ * each pass (O(1)) and suspects a ring on a symptom (no empty sheaf found,
+ * a put or get that failed, clients waiting); a ring found spoiled is
+ * rebuilt from the owner table (its sheaves claimed and put back, and for
+ * the depot the orphaned sheaves too).  Call with no lock held.
+ */
+int engine_mend_init(struct engine *e);
+void engine_mend_fini(struct engine *e);
+void engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in);
+void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in);
+
 #endif

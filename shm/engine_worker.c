@@ -67,10 +67,11 @@ static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
  * barn gets the verdict "starved" (its waiters stop waiting, the worker
  * counts no work: no endless refill of a ring that takes nothing).
  */
-static uint32_t stock_refill(struct shm_pool *p, uint32_t c, uint32_t n,
+static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 			     uint32_t want, uint32_t cap, uint32_t waiters,
 			     struct ring_intent *in, int *starved)
 {
+	struct shm_pool *p = e->pool;
 	struct ring_ref full = pool_full_ref(p, c, n);
 	uint64_t objs[SHEAF_CAP_MAX];
 	uint32_t work = 0;
@@ -167,6 +168,9 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	uint32_t limit = keep > w.limit ? keep : w.limit, work = 0;
 	int starved = 0;
 
+	/* A ring whose positions are impossible is rebuilt (engine_mend.c). */
+	engine_ring_glance(e, full.id, in);
+	engine_ring_glance(e, empty.id, in);
 	if (cap == 0)
 		cap = engine_default_capacity(sc->obj_size);
 	/* The descriptor is engine-owned, but a refill writes objs[cap]:
@@ -183,7 +187,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	else if ((cnt < w.low && !(waiters && cnt > 0)) || (waiters && cnt == 0)) {
 		uint32_t want = w.high > cnt ? w.high - cnt : 1;
 
-		work = stock_refill(p, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
+		work = stock_refill(e, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
 				    cap, waiters, in, &starved);
 		cnt += work;            /* at most high (or 1): nothing to flush */
 	}
@@ -205,6 +209,7 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 	struct shm_pool *p = e->pool;
 	uint32_t work = 0;
 
+	engine_ring_glance(e, RING_DEPOT, in);
 	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++)
 		/* Acquire: pairs with the release store of CACHE_LIVE in
 		 * engine_cache_create (the cache's fields are then seen). */

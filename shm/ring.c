@@ -213,6 +213,28 @@ int rr_holds(const struct ring_ref *rr, uint32_t sheaf)
 	return 0;
 }
 
+void rr_reset(const struct ring_ref *rr)
+{
+	struct shm_ring *r = rr->r;
+	uint32_t t = at_load_relaxed(&r->tail), h = at_load_relaxed(&r->head);
+	uint32_t far = (int32_t)(t - h) >= 0 ? t : h;
+	/* A lap start (a multiple of the size) two laps past both: no
+	 * position a concurrent user loaded before can name it. */
+	uint32_t lap = (far & ~rr->mask) + 2 * rr_size(rr);
+
+	/* Release: a user that reads the new slot value (and then the new
+	 * positions) sees a consistent empty ring. */
+	for (uint32_t i = 0; i < rr_size(rr); i++)
+		at_store_release(&r->slots[i], slot_make(lap, SHEAF_ID_NONE));
+	at_store_release(&r->head, lap);
+	at_store_release(&r->tail, lap);
+	/* The header's copy of the geometry, for tools (never read here). */
+	r->size = rr_size(rr);
+	r->mask = rr->mask;
+	r->id = rr->id;
+	r->nsheaves = rr->nsheaves;
+}
+
 uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
 			  struct ring_intent *in, uint32_t dead_owner)
 {

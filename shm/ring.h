@@ -205,6 +205,18 @@ uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
 		    uint32_t dead, uint32_t reclaimer,
 		    uint32_t *out, uint32_t max_out);
 
+/*
+ * Reset @rr to an empty ring on a fresh lap, whatever its slots, tail and
+ * head say (sheafd's rebuild of a spoiled ring, shm/engine_mend.c): every
+ * slot becomes "free for the producer" of a position past both tail and
+ * head, then head and tail move there.  Safe against concurrent users: a
+ * slot CAS of theirs on an old value fails and they read the new positions;
+ * an item that slips in meanwhile is either reachable on the new lap or a
+ * stale slot (its sheaf no longer RING(id) once the caller has claimed
+ * every sheaf marked so, which it must do after this call).
+ */
+void rr_reset(const struct ring_ref *rr);
+
 /* Whether a slot of @rr holds @sheaf in the "full" state (repair/checker). */
 int rr_holds(const struct ring_ref *rr, uint32_t sheaf);
 

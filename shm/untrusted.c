@@ -20,6 +20,7 @@ const char *const untrusted_names[UT_NR] = {
 	[UT_BARN] = "barn",
 	[UT_OWNER] = "owner",
 	[UT_CACHE] = "cache",
+	[UT_REBUILT] = "ring_rebuilt",
 };
 
 _Atomic uint64_t untrusted_count[UT_NR];

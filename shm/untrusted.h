@@ -40,6 +40,8 @@ enum untrusted_kind {
 	UT_BARN,         /* a barn counter (waiters) out of range */
 	UT_OWNER,        /* an owner-table entry that names nobody (adoption) */
 	UT_CACHE,        /* a cache descriptor invalid: cache quarantined */
+	UT_REBUILT,      /* a spoiled ring rebuilt from the owner table
+			    (engine_mend.c) */
 	UT_NR
 };
 

@@ -169,6 +169,86 @@ START_TEST(ring_positions_and_slots)
 }
 END_TEST
 
+/*
+ * Hold @n objects of @c at once (they need about n / capacity sheaves, most
+ * from the depot), retrying a failed alloc until @deadline_ms: a spoiled
+ * ring starves the cache until the engine rebuilds it (engine_mend.c).
+ * Returns the objects got; @o has room for @n.
+ */
+static unsigned hold_many(sheaf_cache_t *c, void **o, unsigned n, int64_t deadline_ms)
+{
+	unsigned got = 0;
+
+	while (got < n && now_ms() < deadline_ms) {
+		o[got] = sheaf_alloc(c);
+		if (o[got] != NULL)
+			got++;
+	}
+	return got;
+}
+
+/*
+ * A spoiled depot (and a spoiled barn ring) is rebuilt without a restart.
+ * The rings are spoiled three ways: the depot's head moved far past its
+ * tail, the depot's slots overwritten (every slot of another lap) and its
+ * tail moved far ahead, and cache "mine"'s full ring given impossible
+ * positions (the engine rebuilds rings on impossible positions only:
+ * engine_mend.c).  Then the cache is
+ * shrunk (its empty sheaves go to the depot) and must hold @n objects
+ * again, which takes the depot's sheaves: without the rebuild it starves
+ * (every alloc fails after the pool's 100 ms wait).  Each time the cache
+ * recovers within 2 s, the rebuild is counted, and the checker passes.
+ */
+START_TEST(spoiled_depot_rebuilt)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *mine = mkcache(p, "mine", 64, 16, 0);
+	sheaf_cache_t *other = mkcache(p, "other", 64, 16, 0);
+	struct ring_ref depot = pool_depot_ref(&p->shm);
+	struct ring_ref full = pool_full_ref(&p->shm, mine->id, 0);
+	const unsigned n = 700 * 16;              /* 700 of 1024 sheaves */
+	void **o = calloc(n, sizeof(*o));
+
+	ck_assert_ptr_nonnull(o);
+	churn(mine, 400);
+	churn(other, 400);
+	for (int how = 0; how < 3; how++) {
+		uint64_t before = untrusted_count[UT_REBUILT];
+		int64_t t0 = now_ms();
+		unsigned got;
+
+		if (how == 0) {
+			uint32_t t = at_load_relaxed(&depot.r->tail);
+			at_store_relaxed(&depot.r->head, t + 100000);
+		} else if (how == 1) {
+			uint32_t h = at_load_relaxed(&depot.r->head);
+			for (uint32_t i = 0; i <= depot.mask; i++)
+				at_store_relaxed(&depot.r->slots[i], 0x1234567800000001ull + i);
+			at_store_relaxed(&depot.r->tail, h + 0x10000000u);
+		} else {
+			at_store_relaxed(&full.r->head, 0x40000000u);
+		}
+		/* The shrink puts the cache's empty sheaves in the depot:
+		 * allocating again needs them back. */
+		ck_assert_int_ge(sheaf_cache_shrink(how == 2 ? mine : other), 0);
+		got = hold_many(how == 2 ? mine : other, o, n, t0 + 2000);
+		ck_assert_msg(got == n, "case %d: %u of %u objects in %lld ms", how, got, n,
+			      (long long)(now_ms() - t0));
+		ck_assert_uint_gt(untrusted_count[UT_REBUILT], before);
+		for (unsigned i = 0; i < got; i++)
+			ck_assert_int_eq(sheaf_free(how == 2 ? mine : other, o[i]), 0);
+		churn(mine, 400);
+		churn(other, 400);
+		ck_assert_int_ge(sheaf_cache_shrink(other), 0);
+		require_pool_ok(p);
+		printf("spoiled ring case %d: recovered in %lld ms\n", how,
+		       (long long)(now_ms() - t0));
+	}
+	free(o);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* A bare engine over a fresh region (no library around it). */
 static struct shm_pool P;
 static struct engine E;
@@ -642,6 +722,7 @@ int main(void)
 	tcase_set_timeout(client, 60);
 	tcase_add_test(client, barn_sheaf_foreign_offsets);
 	tcase_add_test(client, ring_positions_and_slots);
+	tcase_add_test(client, spoiled_depot_rebuilt);
 	suite_add_tcase(s, client);
 	tcase_set_timeout(bare, 60);
 	tcase_add_checked_fixture(bare, bare_setup, bare_teardown);

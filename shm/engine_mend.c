@@ -1,0 +1,295 @@
+/*
+ * engine_mend.c - the engine finds a spoiled ring and rebuilds it from its
+ * own knowledge (engine_internal.h: engine_mend_*, engine_ring_glance,
+ * engine_ring_suspect).
+ *
+ * Why: every ring lives in client-writable memory.  The ring code bounds
+ * what it reads (ring.h), so a scribbled ring never crashes anyone, but it
+ * can stop working: a head moved past the items, slots of the wrong lap, a
+ * count that says full while nothing is reachable.  The depot is shared by
+ * every cache, so a spoiled depot starves them all (no empty sheaf to
+ * refill), and a spoiled barn ring starves its cache; without a rebuild
+ * both last until sheafd restarts.
+ *
+ * Vetting (cheap first): engine_ring_glance checks a ring's positions in
+ * O(1) (tail - head within the ring's size, give or take one in-flight
+ * operation per lane) on every pass; engine_ring_suspect is called on a
+ * symptom and, at most once
+ * per MEND_VET_GAP_NS per ring (and MEND_ANY_GAP_NS for all), looks for a sheaf the owner table
+ * (owners[], client-writable but arbitrated by CAS) places in the ring that
+ * no consumer can reach (not in a slot of [head, tail) of the right lap).
+ * A ring is spoiled when its positions are impossible, or when the same
+ * sheaf is unreachable on two vets a gap apart (a put in flight is
+ * unreachable for a moment only).
+ *
+ * Today only the glance calls it (impossible positions: rebuilt at once).
+ * Symptom-driven vets (a refill that found no empty sheaf suspecting the
+ * depot; a failed put or get suspecting a barn ring) found and rebuilt
+ * rings with sane positions but lost sheaves, yet made test_hostile's idle
+ * sheafd busy now and then (30-110 ms of CPU in an idle 100 ms; cause not
+ * found: perhaps the refills a rebuilt depot feeds into a spoiled barn ring,
+ * each failing put running to ring_steps_max); they are off until that is
+ * understood.
+ *
+ * Rebuild (rr_reset, then a claim): the ring is reset to an empty lap; every
+ * sheaf the owner table marks as in it is claimed by CAS (a concurrent
+ * consumer that loses the CAS looks on, a producer whose sheaf is claimed
+ * forgets it: the ring protocol's arbitration, ring.h); the claimed
+ * sheaves are put back empty (a full ring's objects go back to the slabs
+ * first, each validated): into the ring itself, or for a full ring into
+ * the depot (put_back), for the next pass to refill.
+ * A depot rebuild also takes in the orphans: sheaves whose owner entry
+ * names no ring of the pool, a client slot that is free, or nobody at all
+ * (their objects validated back too).  Every value read is bounded by the
+ * pool's private geometry (untrusted.h); the sheaf ids come from the
+ * engine's own loop.  Counted in UT_REBUILT (sheafd logs it, rate-limited).
+ *
+ * A rebuild costs what the ring held at worst (a sheaf a client was about
+ * to take is taken by the rebuild instead) and O(sheaf_count) of the
+ * worker's time; it happens at most once per vet gap per ring.
+ *
+ * Who may call: the engine's workers (engine_worker.c), with no lock held;
+ * vets and rebuilds of all workers are serialised by a private mutex
+ * (try-lock: a worker never waits for another's rebuild).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "barn.h"
+#include "engine_internal.h"
+#include "futex.h"
+
+/* Least time between two deep vets of one ring, and of any two rings: a
+ * vet reads the whole owner table, and the symptoms that call for one (a
+ * starved barn) can last; the worker's CPU for vets stays near 1%. */
+#define MEND_VET_GAP_NS (50 * 1000 * 1000)
+#define MEND_ANY_GAP_NS (10 * 1000 * 1000)
+/* Operations in flight that can skew tail - head transiently (a consumer
+ * that helped head past a tail its producer has not moved yet). */
+#define MEND_SLACK(p)   ((p)->max_lanes + 8u)
+
+struct engine_mend {
+	pthread_mutex_t lock;
+	uint32_t nrings;
+	int64_t next_any;        /* no deep vet of any ring before this time */
+	uint32_t *ids;           /* claimed sheaves of one rebuild */
+	int64_t *next_vet;       /* per ring: no deep vet before this time */
+	uint32_t *suspect;       /* per ring: the unreachable sheaf the last
+				    vet found, SHEAF_ID_NONE */
+	uint8_t *seen;           /* scratch: sheaves reachable in a ring */
+};
+
+int engine_mend_init(struct engine *e)
+{
+	struct engine_mend *m = calloc(1, sizeof(*m));
+	uint32_t nr = pool_ring_total(e->pool);
+
+	if (m == NULL)
+		return -1;
+	m->nrings = nr;
+	m->ids = calloc(e->pool->sheaf_count, sizeof(*m->ids));
+	m->next_vet = calloc(nr, sizeof(*m->next_vet));
+	m->suspect = malloc(nr * sizeof(*m->suspect));
+	m->seen = malloc(e->pool->sheaf_count);
+	pthread_mutex_init(&m->lock, NULL);
+	e->mend = m;
+	if (m->ids == NULL || m->next_vet == NULL || m->suspect == NULL || m->seen == NULL) {
+		engine_mend_fini(e);
+		return -1;
+	}
+	for (uint32_t r = 0; r < nr; r++)
+		m->suspect[r] = SHEAF_ID_NONE;
+	return 0;
+}
+
+void engine_mend_fini(struct engine *e)
+{
+	struct engine_mend *m = e->mend;
+
+	if (m == NULL)
+		return;
+	pthread_mutex_destroy(&m->lock);
+	free(m->ids);
+	free(m->next_vet);
+	free(m->suspect);
+	free(m->seen);
+	free(m);
+	e->mend = NULL;
+}
+
+/*
+ * Whether @rr's positions are impossible: tail - head outside the ring's
+ * size by more than the operations that can be in flight.  Judged on a
+ * stable snapshot only (tail, head, tail, head read twice alike): a worker
+ * preempted between two loads of a busy ring would otherwise see a head
+ * thousands past the tail it read, and rebuild a sane ring.
+ */
+static int positions_impossible(const struct shm_pool *p, const struct ring_ref *rr)
+{
+	uint32_t t = at_load_acquire(&rr->r->tail), h = at_load_acquire(&rr->r->head);
+	int32_t n = (int32_t)(t - h);
+
+	if (n >= -(int32_t)MEND_SLACK(p) && n <= (int32_t)(rr_size(rr) + MEND_SLACK(p)))
+		return 0;
+	return at_load_acquire(&rr->r->tail) == t && at_load_acquire(&rr->r->head) == h;
+}
+
+/*
+ * A sheaf the owner table places in @rr that no consumer can reach now, or
+ * SHEAF_ID_NONE.  @seen: scratch of p->sheaf_count bytes.
+ */
+static uint32_t unreachable_sheaf(struct shm_pool *p, const struct ring_ref *rr,
+				  uint8_t *seen)
+{
+	const uint32_t mine = OWNER_RING(rr->id);
+	uint32_t h = at_load_acquire(&rr->r->head), span = rr_count(rr);
+
+	memset(seen, 0, p->sheaf_count);
+	for (uint32_t k = 0; k < span; k++) {
+		uint32_t pos = h + k;
+		uint64_t v = at_load_acquire(&rr->r->slots[pos & rr->mask]);
+		uint32_t s = (uint32_t)v;
+
+		if ((uint32_t)(v >> 32) == pos - (pos & rr->mask) + 1 && s < p->sheaf_count)
+			seen[s] = 1;
+	}
+	for (uint32_t s = 0; s < p->sheaf_count; s++)
+		if (!seen[s] && at_load_relaxed(&p->owners[s]) == mine)
+			return s;
+	return SHEAF_ID_NONE;
+}
+
+/* Whether owner entry @o names nobody who will ever give its sheaf back:
+ * no ring of the pool, a free client slot, or no owner at all. */
+static int owner_orphan(const struct shm_pool *p, uint32_t o)
+{
+	if (OWNER_IS_RING(o))
+		return OWNER_RING_ID(o) >= pool_ring_total(p);
+	if (o < p->max_clients)
+		return at_load_acquire(&p->clients[o].state) == CLIENT_FREE;
+	return o != OWNER_ENGINE;
+}
+
+/* The objects of claimed sheaf @s back to its cache's slabs (validated),
+ * when it holds any and its cache is live. */
+static void objects_home(struct shm_pool *p, uint32_t s)
+{
+	struct shm_sheaf *sh = pool_sheaf(p, s);
+	uint32_t c = ut_sheaf_cache(p, sh);
+
+	if (ut_sheaf_size(sh) != 0 && c < p->max_caches &&
+	    at_load_acquire(&p->caches[c].state) == CACHE_LIVE)
+		engine_sheaf_to_slabs(p, c, sh);
+	sheaf_set_size(sh, 0);
+}
+
+/*
+ * Put the @n claimed (empty) sheaves @ids of rebuilt ring @id back: into
+ * the ring itself when it holds empty sheaves (the depot, a barn's empty
+ * ring: clean, it was just reset), else (a full ring) into the depot, then
+ * the barn's empty ring.  Another ring may be spoiled too, and a put into
+ * a spoiled ring runs to its step limit (ring_steps_max, some 10^5 steps)
+ * before it gives up: after one failure a ring gets no more, and what no
+ * ring takes stays the engine's (lost until an adoption, counted).
+ */
+static void put_back(struct shm_pool *p, uint32_t id, const uint32_t *ids, uint32_t n,
+		     struct ring_intent *in)
+{
+	struct ring_ref to[2];
+	uint32_t nto = 0, k = 0;
+
+	if (id % 2 == 0) {                         /* depot, an empty ring */
+		to[nto++] = pool_ring_ref(p, id);
+	} else {
+		to[nto++] = pool_depot_ref(p);
+		to[nto++] = pool_ring_ref(p, id + 1);      /* the barn's empty ring */
+	}
+	for (uint32_t r = 0; r < nto && k < n; r++)
+		while (k < n && rr_put(&to[r], p->owners, ids[k], OWNER_ENGINE, in) == 0)
+			k++;
+	if (k < n)
+		untrusted_note(UT_RING, n - k);
+}
+
+/* Rebuild ring @id (see the header comment); returns the sheaves put back. */
+static uint32_t ring_rebuild(struct engine *e, uint32_t id, struct ring_intent *in)
+{
+	struct shm_pool *p = e->pool;
+	struct engine_mend *m = e->mend;
+	struct ring_ref rr = pool_ring_ref(p, id);
+	const uint32_t mine = OWNER_RING(id);
+	uint32_t n = 0;
+
+	rr_reset(&rr);
+	/* After the reset: a sheaf put in before it, or while it ran, is
+	 * claimed here (its producer forgets it, ring.h). */
+	for (uint32_t s = 0; s < p->sheaf_count; s++) {
+		uint32_t o = at_load_relaxed(&p->owners[s]);
+		int orphan = id == RING_DEPOT && owner_orphan(p, o);
+
+		if ((o == mine || orphan) &&
+		    at_cas_acqrel(&p->owners[s], &o, OWNER_ENGINE)) {
+			/* At once: a sheaf the engine holds is the checker's
+			 * to walk (an empty one carries no objects). */
+			if (orphan || id % 2 == 1)    /* full ring: objects */
+				objects_home(p, s);
+			else
+				sheaf_set_size(pool_sheaf(p, s), 0);
+			m->ids[n++] = s;
+		}
+	}
+	put_back(p, id, m->ids, n, in);
+	untrusted_note(UT_REBUILT, 1);
+	return n;
+}
+
+void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
+{
+	struct engine_mend *m = e->mend;
+	struct shm_pool *p = e->pool;
+	int64_t now;
+
+	if (m == NULL || id >= m->nrings || pthread_mutex_trylock(&m->lock) != 0)
+		return;
+	now = clock_ns();
+	if (now >= m->next_vet[id] && now >= m->next_any) {
+		struct ring_ref rr = pool_ring_ref(p, id);
+		uint32_t s = positions_impossible(p, &rr) ? SHEAF_ID_NONE :
+			     unreachable_sheaf(p, &rr, m->seen);
+
+		m->next_vet[id] = now + MEND_VET_GAP_NS;
+		m->next_any = now + MEND_ANY_GAP_NS;
+		/* Spoiled: impossible positions, or the same sheaf marked as
+		 * in the ring yet unreachable on two vets a gap apart (a put
+		 * in flight is unreachable for a few instructions only). */
+		if (positions_impossible(p, &rr) || (s != SHEAF_ID_NONE && s == m->suspect[id])) {
+			m->suspect[id] = SHEAF_ID_NONE;
+			ring_rebuild(e, id, in);
+		} else {
+			m->suspect[id] = s;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in)
+{
+	struct ring_ref rr = pool_ring_ref(e->pool, id);
+
+	if (positions_impossible(e->pool, &rr))
+		engine_ring_suspect(e, id, in);
+}
+
+void engine_mend_reset(struct engine *e)
+{
+	struct engine_mend *m = e->mend;
+
+	if (m == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->next_any = 0;
+	for (uint32_t r = 0; r < m->nrings; r++) {
+		m->next_vet[r] = 0;
+		m->suspect[r] = SHEAF_ID_NONE;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
