@@ -83,7 +83,14 @@ static int producer(void *arg)
 
 		REQUIRE(m != NULL, "alloc: %s", strerror(errno));
 		id = atomic_fetch_add(&sh->next_id, 1);
-		REQUIRE(id < MAX_IDS, "out of ids");
+		if (id >= MAX_IDS) {
+			/* Out of ids (a slow build, a loaded machine): stop
+			 * producing and wait to be killed; the id counts as
+			 * in flight, as a kill before the enqueue would. */
+			sheaf_free(c, m);
+			for (;;)
+				pause();
+		}
 		m->id = id;
 		m->check = ~id;
 		while (sheaf_enqueue_wait(q, m, 5) != 0)
