@@ -14,8 +14,8 @@
  * Throughput: a fixed message count; the clock runs from the producer's
  * first allocation to the consumer's last free (CLOCK_MONOTONIC, which is
  * the same clock in both processes): tput_wall.  The figure reported
- * (tput) is the median of the rates of W7_CHUNKS consecutive chunks of
- * the run (the consumer notes the time every count/W7_CHUNKS messages):
+ * (tput) is the median of the rates of the run's consecutive chunks of
+ * W7_CHUNK messages (the consumer notes the time after each chunk):
  * on a shared 2-CPU machine whose other load takes our CPUs away now and
  * then (and nice cannot help across cgroups), a chunk during which one
  * side was descheduled is slow and lands in the upper half, so the median
@@ -52,7 +52,7 @@
 #define W7_BATCH_MAX 32
 #define W7_SPINS     128
 #define W7_PP_WARM   1000
-#define W7_CHUNKS    200     /* a timed run's rate samples */
+#define W7_CHUNK     1024    /* messages per rate sample */
 static const unsigned w7_size[W7_SIZES] = { 64, 1024 };
 
 /* The run's shared block: a memfd the driver maps and its exec'd children
@@ -216,10 +216,11 @@ static inline void w7_consume(const struct w7_ops *o, struct w7_shared *sh, int 
 			      uint64_t count, int timed)
 {
 	void *m[W7_BATCH_MAX];
-	uint64_t sink = 0, chunk = count / W7_CHUNKS + 1, next = chunk, last_got = 0;
-	double rate[W7_CHUNKS + 2], last_t = atomic_load(&sh->t_start);
-	unsigned nr = 0;
+	uint64_t sink = 0, next = W7_CHUNK, last_got = 0, cap = count / W7_CHUNK + 2, nr = 0;
+	double *rate = timed ? malloc(cap * sizeof(double)) : NULL, last_t = 0;
 
+	if (timed && rate == NULL)
+		w7_fail(sh, "malloc");
 	for (uint64_t got = 0; got < count;) {
 		unsigned want = count - got < sh->batch ? (unsigned)(count - got) : sh->batch;
 		unsigned k = w7_recv_some(o, sh, s, 0, m, want);
@@ -228,7 +229,7 @@ static inline void w7_consume(const struct w7_ops *o, struct w7_shared *sh, int 
 			sink += w7_read_whole(m[j], w7_size[s]);
 		o->put(o->ctx, s, m, k);
 		got += k;
-		if (timed && got >= next && nr < W7_CHUNKS + 2) {
+		if (timed && got >= next && nr < cap) {
 			double t = w7_now();
 
 			if (nr == 0)     /* the producer's clock started it */
@@ -236,13 +237,14 @@ static inline void w7_consume(const struct w7_ops *o, struct w7_shared *sh, int 
 			rate[nr++] = (double)(got - last_got) / (t - last_t) / 1e6;
 			last_t = t;
 			last_got = got;
-			next += chunk;
+			next += W7_CHUNK;
 		}
 	}
 	if (timed) {
 		sh->tput_wall[s] = (double)count / (w7_now() - atomic_load(&sh->t_start)) / 1e6;
 		qsort(rate, nr, sizeof(double), w7_cmp_double);
 		sh->tput[s] = nr > 0 ? rate[nr / 2] : sh->tput_wall[s];
+		free(rate);
 	}
 	sh->sink += sink;
 }
