@@ -222,7 +222,10 @@ ROW_FIELD[w7_64]=tput_64 ROW_FIELD[w7_1k]=tput_1024
 ROW_FIELD[w7_pp50_64]=p50_64 ROW_FIELD[w7_pp99_64]=p99_64
 ROW_FIELD[w7_pp50_1k]=p50_1024 ROW_FIELD[w7_pp99_1k]=p99_1024
 for row in "${W7_ROWS[@]}"; do
+	# ratio column off: the W7 targets below pair like with like (one at
+	# a time with one at a time, bulk with bulk)
 	ROW_GROUP[$row]=w7 ROW_DAEMON[$row]=1 ROW_ARGS[$row]="" ROW_COUNT[$row]=0
+	ROW_RATIO[$row]=none
 	if [[ $row == w7_pp* ]]; then
 		ROW_METRIC[$row]=rtt_us ROW_UNIT[$row]=us ROW_BETTER[$row]=lower
 		ROW_COLS[$row]=$W7_PP_COLS
