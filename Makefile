@@ -20,7 +20,8 @@ PREFIX  ?= /usr/local
 
 DEB_PKGS   = libevent-dev libprotobuf-c-dev protobuf-c-compiler libnuma-dev systemd man-db \
              check pkg-config
-BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev gnuplot-nox
+BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev gnuplot-nox \
+             libdpdk-dev iceoryx libiceoryx-binding-c-dev
 # `make fuzz` only (clang's libFuzzer and sanitizer runtimes).
 FUZZ_PKGS  = clang libclang-rt-dev
 
@@ -170,10 +171,20 @@ test: deps-or-check
 # W7 (issue 10: messages between processes through a shared queue, and
 # the Unix-socket baseline): tests/bench/w7/w7bench.c, its own program.
 W7_BENCH := $(BUILD)/tests/bench/w7bench
-$(W7_BENCH): tests/bench/w7/w7bench.c $(BUILD)/libsheaf.a
+$(W7_BENCH): tests/bench/w7/w7bench.c tests/bench/w7/w7.h $(BUILD)/libsheaf.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libsheaf.a $(LDFLAGS) $(LIBS)
+# W7's peers, each built only when its library is there: DPDK primary +
+# secondary (w7dpdk) and iceoryx through its C binding (w7iox; Debian's
+# iceoryx + libiceoryx-binding-c-dev, headers under /usr/include/iceoryx/v*).
+W7_DPDK := $(if $(DPDK_LIBS),$(BUILD)/tests/bench/w7dpdk)
+$(BUILD)/tests/bench/w7dpdk: tests/bench/w7/w7dpdk.c tests/bench/w7/w7.h
+	$(CC) $(CFLAGS) $(DPDK_CFLAGS) -o $@ $< $(LDFLAGS) $(DPDK_LIBS)
+IOX_INC := $(firstword $(wildcard /usr/include/iceoryx/v*))
+W7_IOX  := $(if $(and $(IOX_INC),$(wildcard $(IOX_INC)/iceoryx_binding_c/publisher.h)),$(BUILD)/tests/bench/w7iox)
+$(BUILD)/tests/bench/w7iox: tests/bench/w7/w7iox.c tests/bench/w7/w7.h
+	$(CC) $(CFLAGS) -isystem $(IOX_INC) -o $@ $< $(LDFLAGS) -liceoryx_binding_c
 
-bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(W7_BENCH) $(SCALE_BENCH)
+bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(W7_BENCH) $(W7_DPDK) $(W7_IOX) $(SCALE_BENCH)
 	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
 	BENCH_QUICK=1 tests/bench/sweep.sh $(BENCH_BIN)

@@ -46,6 +46,24 @@
 #                     N = 1 and 512 (BENCH_ATTACH_RUNS runs, default 3).
 #   sheafd idle CPU   utime+stime of sheafd over BENCH_IDLE_S (10) seconds
 #                     with no client, from /proc/PID/stat (one measurement).
+#   W7 messages       `w7bench` (tests/bench/w7/, issue 10): a producer
+#                     process allocates a message (64 B, 1 KiB), writes it
+#                     whole and hands it to a consumer process that reads it
+#                     whole and frees it, pinned to two CPUs (nice -20 as
+#                     root); million messages/s (the median of the rates
+#                     of 1024-message chunks, see w7.h) and ping-pong round trip
+#                     p50/p99 (us).  Contenders: sheaf (sheaf_alloc +
+#                     sheaf_enqueue / sheaf_dequeue + sheaf_free, one at a
+#                     time) and sheaf_b32 (the bulk calls, 32 at a time);
+#                     dpdk_mp and dpdk_mp_b32 (w7dpdk: rte_mempool +
+#                     rte_ring between a primary and a secondary process:
+#                     needs root and hugepages, which run.sh raises by what
+#                     is missing and gives back at the end); iceoryx (w7iox:
+#                     loan/publish/take/release through an iox-roudi that
+#                     run.sh starts with tests/bench/w7/roudi.toml and stops
+#                     at the end); socket (copy through a Unix socketpair).
+#                     All wait alike: spin, then sched_yield.  One w7bench
+#                     run per contender and round gives all six W7 cells.
 # Counts per run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects;
 # sheaf0 runs a tenth and mutex-pool half of that; figures are per operation
 # or per second, so they compare all the same.
@@ -80,11 +98,12 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w3p w4 w6 attach idle
-#                        (w4, w6 and w8 stand for their rows, e.g. w4_w1_2);
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w3p w4 w6 attach w7 idle
+#                        (w4, w6, w7 and w8 stand for their rows, e.g. w4_w1_2);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
-#                        mimalloc mutexpool dpdk dpdk_spsc
+#                        mimalloc mutexpool dpdk dpdk_spsc sheaf_b32 dpdk_mp
+#                        dpdk_mp_b32 iceoryx socket
 #   BENCH_PROCS="1 2"    W4 process counts (default: 1 2 4 8... up to the CPUs)
 #   BENCH_IDLE_S=SEC     sheafd idle measurement (default 10)
 #   BENCH_TIMEOUT=SEC    limit per run (default 300)
@@ -101,6 +120,7 @@ cd "$REPO_ROOT" || die "cannot cd to $REPO_ROOT"
 BIN_DIR=$(dirname -- "$BIN")
 SHEAFD=$(readlink -f -- "$BIN_DIR/../../daemon/sheafd" || true)
 DPDKBENCH=$BIN_DIR/dpdkbench
+W7BENCH=$BIN_DIR/w7bench W7DPDK=$BIN_DIR/w7dpdk W7IOX=$BIN_DIR/w7iox
 
 QUICK=${BENCH_QUICK:-0}
 SIZE=${BENCH_SIZE:-64}
@@ -195,7 +215,6 @@ for n in 1 512; do
 		ROW_RATIO[$row]=none
 	done
 done
-DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" idle)
 # W8: mixed sizes through the size classes (sheaf and the malloc peers).
 W8_ROWS=(w8p w8b)
 ROW_LABEL[w8p]="W8 mixed 8..1024 pair" ROW_LABEL[w8b]="W8 mixed 8..1024 B=4096"
@@ -206,22 +225,61 @@ ROW_BETTER[w8p]=lower ROW_BETTER[w8b]=lower
 ROW_COUNT[w8p]=100000000 ROW_COUNT[w8b]=20000000
 ROW_COLS[w8p]="sheaf glibc jemalloc tcmalloc mimalloc"
 ROW_COLS[w8b]="sheaf glibc jemalloc tcmalloc mimalloc"
+# W7 (issue 10): one w7bench run per contender and round fills every W7
+# row of that contender (each row reads its own field of the JSON line).
+W7_ROWS=(w7_64 w7_1k w7_pp50_64 w7_pp99_64 w7_pp50_1k w7_pp99_1k)
+W7_TPUT_COLS="sheaf sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket"
+W7_PP_COLS="sheaf dpdk_mp iceoryx socket"
+ROW_LABEL[w7_64]="W7 msgs 64 B" ROW_LABEL[w7_1k]="W7 msgs 1 KiB"
+ROW_LABEL[w7_pp50_64]="W7 ping-pong 64 B p50" ROW_LABEL[w7_pp99_64]="W7 ping-pong 64 B p99"
+ROW_LABEL[w7_pp50_1k]="W7 ping-pong 1 KiB p50" ROW_LABEL[w7_pp99_1k]="W7 ping-pong 1 KiB p99"
+ROW_FIELD[w7_64]=tput_64 ROW_FIELD[w7_1k]=tput_1024
+ROW_FIELD[w7_pp50_64]=p50_64 ROW_FIELD[w7_pp99_64]=p99_64
+ROW_FIELD[w7_pp50_1k]=p50_1024 ROW_FIELD[w7_pp99_1k]=p99_1024
+for row in "${W7_ROWS[@]}"; do
+	# ratio column off: the W7 targets below pair like with like (one at
+	# a time with one at a time, bulk with bulk)
+	ROW_GROUP[$row]=w7 ROW_DAEMON[$row]=1 ROW_ARGS[$row]="" ROW_COUNT[$row]=0
+	ROW_RATIO[$row]=none
+	if [[ $row == w7_pp* ]]; then
+		ROW_METRIC[$row]=rtt_us ROW_UNIT[$row]=us ROW_BETTER[$row]=lower
+		ROW_COLS[$row]=$W7_PP_COLS
+	else
+		ROW_METRIC[$row]=mmsgs_per_s ROW_UNIT[$row]=Mmsg/s ROW_BETTER[$row]=higher
+		ROW_COLS[$row]=$W7_TPUT_COLS
+	fi
+done
+# messages per timed run (and ping-pong round trips) per contender: well
+# under a second each on an idle machine; the figure is a median of
+# 1024-message chunks, so a short run is enough
+declare -A W7_COUNT=([sheaf]=500000 [sheaf_b32]=1000000 [dpdk_mp]=500000
+	[dpdk_mp_b32]=1000000 [iceoryx]=100000 [socket]=100000)
+declare -A W7_PP=([sheaf]=10000 [dpdk_mp]=10000 [iceoryx]=5000 [socket]=5000
+	[sheaf_b32]=0 [dpdk_mp_b32]=0)
+declare -A W7_PEER=([sheaf]=sheaf [sheaf_b32]=sheaf_b32 [dpdk_mp]=dpdk
+	[dpdk_mp_b32]=dpdk_b32 [iceoryx]=iceoryx [socket]=socket)
+DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" idle)
 ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${DAEMON_ROWS[@]}")
-declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [idle]=1)
+declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
 ALL_CONTENDERS=(sheaf sheaf0 glibc jemalloc tcmalloc mimalloc mutexpool dpdk
-	dpdk_spsc)
-PEERS=(glibc jemalloc tcmalloc mimalloc mutexpool dpdk dpdk_spsc)
+	dpdk_spsc sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket)
+PEERS=(glibc jemalloc tcmalloc mimalloc mutexpool dpdk dpdk_spsc dpdk_mp
+	dpdk_mp_b32 iceoryx socket)
 SINGLE_PEERS=(glibc jemalloc tcmalloc mimalloc)
 declare -A ALLOC=([sheaf]=sheaf [sheaf0]=sheaf0 [glibc]=malloc
 	[jemalloc]=malloc [tcmalloc]=malloc [mimalloc]=malloc
-	[mutexpool]=mutexpool [dpdk]=dpdk [dpdk_spsc]=dpdk)
+	[mutexpool]=mutexpool [dpdk]=dpdk [dpdk_spsc]=dpdk [sheaf_b32]=w7
+	[dpdk_mp]=w7 [dpdk_mp_b32]=w7 [iceoryx]=w7 [socket]=w7)
 declare -A HANDOFF=([dpdk]=rte_ring [dpdk_spsc]=spsc)
 declare -A TITLE=([mutexpool]=mutex-pool [dpdk]="dpdk x-lcore rte_ring"
-	[dpdk_spsc]="dpdk x-lcore spsc")
+	[dpdk_spsc]="dpdk x-lcore spsc" [sheaf_b32]="sheaf bulk 32"
+	[dpdk_mp]="dpdk 2-proc" [dpdk_mp_b32]="dpdk 2-proc bulk 32"
+	[socket]="unix socket")
 declare -A PRELOAD=([sheaf]="" [sheaf0]="" [glibc]="" [mutexpool]="" [dpdk]=""
-	[dpdk_spsc]="")
+	[dpdk_spsc]="" [sheaf_b32]="" [dpdk_mp]="" [dpdk_mp_b32]="" [iceoryx]=""
+	[socket]="")
 declare -A SONAMES=([jemalloc]="libjemalloc.so.2 libjemalloc.so"
 	[tcmalloc]="libtcmalloc_minimal.so.4 libtcmalloc_minimal.so libtcmalloc.so.4"
 	[mimalloc]="libmimalloc.so.2 libmimalloc.so")
@@ -262,6 +320,7 @@ wanted_rows() {
 		daemon|new) printf '%s ' "${DAEMON_ROWS[@]}" ;;
 		w4) printf '%s ' "${W4_ROWS[@]}" ;;
 		w6) printf '%s ' "${W6_ROWS[@]}" ;;
+		w7) printf '%s ' "${W7_ROWS[@]}" ;;
 		attach) printf '%s ' "${ATTACH_ROWS[@]}" ;;
 		w8) printf '%s ' "${W8_ROWS[@]}" ;;
 		*) printf '%s ' "$w" ;;
@@ -330,6 +389,39 @@ dpdk_check() {
 	return 0
 }
 
+# W7's contenders: w7bench for all; dpdk_mp needs w7dpdk, root, hugepages
+# (raised here by what is missing, given back at the end) and hugetlbfs;
+# iceoryx needs w7iox and iox-roudi (started by start_roudi).
+HUGE_RAISED=0
+w7_ready() {
+	local name=$1 free
+	if [ ! -x "$W7BENCH" ]; then
+		note "W7 $name skipped: $W7BENCH not built (make bench builds it)"
+		return 1
+	fi
+	case $name in
+	dpdk_mp|dpdk_mp_b32)
+		[ -x "$W7DPDK" ] || { note "W7 $name skipped: $W7DPDK not built (pkg-config libdpdk failed)"; return 1; }
+		[ "$(id -u)" = 0 ] || { note "W7 $name skipped: not root (multi-process DPDK needs hugepages and hugetlbfs)"; return 1; }
+		free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
+		if [ "${free:-0}" -lt 64 ] && [ "$HUGE_RAISED" = 0 ]; then
+			HUGE_RAISED=$((64 - ${free:-0}))
+			echo $(( $(cat /proc/sys/vm/nr_hugepages) + HUGE_RAISED )) >/proc/sys/vm/nr_hugepages
+			note "raised nr_hugepages by $HUGE_RAISED for W7's DPDK (given back at the end)"
+			free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
+		fi
+		[ "${free:-0}" -ge 64 ] || { note "W7 $name skipped: ${free:-0} free 2 MiB hugepages, need 64"; return 1; }
+		if ! awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts; then
+			mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages ||
+				{ note "W7 $name skipped: cannot mount hugetlbfs"; return 1; }
+		fi ;;
+	iceoryx)
+		[ -x "$W7IOX" ] || { note "W7 iceoryx skipped: $W7IOX not built (apt-get install iceoryx libiceoryx-binding-c-dev)"; return 1; }
+		command -v iox-roudi >/dev/null || { note "W7 iceoryx skipped: no iox-roudi (apt-get install iceoryx)"; return 1; } ;;
+	esac
+	return 0
+}
+
 CONTENDERS=()
 requested=$(select_names "${BENCH_CONTENDERS:-${ALL_CONTENDERS[*]}}" "${ALL_CONTENDERS[@]}")
 read -r -a ROWS <<<"$(select_names "$(wanted_rows)" "${ALL_ROWS[@]}")"
@@ -357,6 +449,9 @@ for name in $requested; do
 	if [ "${ALLOC[$name]}" = dpdk ]; then
 		dpdk_ready || continue
 	fi
+	if [ "${ALLOC[$name]}" = w7 ]; then
+		w7_ready "$name" || continue
+	fi
 	CONTENDERS+=("$name")
 done
 [ ${#CONTENDERS[@]} -gt 0 ] || die "no contender to run"
@@ -365,6 +460,13 @@ done
 row_cols() {
 	select_names "${ROW_COLS[$1]:-$SINGLE_COLS}" "${CONTENDERS[@]}"
 }
+
+# W7 rows need w7bench: drop them with a note when it is missing.
+if [ ! -x "$W7BENCH" ] && [ -n "$(select_names "${ROWS[*]}" "${W7_ROWS[@]}")" ]; then
+	note "W7 rows skipped: no $W7BENCH (make bench builds it)"
+	read -r -a ROWS <<<"$(for row in "${ROWS[@]}"; do
+		[[ $row == w7_* ]] || printf '%s ' "$row"; done)"
+fi
 
 # Rows need sheafd: drop them with a note when it is missing.
 needs_daemon=0
@@ -396,6 +498,9 @@ TMP=$(mktemp -d) || die "mktemp failed"
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
 	[ -n "$SHEAFD_PID" ] && kill -TERM "$SHEAFD_PID" 2>/dev/null
+	stop_roudi
+	[ "$HUGE_RAISED" -gt 0 ] && echo $(( $(cat /proc/sys/vm/nr_hugepages) - HUGE_RAISED )) \
+		>/proc/sys/vm/nr_hugepages 2>/dev/null && HUGE_RAISED=0
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -408,6 +513,39 @@ RUN_SHEAFD=""
 if [ $needs_daemon = 1 ]; then
 	RUN_SHEAFD=$(snapshot "$SHEAFD" sheafd) || die "cannot copy $SHEAFD"
 fi
+RUN_W7="" RUN_W7DPDK="" RUN_W7IOX=""
+[ -x "$W7BENCH" ] && RUN_W7=$(snapshot "$W7BENCH" w7bench)
+[ -x "$W7DPDK" ] && RUN_W7DPDK=$(snapshot "$W7DPDK" w7dpdk)
+[ -x "$W7IOX" ] && RUN_W7IOX=$(snapshot "$W7IOX" w7iox)
+W7_CPUS=$(first_two_cpus || echo 0,1)
+
+# iox-roudi for the W7 iceoryx column: started before the W7 group (unless
+# one runs already: then that one serves), stopped at the end.
+ROUDI_PID=""
+start_roudi() {
+	local i
+	[[ " ${CONTENDERS[*]} " == *" iceoryx "* ]] || return 0
+	if pgrep -x iox-roudi >/dev/null; then
+		note "iceoryx: an iox-roudi was already running: W7 uses it"
+		return 0
+	fi
+	# -m off: RouDi's liveness monitoring declares an application dead
+	# when its heartbeat thread misses a beat, which on a loaded machine
+	# happens mid-run and leaves the other side waiting for ever
+	iox-roudi -c tests/bench/w7/roudi.toml -l error -m off >"$TMP/roudi.log" 2>&1 &
+	ROUDI_PID=$!
+	for ((i = 0; i < 50; i++)); do
+		grep -q "RouDi is ready" "$TMP/roudi.log" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	note "iceoryx: iox-roudi did not become ready in 5 s: $(tail -n 2 "$TMP/roudi.log" | tr '\n' ' ')"
+}
+stop_roudi() {
+	[ -n "$ROUDI_PID" ] || return 0
+	kill -TERM "$ROUDI_PID" 2>/dev/null && wait "$ROUDI_PID" 2>/dev/null
+	ROUDI_PID=""
+}
+
 RUN_DPDK=""
 if [ "$DPDK_OK" = 1 ]; then
 	RUN_DPDK=$(snapshot "$DPDKBENCH" dpdkbench) || die "cannot copy $DPDKBENCH"
@@ -541,6 +679,18 @@ json_field() {  # json_field NAME < line: a number field of sheafbench's JSON
 CMD=()
 cell_command() {
 	local row=$1 name=$2 count
+	if [ "${ROW_GROUP[$row]:-}" = w7 ]; then
+		CMD=("$RUN_W7" --peer "${W7_PEER[$name]}"
+			--count "${W7_COUNT[$name]}" --pp "${W7_PP[$name]}"
+			--socket "$SOCK" --cpus "$W7_CPUS")
+		[ "$name" = dpdk_mp ] || [ "$name" = dpdk_mp_b32 ] && CMD+=(--exec "$RUN_W7DPDK")
+		[ "$name" = iceoryx ] && CMD+=(--exec "$RUN_W7IOX")
+		[ "$(id -u)" = 0 ] && CMD+=(--nice -20)
+		[ "$QUICK" = 1 ] && CMD+=(--quick)
+		# a W7 run takes seconds: a hung one (a peer stuck) costs 90 s
+		[ ${#TIMEOUT_CMD[@]} -gt 0 ] && CMD=(timeout "$(( TIMEOUT < 90 ? TIMEOUT : 90 ))" "${CMD[@]}")
+		return
+	fi
 	count=$(( ROW_COUNT[$row] / ${COUNT_DIV[$name]:-1} ))
 	if [ "${ALLOC[$name]}" = dpdk ]; then
 		# shellcheck disable=SC2206
@@ -561,7 +711,7 @@ cell_command() {
 	fi
 }
 
-uses_daemon() { [ -n "${ROW_DAEMON[$1]:-}" ] && [[ $2 == sheaf || $2 == sheaf0 ]]; }
+uses_daemon() { [ -n "${ROW_DAEMON[$1]:-}" ] && [[ $2 == sheaf || $2 == sheaf0 || $2 == sheaf_b32 ]]; }
 
 # Run CMD once; its output goes to $TMP/out.$1, exit status to RUN_RC[$1].
 declare -A RUN_RC=()
@@ -633,6 +783,7 @@ run_group() {
 		measure_attach
 		return
 	fi
+	[ "$group" = w7 ] && start_roudi
 	runs=$(runs_for_group "$group")
 	for ((round = 1; round <= runs; round++)); do
 		run_round "$group" "$round" "$runs"
@@ -658,6 +809,7 @@ for group in "${GROUPS_LIST[@]}"; do
 	run_group "$group"
 done
 stop_sheafd
+stop_roudi
 ELAPSED=$(( $(date +%s) - START ))
 
 # ---- statistics ----
@@ -743,6 +895,16 @@ add_target w8p_sheaf_vs_best_peer "W8 mixed sizes pair: sheaf / best peer (goal 
 	"${RATIO[w8p]:-}"
 add_target w8b_sheaf_vs_best_peer "W8 mixed sizes B=4096: sheaf / best peer (goal <= 0.8)" \
 	"${RATIO[w8b]:-}"
+for sz in 64 1k; do
+	for peer in dpdk_mp iceoryx socket; do
+		add_target "w7_${sz}_sheaf_vs_$peer" "W7 $sz sheaf / ${TITLE[$peer]:-$peer} (one message at a time)" \
+			"$(ratio "${MEDIAN[w7_$sz,sheaf]:-}" "${MEDIAN[w7_$sz,$peer]:-}")"
+	done
+	add_target "w7_${sz}_sheaf_b32_vs_dpdk_mp_b32" "W7 $sz sheaf bulk 32 / dpdk 2-proc bulk 32" \
+		"$(ratio "${MEDIAN[w7_$sz,sheaf_b32]:-}" "${MEDIAN[w7_$sz,dpdk_mp_b32]:-}")"
+done
+add_target w7_pp50_64_dpdk_mp_vs_sheaf "W7 ping-pong 64 B p50: dpdk 2-proc / sheaf (>1: sheaf faster)" \
+	"$(ratio "${MEDIAN[w7_pp50_64,dpdk_mp]:-}" "${MEDIAN[w7_pp50_64,sheaf]:-}")"
 for n in "${PROCS[@]}"; do
 	[ "$n" = 1 ] && continue
 	for w in w1 w2; do

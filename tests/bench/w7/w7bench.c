@@ -1,50 +1,64 @@
 /*
  * w7bench - W7 of BENCHMARKS.md (issue 10): zero-copy messages between two
- * processes, pinned to two CPUs.  One run, one contender, one figure:
- *   --peer sheaf   the producer allocates a message from a sheaf cache,
- *                  writes it whole, enqueues it on a shared queue; the
- *                  consumer dequeues it, reads it whole, frees it (both
- *                  processes connect to sheafd on their own: --socket)
- *   --peer socket  the Unix-socket copy baseline: the producer writes the
- *                  message whole into a buffer and write()s it to a
- *                  SOCK_STREAM socketpair; the consumer read()s it whole
- *                  and reads it
- *   --mode tput    million messages per second (consumer's clock)
- *   --mode pingpong  round trips (message there, message back), p50 and
- *                  p99 in microseconds
- * Output: one JSON line.  tests/bench/w7.sh runs the rounds and the table.
- * Usage: w7bench --peer sheaf|socket --mode tput|pingpong [--size B]
- *        [--count N] [--socket PATH] [--cpus A,B]
+ * processes pinned to two CPUs; the driver of every W7 contender and the
+ * home of two of them.  One invocation = one contender, all its figures
+ * (w7.h: throughput at 64 B and 1 KiB, ping-pong p50/p99 at both sizes),
+ * one JSON line.  tests/bench/run.sh alternates the contenders run by run.
+ *   --peer sheaf       the producer allocates from a sheaf cache (one per
+ *                      size), writes the message whole, sheaf_enqueue()s it
+ *                      on a shared queue (1024 slots); the consumer
+ *                      sheaf_dequeue()s, reads it whole, sheaf_free()s it.
+ *                      Each process connects to sheafd on its own (--socket).
+ *   --peer sheaf_b32   the same with sheaf_alloc_bulk / sheaf_enqueue_bulk /
+ *                      sheaf_dequeue_bulk / sheaf_free_bulk, 32 at a time
+ *   --peer socket      the copy baseline: the producer writes the message
+ *                      whole into its buffer and write()s it to a
+ *                      SOCK_STREAM socketpair; the consumer read()s it whole
+ *                      into its buffer and reads it (non-blocking calls and
+ *                      w7.h's waiting, like every other contender)
+ *   --peer dpdk | dpdk_b32   w7dpdk (--exec PATH): rte_mempool + rte_ring
+ *                      between a primary (producer) and a secondary
+ *                      (consumer) process; one at a time or bulk 32
+ *   --peer iceoryx     w7iox (--exec PATH): publisher and subscriber
+ *                      processes through a running iox-roudi
+ * The driver maps the shared block (a memfd; exec'd children get it as
+ * --w7-fd), pins the producer to the first CPU of --cpus and the consumer
+ * to the second (sched_setaffinity, inherited through exec), and prints the
+ * figures.  A child dying makes the other stop (the failed flag, and
+ * PR_SET_PDEATHSIG for the driver's own death).
+ * --nice N sets the children's nice value (run.sh: -20 as root), so that on
+ * a loaded machine the scheduler gives the two pinned processes most of
+ * their CPUs without starving anyone (not SCHED_FIFO: a real-time spinner
+ * waiting on something of normal priority stalls the machine).
+ * Usage: w7bench --peer P [--count N] [--pp N] [--socket PATH]
+ *        [--cpus A,B] [--exec PATH] [--nice N] [--quick] [--json]
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include "client/sheaf.h"
+#include "tests/bench/w7/w7.h"
 
-static const char *peer = "sheaf", *mode = "tput", *sock;
-static size_t size = 64;
-static uint64_t count = 2000000;
-static int cpu_a = 0, cpu_b = 1;
-
-struct shared {
-	_Atomic int ready;
-	_Atomic int go;
-	double seconds;
-	double p50_us, p99_us;       /* pingpong round trips (producer's clock) */
-	uint64_t sink;
-};
-static struct shared *sh;
+static const char *peer = "sheaf", *sock, *exec_path;
+static int cpu[2] = { 0, 1 };
+static struct w7_shared *sh;
+static int shm_fd = -1;
+static char qname[2][48];
 
 static void die(const char *m)
 {
@@ -52,272 +66,476 @@ static void die(const char *m)
 	exit(1);
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void pin(int cpu)
+static void pin(int c)
 {
 	cpu_set_t s;
 
 	CPU_ZERO(&s);
-	CPU_SET(cpu, &s);
-	sched_setaffinity(0, sizeof(s), &s);
-}
-
-static void start_line(void)
-{
-	atomic_fetch_add(&sh->ready, 1);
-	while (atomic_load(&sh->ready) < 2)
-		;
-}
-
-static void write_whole(unsigned char *p, uint64_t i)
-{
-	memset(p, (int)(i & 0xff), size);
-}
-
-static uint64_t read_whole(const unsigned char *p)
-{
-	uint64_t s = 0;
-
-	for (size_t k = 0; k < size; k += 8)
-		s += *(const uint64_t *)(p + k);
-	return s;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void percentiles(double *lat)
-{
-	if (lat == NULL)
-		return;
-	qsort(lat, count, sizeof(double), cmp_double);
-	sh->p50_us = lat[count / 2];
-	sh->p99_us = lat[count * 99 / 100];
-	free(lat);
+	CPU_SET(c, &s);
+	if (sched_setaffinity(0, sizeof(s), &s) != 0)
+		die("sched_setaffinity");
 }
 
 /* ---- sheaf -------------------------------------------------------------- */
 
-struct sheaf_side {
+struct sheaf_ctx {
 	sheaf_pool_t *pool;
-	sheaf_cache_t *c;
-	sheaf_queue_t *to, *back;
+	sheaf_cache_t *c[W7_SIZES];
+	sheaf_queue_t *q[2];
 };
 
-static void sheaf_side_open(struct sheaf_side *s, const char *name)
+static void cache_name(char *buf, size_t len, int s)
 {
-	char err[256];
+	snprintf(buf, len, "w7.%u", w7_size[s]);
+}
 
-	s->pool = sheaf_connect(sock, name, 0, err, sizeof(err));
-	if (s->pool == NULL) {
+static unsigned sheaf_get(void *ctx, int s, void **m, unsigned n)
+{
+	struct sheaf_ctx *x = ctx;
+
+	if (n == 1) {
+		m[0] = sheaf_alloc(x->c[s]);
+		return m[0] != NULL;
+	}
+	return sheaf_alloc_bulk(x->c[s], m, n) == 0 ? n : 0;
+}
+
+static unsigned sheaf_send(void *ctx, int s, int dir, void **m, unsigned n)
+{
+	struct sheaf_ctx *x = ctx;
+	int rc = n == 1 ? sheaf_enqueue(x->q[dir], m[0]) : sheaf_enqueue_bulk(x->q[dir], m, n);
+
+	(void)s;
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc < 0) {
+		errno = -rc;
+		w7_fail(sh, "sheaf_enqueue");
+	}
+	return n == 1 ? 1 : (unsigned)rc;
+}
+
+static unsigned sheaf_recv(void *ctx, int s, int dir, void **m, unsigned n)
+{
+	struct sheaf_ctx *x = ctx;
+	int rc;
+
+	(void)s;
+	if (n == 1) {
+		rc = sheaf_dequeue(x->q[dir], m);
+		if (rc == 0)
+			return 1;
+		if (rc == -EAGAIN)
+			return 0;
+	} else if ((rc = sheaf_dequeue_bulk(x->q[dir], m, n)) >= 0) {
+		return (unsigned)rc;
+	}
+	errno = -rc;
+	w7_fail(sh, "sheaf_dequeue");
+	return 0;
+}
+
+static void sheaf_put(void *ctx, int s, void **m, unsigned n)
+{
+	struct sheaf_ctx *x = ctx;
+	int rc = n == 1 ? sheaf_free(x->c[s], m[0]) : sheaf_free_bulk(x->c[s], m, n);
+
+	if (rc != 0) {
+		errno = -rc;
+		w7_fail(sh, "sheaf_free");
+	}
+}
+
+static int sheaf_side(int producer)
+{
+	struct sheaf_ctx x;
+	struct w7_ops o = { sheaf_get, sheaf_send, sheaf_recv, sheaf_put, &x };
+	char err[256], name[48];
+
+	x.pool = sheaf_connect(sock, producer ? "w7-producer" : "w7-consumer", 0, err, sizeof(err));
+	if (x.pool == NULL) {
+		fprintf(stderr, "w7bench: %s\n", err);
+		w7_fail(sh, "connect");
+	}
+	for (int s = 0; s < W7_SIZES; s++) {
+		cache_name(name, sizeof(name), s);
+		if ((x.c[s] = sheaf_cache_open(x.pool, name)) == NULL)
+			w7_fail(sh, "sheaf_cache_open");
+	}
+	for (int d = 0; d < 2; d++)
+		if ((x.q[d] = sheaf_queue_open(x.pool, qname[d])) == NULL)
+			w7_fail(sh, "sheaf_queue_open");
+	if (producer)
+		w7_producer(&o, sh);
+	else
+		w7_consumer(&o, sh);
+	for (int d = 0; d < 2; d++)
+		sheaf_queue_close(x.q[d]);
+	sheaf_disconnect(x.pool);
+	return 0;
+}
+
+/* Caches (kept: named by size, reused by later runs) and this run's two
+ * queues (destroyed at the end). */
+static void sheaf_setup(void)
+{
+	char err[256], name[48];
+	sheaf_pool_t *p = sheaf_connect(sock, "w7", 0, err, sizeof(err));
+
+	if (p == NULL) {
 		fprintf(stderr, "w7bench: %s\n", err);
 		exit(1);
 	}
-	s->c = sheaf_cache_open(s->pool, "w7");
-	s->to = sheaf_queue_open(s->pool, "w7.to");
-	s->back = sheaf_queue_open(s->pool, "w7.back");
-	if (s->c == NULL || s->to == NULL || s->back == NULL)
-		die("open");
-}
-
-static void *deq_spin(sheaf_queue_t *q)
-{
-	void *o;
-
-	while (sheaf_dequeue(q, &o) != 0)
-		;
-	return o;
-}
-
-static int sheaf_producer(void)
-{
-	struct sheaf_side s;
-
-	double *lat = mode[0] == 'p' ? malloc(count * sizeof(double)) : NULL, t0 = 0;
-
-	pin(cpu_a);
-	sheaf_side_open(&s, "w7-producer");
-	start_line();
-	for (uint64_t i = 0; i < count; i++) {
-		unsigned char *m = (lat ? t0 = now() : 0, sheaf_alloc(s.c));
-
-		if (m == NULL)
-			die("alloc");
-		write_whole(m, i);
-		while (sheaf_enqueue(s.to, m) != 0)
-			;
-		if (mode[0] == 'p') {            /* pingpong: wait for the reply */
-			m = deq_spin(s.back);
-			sh->sink += read_whole(m);
-			sheaf_free(s.c, m);
-			lat[i] = (now() - t0) * 1e6;
-		}
+	for (int s = 0; s < W7_SIZES; s++) {
+		cache_name(name, sizeof(name), s);
+		if (sheaf_cache_create_or_open(p, name, w7_size[s], NULL, NULL) == NULL)
+			die("sheaf_cache_create_or_open");
 	}
-	percentiles(lat);
-	sheaf_disconnect(s.pool);
-	return 0;
+	for (int d = 0; d < 2; d++) {
+		sheaf_queue_t *q;
+
+		snprintf(qname[d], sizeof(qname[d]), "w7.%d.%s", (int)getpid(), d ? "back" : "to");
+		if ((q = sheaf_queue_create(p, qname[d], 1024, 0)) == NULL)
+			die("sheaf_queue_create");
+		sheaf_queue_close(q);
+	}
+	sheaf_disconnect(p);
 }
 
-static int sheaf_consumer(void)
+static void sheaf_teardown(void)
 {
-	struct sheaf_side s;
-	double t0;
+	char err[256];
+	sheaf_pool_t *p = sheaf_connect(sock, "w7", 0, err, sizeof(err));
 
-	pin(cpu_b);
-	sheaf_side_open(&s, "w7-consumer");
-	start_line();
-	t0 = now();
-	for (uint64_t i = 0; i < count; i++) {
-		unsigned char *m = deq_spin(s.to);
+	if (p == NULL)
+		return;
+	for (int d = 0; d < 2; d++) {
+		sheaf_queue_t *q = sheaf_queue_open(p, qname[d]);
 
-		sh->sink += read_whole(m);
-		sheaf_free(s.c, m);
-		if (mode[0] == 'p') {
-			m = sheaf_alloc(s.c);
-			write_whole(m, i);
-			while (sheaf_enqueue(s.back, m) != 0)
-				;
-		}
+		if (q != NULL && sheaf_queue_destroy(q) != 0)
+			sheaf_queue_close(q);
 	}
-	sh->seconds = now() - t0;
-	sheaf_disconnect(s.pool);
-	return 0;
+	sheaf_disconnect(p);
 }
 
 /* ---- socket ------------------------------------------------------------- */
 
-static int fds[2];
+struct sock_ctx {
+	int fd;
+	unsigned char *buf[2];  /* the message written, the message read */
+};
 
-static void xfer(int fd, unsigned char *buf, int out)
+static int fds[2];
+static struct sock_ctx sx;
+
+/* Move all @len bytes of @p (non-blocking calls, w7.h's waiting). */
+static void sock_move(int fd, unsigned char *p, size_t len, int out)
 {
 	size_t done = 0;
+	unsigned spins = 0;
 
-	while (done < size) {
-		ssize_t n = out ? write(fd, buf + done, size - done) : read(fd, buf + done, size - done);
+	while (done < len) {
+		ssize_t k = out ? send(fd, p + done, len - done, MSG_DONTWAIT | MSG_NOSIGNAL)
+				: recv(fd, p + done, len - done, MSG_DONTWAIT);
 
-		if (n <= 0)
-			die("socket");
-		done += (size_t)n;
+		if (k > 0) {
+			done += (size_t)k;
+			spins = 0;
+		} else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (atomic_load(&sh->failed))
+				exit(1);
+			w7_wait(&spins);
+		} else {
+			w7_fail(sh, k == 0 ? "socket closed" : "socket");
+		}
 	}
 }
 
-static int socket_producer(void)
+/* get: the side's own buffer; the message is the bytes, sent by copy. */
+static unsigned sock_get(void *ctx, int s, void **m, unsigned n)
 {
-	unsigned char *buf = malloc(size), *in = malloc(size);
-	double *lat = mode[0] == 'p' ? malloc(count * sizeof(double)) : NULL, t0 = 0;
+	struct sock_ctx *x = ctx;
 
-	pin(cpu_a);
-	start_line();
-	for (uint64_t i = 0; i < count; i++) {
-		if (lat)
-			t0 = now();
-		write_whole(buf, i);
-		xfer(fds[0], buf, 1);
-		if (mode[0] == 'p') {
-			xfer(fds[0], in, 0);
-			sh->sink += read_whole(in);
-			lat[i] = (now() - t0) * 1e6;
-		}
-	}
-	percentiles(lat);
+	(void)s;
+	(void)n;
+	m[0] = x->buf[0];
+	return 1;
+}
+
+static unsigned sock_send(void *ctx, int s, int dir, void **m, unsigned n)
+{
+	struct sock_ctx *x = ctx;
+
+	(void)dir;
+	(void)n;
+	sock_move(x->fd, m[0], w7_size[s], 1);
+	return 1;
+}
+
+/* A message is there when its first byte is: then read it whole. */
+static unsigned sock_recv(void *ctx, int s, int dir, void **m, unsigned n)
+{
+	struct sock_ctx *x = ctx;
+	ssize_t k;
+
+	(void)dir;
+	(void)n;
+	k = recv(x->fd, x->buf[1], w7_size[s], MSG_DONTWAIT);
+	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (k <= 0)
+		w7_fail(sh, k == 0 ? "socket closed" : "socket");
+	sock_move(x->fd, x->buf[1] + k, w7_size[s] - (size_t)k, 0);
+	m[0] = x->buf[1];
+	return 1;
+}
+
+static void sock_put(void *ctx, int s, void **m, unsigned n)
+{
+	(void)ctx;
+	(void)s;
+	(void)m;
+	(void)n;
+}
+
+static int socket_side(int producer)
+{
+	struct w7_ops o = { sock_get, sock_send, sock_recv, sock_put, &sx };
+
+	sx.fd = fds[producer ? 0 : 1];
+	sx.buf[0] = malloc(w7_size[W7_SIZES - 1]);
+	sx.buf[1] = malloc(w7_size[W7_SIZES - 1]);
+	if (sx.buf[0] == NULL || sx.buf[1] == NULL)
+		die("malloc");
+	if (producer)
+		w7_producer(&o, sh);
+	else
+		w7_consumer(&o, sh);
 	return 0;
 }
 
-static int socket_consumer(void)
-{
-	unsigned char *buf = malloc(size);
-	double t0;
+/* ---- exec'd contenders (dpdk, iceoryx) ------------------------------------ */
 
-	pin(cpu_b);
-	start_line();
-	t0 = now();
-	for (uint64_t i = 0; i < count; i++) {
-		xfer(fds[1], buf, 0);
-		sh->sink += read_whole(buf);
-		if (mode[0] == 'p') {
-			write_whole(buf, i);
-			xfer(fds[1], buf, 1);
+static void child_setup(int producer);
+
+static pid_t spawn_exec(int producer)
+{
+	char fdarg[16], cpuarg[16], prefix[64];
+	const char *argv[32];
+	int a = 0;
+	pid_t pid;
+
+	snprintf(fdarg, sizeof(fdarg), "%d", shm_fd);
+	snprintf(cpuarg, sizeof(cpuarg), "%d", cpu[producer ? 0 : 1]);
+	snprintf(prefix, sizeof(prefix), "w7_%d", (int)getpid());
+	argv[a++] = exec_path;
+	if (strncmp(peer, "dpdk", 4) == 0) {
+		argv[a++] = "-l";
+		argv[a++] = cpuarg;
+		argv[a++] = producer ? "--proc-type=primary" : "--proc-type=secondary";
+		argv[a++] = "--file-prefix";
+		argv[a++] = prefix;
+		argv[a++] = "--no-pci";
+		argv[a++] = "--no-telemetry";
+		argv[a++] = "--log-level=error";
+		argv[a++] = "--";
+	}
+	argv[a++] = "--role";
+	argv[a++] = producer ? "producer" : "consumer";
+	argv[a++] = "--w7-fd";
+	argv[a++] = fdarg;
+	argv[a++] = "--tag";
+	argv[a++] = prefix;
+	argv[a] = NULL;
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		child_setup(producer);
+		dup2(2, 1);     /* the libraries' chatter: stdout is our JSON */
+		execv(exec_path, (char *const *)argv);
+		fprintf(stderr, "w7bench: exec %s: %s\n", exec_path, strerror(errno));
+		atomic_store(&sh->failed, 1);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* DPDK leaves its hugepage files (they hold the pages) and runtime folder
+ * behind: remove this run's (--file-prefix w7_<pid>). */
+static void dpdk_cleanup(void)
+{
+	char prefix[64], path[512], dir[256], type[64];
+	FILE *m = fopen("/proc/mounts", "r");
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(prefix, sizeof(prefix), "w7_%d", (int)getpid());
+	while (m != NULL && fscanf(m, "%*s %255s %63s %*[^\n]", dir, type) == 2) {
+		if (strcmp(type, "hugetlbfs") != 0 || (d = opendir(dir)) == NULL)
+			continue;
+		while ((e = readdir(d)) != NULL) {
+			if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+			    strncmp(e->d_name + strlen(prefix), "map_", 4) == 0) {
+				snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+				unlink(path);
+			}
+		}
+		closedir(d);
+	}
+	if (m != NULL)
+		fclose(m);
+	snprintf(dir, sizeof(dir), "/var/run/dpdk/%s", prefix);
+	if ((d = opendir(dir)) != NULL) {
+		while ((e = readdir(d)) != NULL) {
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			unlink(path);
+		}
+		closedir(d);
+		rmdir(dir);
+	}
+}
+
+static int nice_to;     /* --nice N: the children's nice value (0: as is) */
+
+static void child_setup(int producer)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	pin(cpu[producer ? 0 : 1]);
+	if (nice_to != 0 && setpriority(PRIO_PROCESS, 0, nice_to) != 0)
+		fprintf(stderr, "w7bench: setpriority %d: %s (running as is)\n", nice_to,
+			strerror(errno));
+}
+
+static pid_t spawn_fork(int producer, int (*side)(int))
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		child_setup(producer);
+		_exit(side(producer));
+	}
+	return pid;
+}
+
+/* Wait for both; the first failure makes the other stop. */
+static int reap(pid_t a, pid_t b)
+{
+	int left = 2, ok = 1, st;
+
+	while (left > 0) {
+		pid_t p = waitpid(-1, &st, 0);
+
+		if (p < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p != a && p != b)
+			continue;
+		left--;
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			ok = 0;
+			atomic_store(&sh->failed, 1);
+			fprintf(stderr, "w7bench: the %s exited badly (status 0x%x)\n",
+				p == a ? "producer" : "consumer", st);
 		}
 	}
-	sh->seconds = now() - t0;
-	return 0;
+	return ok && !atomic_load(&sh->failed);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: w7bench --peer sheaf|sheaf_b32|socket|dpdk|dpdk_b32|iceoryx\n"
+		"       [--count N] [--pp N] [--socket PATH] [--cpus A,B] [--exec PATH]\n"
+		"       [--nice N] [--quick] [--json]\n");
+	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "peer", required_argument, NULL, 'p' }, { "mode", required_argument, NULL, 'm' },
-		{ "size", required_argument, NULL, 'z' }, { "count", required_argument, NULL, 'n' },
-		{ "socket", required_argument, NULL, 's' }, { "cpus", required_argument, NULL, 'c' },
+		{ "peer", required_argument, NULL, 'p' }, { "count", required_argument, NULL, 'n' },
+		{ "pp", required_argument, NULL, 'P' }, { "socket", required_argument, NULL, 's' },
+		{ "cpus", required_argument, NULL, 'c' }, { "exec", required_argument, NULL, 'e' },
+		{ "nice", required_argument, NULL, 'N' }, { "quick", no_argument, NULL, 'q' }, { "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int o, sheaf = 0, st, ok = 1;
-	pid_t prod, cons;
+	uint64_t count = 2000000, pp = 20000;
+	int o, quick = 0, is_sheaf, is_exec, ok;
+	pid_t cons, prod;
 
 	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (o) {
 		case 'p': peer = optarg; break;
-		case 'm': mode = optarg; break;
-		case 'z': size = strtoull(optarg, NULL, 0); break;
 		case 'n': count = strtoull(optarg, NULL, 0); break;
+		case 'P': pp = strtoull(optarg, NULL, 0); break;
 		case 's': sock = optarg; break;
-		case 'c': sscanf(optarg, "%d,%d", &cpu_a, &cpu_b); break;
-		default: return 2;
+		case 'c':
+			if (sscanf(optarg, "%d,%d", &cpu[0], &cpu[1]) != 2)
+				usage();
+			break;
+		case 'e': exec_path = optarg; break;
+		case 'N': nice_to = atoi(optarg); break;
+		case 'q': quick = 1; break;
+		case 'j': break;         /* the output is always one JSON line */
+		default: usage();
 		}
 	}
-	size = (size + 7) & ~(size_t)7;
-	sheaf = strcmp(peer, "sheaf") == 0;
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED)
-		die("mmap");
-	if (sheaf) {
-		char err[256];
-		sheaf_pool_t *p = sheaf_connect(sock, "w7", 0, err, sizeof(err));
-		sheaf_queue_t *q;
-
-		if (p == NULL) {
-			fprintf(stderr, "w7bench: %s\n", err);
-			return 1;
-		}
-		sheaf_cache_create(p, "w7", size, NULL);
-		if ((q = sheaf_queue_create(p, "w7.to", 1024, 0)) != NULL)
-			sheaf_queue_close(q);
-		if ((q = sheaf_queue_create(p, "w7.back", 1024, 0)) != NULL)
-			sheaf_queue_close(q);
-		sheaf_disconnect(p);
-	} else if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+	is_sheaf = strncmp(peer, "sheaf", 5) == 0;
+	is_exec = strncmp(peer, "dpdk", 4) == 0 || strcmp(peer, "iceoryx") == 0;
+	if (!is_sheaf && !is_exec && strcmp(peer, "socket") != 0)
+		usage();
+	if (is_exec && exec_path == NULL) {
+		fprintf(stderr, "w7bench: --peer %s needs --exec PATH\n", peer);
+		return 2;
+	}
+	if (quick) {
+		count = count / 10 + 1;
+		pp = pp / 10 + 1;
+	}
+	shm_fd = memfd_create("w7", 0);
+	if (shm_fd < 0 || ftruncate(shm_fd, sizeof(*sh)) != 0 || (sh = w7_map_fd(shm_fd)) == NULL)
+		die("memfd");
+	sh->count = count;
+	sh->pp_count = pp;
+	sh->batch = strstr(peer, "_b32") != NULL ? 32 : 1;
+	if (is_sheaf)
+		sheaf_setup();
+	else if (!is_exec && socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0)
 		die("socketpair");
+	if (is_exec) {
+		prod = spawn_exec(1);
+		/* a DPDK secondary can start only once the primary is up (the
+		 * driver is not measured: it sleeps) */
+		while (strncmp(peer, "dpdk", 4) == 0 && !atomic_load(&sh->primary_up) &&
+		       !atomic_load(&sh->failed) && kill(prod, 0) == 0)
+			usleep(1000);
+		cons = spawn_exec(0);
+	} else {
+		prod = spawn_fork(1, is_sheaf ? sheaf_side : socket_side);
+		cons = spawn_fork(0, is_sheaf ? sheaf_side : socket_side);
 	}
-	cons = fork();
-	if (cons == 0)
-		_exit(sheaf ? sheaf_consumer() : socket_consumer());
-	prod = fork();
-	if (prod == 0)
-		_exit(sheaf ? sheaf_producer() : socket_producer());
-	ok &= waitpid(prod, &st, 0) == prod && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-	ok &= waitpid(cons, &st, 0) == cons && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	ok = reap(prod, cons);
+	if (is_sheaf)
+		sheaf_teardown();
+	if (strncmp(peer, "dpdk", 4) == 0)
+		dpdk_cleanup();
 	if (!ok) {
-		fprintf(stderr, "w7bench: a side failed\n");
+		fprintf(stderr, "w7bench: %s: a side failed%s%s\n", peer, sh->err[0] ? ": " : "", sh->err);
 		return 1;
 	}
-	if (mode[0] == 't')
-		printf("{\"peer\":\"%s\",\"mode\":\"tput\",\"size\":%zu,\"count\":%llu,"
-		       "\"mmsgs_per_s\":%.3f}\n", peer, size, (unsigned long long)count,
-		       (double)count / sh->seconds / 1e6);
-	else
-		printf("{\"peer\":\"%s\",\"mode\":\"pingpong\",\"size\":%zu,\"count\":%llu,"
-		       "\"rtt_p50_us\":%.3f,\"rtt_p99_us\":%.3f}\n", peer, size,
-		       (unsigned long long)count, sh->p50_us, sh->p99_us);
+	printf("{\"peer\":\"%s\",\"batch\":%u,\"count\":%llu,\"pp_count\":%llu,"
+	       "\"tput_64\":%.3f,\"tput_1024\":%.3f,\"tput_wall_64\":%.3f,\"tput_wall_1024\":%.3f",
+	       peer, sh->batch, (unsigned long long)count, (unsigned long long)pp, sh->tput[0],
+	       sh->tput[1], sh->tput_wall[0], sh->tput_wall[1]);
+	if (sh->batch == 1 && pp > 0)
+		printf(",\"p50_64\":%.3f,\"p99_64\":%.3f,\"p50_1024\":%.3f,\"p99_1024\":%.3f",
+		       sh->p50[0], sh->p99[0], sh->p50[1], sh->p99[1]);
+	printf("}\n");
 	return 0;
 }
