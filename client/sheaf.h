@@ -68,8 +68,8 @@ struct sheaf_pool_config {
  * named in @err), ENOMEM, EMFILE (too many pools in this process, max 64), or
  * the error of memfd_create/ftruncate/mmap.
  * Environment: SHEAF_HUGE_PAGES=off|try|on backs the object data with 2 MiB
- * pages (shmem transparent huge pages; sheafd's --huge-pages): "try" goes
- * on without them when the kernel refuses, "on" fails with EOPNOTSUPP
+ * pages (shmem transparent huge pages; sheafd's --huge-pages): "try" (the
+ * default when unset) goes on without them when the kernel refuses, "on" fails with EOPNOTSUPP
  * (the reason in @err); another value: EINVAL.
  */
 SHEAF_API sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
