@@ -8,7 +8,8 @@
 # temporary folder, stopped at the end), makes sheafbench's cache of each
 # object size (one tiny run), then for each stash setting S in
 # STASH_BYTES (stash_bytes=S, stash_sheaves=64, the most: the byte limit
-# binds; "default" = the cache's defaults, 16 sheaves / 256 KiB) runs
+# binds; "s16-256K": stash_sheaves=16, stash_bytes=256 KiB, the defaults
+# before this sweep chose 32 / 512 KiB) runs
 # sheafbench W2 through sheafd at each batch B.  In every round each
 # (setting, batch) runs once, settings alternating (a `sheafctl tune`
 # before each run), R rounds; the median per point.
@@ -18,7 +19,7 @@
 # Usage: tests/bench/stash_sweep.sh build/tests/bench/sheafbench
 # Environment: BENCH_QUICK=1 (R=1, counts / 10), BENCH_RUNS=N,
 #   SWEEP_SIZES="64 256 1024", STASH_BATCHES="1024 ... 1048576",
-#   STASH_BYTES="0 65536 262144 1048576 4194304".
+#   STASH_BYTES="0 65536 262144 524288 1048576 4194304".
 set -u -o pipefail
 BIN=$(readlink -f -- "${1:?usage: $0 path/to/sheafbench}")
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.." || exit 2
@@ -31,7 +32,7 @@ QUICK=${BENCH_QUICK:-0}
 R=${BENCH_RUNS:-$([ "$QUICK" = 1 ] && echo 1 || echo 3)}
 SIZES=${SWEEP_SIZES:-"64 256 1024"}
 BATCHES=${STASH_BATCHES:-"1024 4096 16384 65536 262144 1048576"}
-SETTINGS="default ${STASH_BYTES:-0 65536 262144 1048576 4194304}"
+SETTINGS="s16-256K ${STASH_BYTES:-0 65536 262144 524288 1048576 4194304}"
 TS=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p results
 DAT=results/stash-$TS.dat TXT=results/stash-$TS.txt
@@ -54,7 +55,7 @@ ctl() { "$SHEAFCTL" -s "$SOCK" "$@" >/dev/null; }
 # tune SIZE SETTING: the cache of SIZE to SETTING (see above)
 tune() {
 	local cache=sb-sheaf-$1-cdef
-	if [ "$2" = default ]; then
+	if [ "$2" = s16-256K ]; then
 		ctl tune "$cache" stash_sheaves=16 stash_bytes=262144
 	else
 		ctl tune "$cache" stash_sheaves=64 stash_bytes="$2"
@@ -91,7 +92,7 @@ sort -k1,1n -k2,2n -k3,3 -k4,4g "$RAW" | awk '
 
 {
 	echo "# stash sweep $TS, W2 through sheafd, ns/op (lower is better), median (min-max) of $R run(s)$([ "$QUICK" = 1 ] && echo ', quick')"
-	echo "# columns: stash_bytes (stash_sheaves=64); default = 16 sheaves / 256 KiB"
+	echo "# columns: stash_bytes (stash_sheaves=64); s16-256K = 16 sheaves / 256 KiB (the former defaults; now 32 / 512 KiB)"
 	for size in $SIZES; do
 		echo
 		echo "$size B objects"
