@@ -11,8 +11,8 @@
  *   - Unknown flag bits are refused with EINVAL.
  *
  * Threads: every function is thread-safe unless noted.  A thread gets its
- * per-cache sheaves on first use (main, spare, and a stash of up to 16 full
- * and 16 empty ones, at most 256 KiB of objects); they go back to the pool
+ * per-cache sheaves on first use (main, spare, and a stash of up to 32 full
+ * and 32 empty ones, at most 512 KiB of objects); they go back to the pool
  * when the thread exits (or calls sheaf_thread_exit()).
  *
  * Signals: no function here is async-signal-safe.  Do not call any of them

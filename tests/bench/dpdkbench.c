@@ -32,7 +32,7 @@
  *
  * Build: only when pkg-config finds libdpdk (the Makefile's DPDK_BENCH).
  * Run (hugepages and a hugetlbfs mount needed; normally through run.sh):
- *   build/tests/bench/dpdkbench -l 0-1 --no-pci --in-memory -m 256 \
+ *   build/tests/bench/dpdkbench -l 0-1 --no-pci --in-memory -m 64 \
  *       --file-prefix sheafbench -- --count 10000000 --json
  * Options after the EAL's "--": --count N (default 10^7)  --size BYTES (64)
  *   --cache N (256)  --pool N (working set, above)  --handoff rte_ring|spsc

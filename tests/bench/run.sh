@@ -66,7 +66,7 @@
 # FAIL) or sheafd died or did not stop cleanly.
 #
 # DPDK is optional: dpdkbench is built only when `pkg-config libdpdk` works,
-# and runs only as root with >= 128 free 2 MiB hugepages; otherwise the dpdk
+# and runs only as root with >= 32 free 2 MiB hugepages (dpdkbench runs with -m 64); otherwise the dpdk
 # column is skipped with a note saying why.  As root, run.sh sets them up
 # itself: it raises /proc/sys/vm/nr_hugepages by what is missing and mounts
 # hugetlbfs on /dev/hugepages when none is mounted, and at exit puts both
@@ -368,10 +368,10 @@ dpdk_check() {
 		note "dpdk skipped: not root (DPDK needs hugepages and a hugetlbfs mount)"
 		return 1
 	fi
-	hugepages_raise 128
+	hugepages_raise 32
 	free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
-	if [ "${free:-0}" -lt 128 ]; then
-		note "dpdk skipped: ${free:-0} free 2 MiB hugepages, need 128 (echo 512 > /proc/sys/vm/nr_hugepages)"
+	if [ "${free:-0}" -lt 32 ]; then
+		note "dpdk skipped: ${free:-0} free 2 MiB hugepages, need 32 (echo 64 > /proc/sys/vm/nr_hugepages)"
 		return 1
 	fi
 	if ! awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts; then
@@ -604,7 +604,7 @@ cell_command() {
 	if [ "${ALLOC[$name]}" = dpdk ]; then
 		# shellcheck disable=SC2206
 		CMD=("${TIMEOUT_CMD[@]}" "$RUN_DPDK" -l "$DPDK_LCORES" --no-pci
-			--in-memory -m 256 --file-prefix sheafbench --no-telemetry
+			--in-memory -m 64 --file-prefix sheafbench --no-telemetry
 			--log-level=error -- --handoff "${HANDOFF[$name]}"
 			${DPDK_ARGS[$name]:-} --count "$count" $EXTRA_ARGS --json)
 		return
