@@ -188,11 +188,14 @@ bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(W7_BENCH) $(W7_DPDK) $(
 	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
 	BENCH_QUICK=1 tests/bench/sweep.sh $(BENCH_BIN)
+	BENCH_QUICK=1 tests/bench/stash_sweep.sh $(BENCH_BIN)
 
 # The curves (tests/bench/sweep.sh): W2 batch sweep and W5 capacity sweep at
 # 64, 256 and 1024 bytes, tables and gnuplot PNGs under results/.
-bench-sweep: $(BENCH_BIN)
+# tests/bench/stash_sweep.sh: W2 by the stash limits (through a sheafd).
+bench-sweep: $(BENCH_BIN) $(SHEAFD) $(SHEAFCTL)
 	tests/bench/sweep.sh $(BENCH_BIN)
+	tests/bench/stash_sweep.sh $(BENCH_BIN)
 
 # `make run` and `make test` install missing packages when run as root (a
 # fresh machine), and name them otherwise.

@@ -11,8 +11,8 @@
  *   - Unknown flag bits are refused with EINVAL.
  *
  * Threads: every function is thread-safe unless noted.  A thread gets its
- * per-cache sheaves on first use (main, spare, and a stash of up to 16 full
- * and 16 empty ones, at most 256 KiB of objects); they go back to the pool
+ * per-cache sheaves on first use (main, spare, and a stash of up to 32 full
+ * and 32 empty ones, at most 512 KiB of objects); they go back to the pool
  * when the thread exits (or calls sheaf_thread_exit()).
  *
  * Signals: no function here is async-signal-safe.  Do not call any of them
@@ -68,8 +68,8 @@ struct sheaf_pool_config {
  * named in @err), ENOMEM, EMFILE (too many pools in this process, max 64), or
  * the error of memfd_create/ftruncate/mmap.
  * Environment: SHEAF_HUGE_PAGES=off|try|on backs the object data with 2 MiB
- * pages (shmem transparent huge pages; sheafd's --huge-pages): "try" goes
- * on without them when the kernel refuses, "on" fails with EOPNOTSUPP
+ * pages (shmem transparent huge pages; sheafd's --huge-pages): "try" (the
+ * default when unset) goes on without them when the kernel refuses, "on" fails with EOPNOTSUPP
  * (the reason in @err); another value: EINVAL.
  */
 SHEAF_API sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,

@@ -27,6 +27,7 @@ void config_defaults(struct config *c)
 	c->max_threads = SHEAF_DEFAULT_LANES;
 	c->max_caches = SHEAF_DEFAULT_CACHES;
 	c->log_level = LOG_INFO;
+	c->huge_pages = HUGE_TRY;       /* used when the kernel allows (design 5b) */
 	c->allow_uid[0] = (uint32_t)getuid();
 	c->n_uid = 1;
 }
@@ -50,8 +51,8 @@ void config_usage(FILE *out)
 "      --nodes N          simulate N NUMA nodes (1..8; default: the machine's)\n"
 "      --sheaves N        sheaves in the pool (default 32768)\n"
 "      --huge-pages MODE  back the object data with 2 MiB pages (shmem\n"
-"                         transparent huge pages, madvise): off (default),\n"
-"                         try (logged and off when the kernel refuses), on\n"
+"                         transparent huge pages, madvise): off, try\n"
+"                         (default: logged and off when the kernel refuses), on\n"
 "                         (refuse to start without them); the kernel must\n"
 "                         allow them: /sys/kernel/mm/transparent_hugepage/\n"
 "                         shmem_enabled 'advise' or above\n"

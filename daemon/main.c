@@ -213,8 +213,9 @@ static int make_pool(struct daemon *d, int meta_fd, int shared_fd, char *err, si
 		pp.addr_seed = (pp.addr_seed ^ (unsigned char)*c) * 0x100000001b3ull;
 	pp.huge = d->cfg.huge_pages;
 	rc = pool_create(&d->pool, &pp, err, errlen);
+	/* try (the default) without them: the usual case, not a warning. */
 	if (rc == 0 && d->pool.huge_note[0] != '\0')
-		log_warn("%s", d->pool.huge_note);
+		log_info("%s", d->pool.huge_note);
 	else if (rc == 0 && d->pool.hdr->huge_pages)
 		log_info("object data asks for 2 MiB pages (shmem THP)");
 	return rc;

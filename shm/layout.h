@@ -160,9 +160,10 @@ enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2, CACHE_BROKEN
 #define SHEAF_CACHE_F_ALL   (SHEAF_CACHE_F_DEBUG | SHEAF_CACHE_F_OWNED | SHEAF_CACHE_F_KEEP)
 
 /* A client thread's stash (struct shm_cache, stash_*): the defaults
- * (tunable per cache) and the most sheaves of each kind a thread keeps. */
-#define SHEAF_STASH_SHEAVES 16u
-#define SHEAF_STASH_BYTES   (256u << 10)
+ * (tunable per cache; chosen from tests/bench/stash_sweep.sh, design 5b)
+ * and the most sheaves of each kind a thread keeps. */
+#define SHEAF_STASH_SHEAVES 32u
+#define SHEAF_STASH_BYTES   (512u << 10)
 #define SHEAF_STASH_LIMIT   64u
 
 struct shm_cache {

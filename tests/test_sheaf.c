@@ -126,14 +126,14 @@ START_TEST(stash_bounds)
 	for (int i = 0; i < OVER; i++)
 		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
 	ck_assert_uint_eq(stat_count(c, -1, "barn_put"), 5);
-	/* 4 KiB objects, 16 a sheaf: 64 KiB each, so four fit STASH_BYTES. */
-	ck_assert_uint_eq(STASH_BYTES / (16 * 4096), 4);
-	for (int i = 0; i < 16 * 8; i++)
+	/* 4 KiB objects, 16 a sheaf: 64 KiB each, so eight fit STASH_BYTES. */
+	ck_assert_uint_eq(STASH_BYTES / (16 * 4096), 8);
+	for (int i = 0; i < 16 * 12; i++)
 		o[i] = xalloc_touch(big);
 	puts = stat_count(big, -1, "barn_put");
-	for (int i = 0; i < 16 * 8; i++)
+	for (int i = 0; i < 16 * 12; i++)
 		REQUIRE(sheaf_free(big, o[i]) == 0, "sheaf_free(%p) failed", (void *)o[i]);
-	ck_assert_uint_eq(stat_count(big, -1, "barn_put") - puts, 8 - 2 - 4);
+	ck_assert_uint_eq(stat_count(big, -1, "barn_put") - puts, 12 - 2 - 8);
 	sheaf_thread_exit();
 	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
 	ck_assert_uint_eq(cache_stats_of(big, -1).in_use, 0);

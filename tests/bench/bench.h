@@ -81,6 +81,10 @@ struct result {
 	bool latency;           /* w6: the percentiles below are set */
 	double p50_us, p99_us, max_us;
 	uint64_t non_miss;      /* w6: samples dropped, the barn was stocked */
+	double cpu_value;       /* w1/w2: like value, from the process's CPU
+				   time (all its threads: a local pool's
+				   engine too); robust to a loaded machine's
+				   time slicing, 0 when not measured */
 };
 
 extern const char *const alloc_names[ALLOC_NR];
@@ -125,6 +129,15 @@ struct result run_w8(const struct contender *c, bool batched, size_t batch,
 		     uint64_t count);
 
 /* ---- timing and compiler barriers -------------------------------------- */
+
+/* CPU time of the whole process (every thread), ns. */
+static inline uint64_t cpu_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static inline uint64_t now_ns(void)
 {

@@ -14,18 +14,29 @@
  * holds --pool objects of --size bytes with a per-lcore cache of --cache
  * objects (rte_mempool_create), so that gets and puts go through the
  * lcores' caches and the pool's common ring in bulk: the closest peer in
- * kind to sheaf's sheaves and barn.  The two lcores are the first two of the
+ * kind to sheaf's sheaves and barn.
+ *
+ * Configured fairly (issue 16): objects packed as sheaf packs them
+ * (RTE_MEMPOOL_F_NO_SPREAD | RTE_MEMPOOL_F_NO_CACHE_ALIGN: no padding to
+ * spread objects over memory channels, no rounding up to a cache line;
+ * --spread gives DPDK's default layout back), and a pool sized like the
+ * flow's working set (the hand-off ring plus both lcores' caches at their
+ * flush threshold, rounded up to 2^n - 1: 2047 for the defaults) rather
+ * than a large one that cycles the common ring FIFO through cold memory.
+ * --bulk N gets and puts N objects per call (rte_mempool_get_bulk /
+ * put_bulk: the producer writes and hands over each of the N, the
+ * consumer gathers N before one put): DPDK's usual burst style.  The two lcores are the first two of the
  * EAL's -l list (pinned by the EAL).  Afterwards every object must be back
  * in the pool (rte_mempool_avail_count, caches included).
  * Figure: million objects per second, the same as sheafbench's w3.
  *
  * Build: only when pkg-config finds libdpdk (the Makefile's DPDK_BENCH).
  * Run (hugepages and a hugetlbfs mount needed; normally through run.sh):
- *   build/tests/bench/dpdkbench -l 0-1 --no-pci --in-memory -m 256 \
+ *   build/tests/bench/dpdkbench -l 0-1 --no-pci --in-memory -m 64 \
  *       --file-prefix sheafbench -- --count 10000000 --json
  * Options after the EAL's "--": --count N (default 10^7)  --size BYTES (64)
- *   --cache N (256)  --pool N (16383)  --handoff rte_ring|spsc (rte_ring)
- *   --quick (count / 10)  --json  --help
+ *   --cache N (256)  --pool N (working set, above)  --handoff rte_ring|spsc
+ *   (rte_ring)  --bulk N (1)  --spread  --quick (count / 10)  --json  --help
  */
 #include <errno.h>
 #include <getopt.h>
@@ -51,7 +62,7 @@
 
 #define DEFAULT_OBJECTS    10000000ull   /* 10^7, as sheafbench's w3 */
 #define DEFAULT_CACHE      256
-#define DEFAULT_POOL       16383         /* 2^n - 1: the mempool's best size */
+#define MAX_BULK           512           /* --bulk: objects per get/put */
 #define HANDOFF_SLOTS      RING_SLOTS    /* as sheafbench's SPSC ring */
 #define QUICK_DIVISOR      10
 #define FIRST_BYTE_MARK    0x5a
@@ -63,8 +74,10 @@ struct options {
 	uint64_t count;
 	unsigned size;
 	unsigned cache;
-	unsigned pool;
+	unsigned pool;                  /* 0: the working set (pool_default) */
+	unsigned bulk;                  /* objects per get/put */
 	enum handoff handoff;
+	bool spread;                    /* DPDK's default layout, not packed */
 	bool quick;
 	bool json;
 };
@@ -74,7 +87,8 @@ struct flow {
 	struct rte_ring *ring;          /* --handoff rte_ring */
 	struct spsc_ring *spsc;         /* --handoff spsc */
 	enum handoff handoff;
-	uint64_t objects;
+	unsigned bulk;
+	uint64_t objects;               /* a multiple of bulk */
 	_Atomic int ready;
 	_Atomic int go;
 	uint64_t t_start;       /* set by the producer */
@@ -126,6 +140,59 @@ static inline __attribute__((always_inline)) void *get_object(struct flow *f)
 	return obj;
 }
 
+/* --bulk: @n objects at once, each with its first byte written. */
+static inline void get_objects(struct flow *f, void **objs, unsigned n)
+{
+	unsigned spins = 0;
+
+	while (rte_mempool_get_bulk(f->mp, objs, n) != 0)
+		spin_wait(&spins);      /* pool empty: the consumer is behind */
+	for (unsigned i = 0; i < n; i++) {
+		unsigned char *p = objs[i];
+
+		p[0] = FIRST_BYTE_MARK;
+		escape(p);
+	}
+}
+
+static void produce_bulk(struct flow *f)
+{
+	void *objs[MAX_BULK];
+	uint64_t head = 0, tail_seen = 0;
+
+	for (uint64_t i = 0; i < f->objects; i += f->bulk) {
+		get_objects(f, objs, f->bulk);
+		for (unsigned k = 0; k < f->bulk; k++) {
+			unsigned spins = 0;
+
+			if (f->handoff == HANDOFF_SPSC)
+				ring_push(f->spsc, &head, &tail_seen, objs[k]);
+			else
+				while (rte_ring_sp_enqueue(f->ring, objs[k]) != 0)
+					spin_wait(&spins);
+		}
+	}
+}
+
+static void consume_bulk(struct flow *f)
+{
+	void *objs[MAX_BULK];
+	uint64_t tail = 0, head_seen = 0;
+
+	for (uint64_t i = 0; i < f->objects; i += f->bulk) {
+		for (unsigned k = 0; k < f->bulk; k++) {
+			unsigned spins = 0;
+
+			if (f->handoff == HANDOFF_SPSC)
+				objs[k] = ring_pop(f->spsc, &tail, &head_seen);
+			else
+				while (rte_ring_sc_dequeue(f->ring, &objs[k]) != 0)
+					spin_wait(&spins);
+		}
+		rte_mempool_put_bulk(f->mp, objs, f->bulk);
+	}
+}
+
 static void produce_rte_ring(struct flow *f)
 {
 	for (uint64_t i = 0; i < f->objects; i++) {
@@ -167,7 +234,9 @@ static void consume_spsc(struct flow *f)
 
 static void produce(struct flow *f)
 {
-	if (f->handoff == HANDOFF_SPSC)
+	if (f->bulk > 1)
+		produce_bulk(f);
+	else if (f->handoff == HANDOFF_SPSC)
 		produce_spsc(f);
 	else
 		produce_rte_ring(f);
@@ -175,7 +244,9 @@ static void produce(struct flow *f)
 
 static void consume(struct flow *f)
 {
-	if (f->handoff == HANDOFF_SPSC)
+	if (f->bulk > 1)
+		consume_bulk(f);
+	else if (f->handoff == HANDOFF_SPSC)
 		consume_spsc(f);
 	else
 		consume_rte_ring(f);
@@ -228,15 +299,35 @@ static void run_flow(struct flow *f)
 		die("consumer lcore returned %d", rc);
 }
 
+/*
+ * The flow's working set: what the hand-off ring holds, what each lcore's
+ * cache holds at most before it flushes (1.5 x its size, DPDK's flush
+ * threshold), and a bulk in each lcore's hands; rounded up to 2^n - 1
+ * (the mempool's best size: its ring holds 2^n - 1).
+ */
+static unsigned pool_default(const struct options *o)
+{
+	uint64_t need = (uint64_t)HANDOFF_SLOTS + 2 * ((uint64_t)o->cache * 3 / 2) +
+			2 * (uint64_t)o->bulk, n = 1;
+
+	while (n - 1 < need)
+		n <<= 1;
+	return (unsigned)(n - 1);
+}
+
 static void setup(struct flow *f, const struct options *o)
 {
+	unsigned flags = o->spread ? 0 :
+		RTE_MEMPOOL_F_NO_SPREAD | RTE_MEMPOOL_F_NO_CACHE_ALIGN;
+
 	f->mp = rte_mempool_create("sb_pool", o->pool, o->size, o->cache, 0,
 				   NULL, NULL, NULL, NULL, (int)rte_socket_id(),
-				   0);
+				   flags);
 	if (!f->mp)
-		die("rte_mempool_create(%u objects of %u bytes, cache %u): %s",
-		    o->pool, o->size, o->cache, rte_strerror(rte_errno));
+		die("rte_mempool_create(%u objects of %u bytes, cache %u, flags %#x): %s",
+		    o->pool, o->size, o->cache, flags, rte_strerror(rte_errno));
 	f->handoff = o->handoff;
+	f->bulk = o->bulk;
 	f->objects = o->count;
 	if (o->handoff == HANDOFF_SPSC) {
 		f->spsc = rte_zmalloc("sb_spsc", sizeof(*f->spsc), CACHELINE);
@@ -268,9 +359,12 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: dpdkbench [EAL options] -- [--count N] [--size BYTES]\n"
 		"                 [--cache N] [--pool N] [--handoff rte_ring|spsc]\n"
-		"                 [--quick] [--json]\n"
+		"                 [--bulk N] [--spread] [--quick] [--json]\n"
 		"  W3 through rte_mempool (per-lcore cache) and an SP/SC ring\n"
-		"  between the first two lcores; Mobj/s\n");
+		"  between the first two lcores; Mobj/s\n"
+		"  objects packed (NO_SPREAD | NO_CACHE_ALIGN) unless --spread;\n"
+		"  --pool default: the working set (ring + both caches), 2^n - 1;\n"
+		"  --bulk N: get_bulk/put_bulk of N objects (default 1: single)\n");
 }
 
 static uint64_t parse_u64(const char *opt, const char *s, uint64_t min,
@@ -301,6 +395,8 @@ static const struct option long_options[] = {
 	{ "cache", required_argument, NULL, 'c' },
 	{ "pool",  required_argument, NULL, 'p' },
 	{ "handoff", required_argument, NULL, 'H' },
+	{ "bulk",  required_argument, NULL, 'b' },
+	{ "spread", no_argument,      NULL, 'S' },
 	{ "quick", no_argument,       NULL, 'q' },
 	{ "json",  no_argument,       NULL, 'j' },
 	{ "help",  no_argument,       NULL, 'h' },
@@ -321,11 +417,17 @@ static void parse_one(struct options *o, int ch, const char *arg)
 					       RTE_MEMPOOL_CACHE_MAX_SIZE);
 		break;
 	case 'p':
-		o->pool = (unsigned)parse_u64("--pool", arg, 2 * HANDOFF_SLOTS,
+		o->pool = (unsigned)parse_u64("--pool", arg, HANDOFF_SLOTS + 2,
 					      1u << 24);
 		break;
 	case 'H':
 		o->handoff = parse_handoff(arg);
+		break;
+	case 'b':
+		o->bulk = (unsigned)parse_u64("--bulk", arg, 1, MAX_BULK);
+		break;
+	case 'S':
+		o->spread = true;
 		break;
 	case 'q':
 		o->quick = true;
@@ -348,7 +450,7 @@ static void parse_options(struct options *o, int argc, char **argv)
 	int ch;
 
 	*o = (struct options){ .count = DEFAULT_OBJECTS, .size = 64,
-			       .cache = DEFAULT_CACHE, .pool = DEFAULT_POOL };
+			       .cache = DEFAULT_CACHE, .bulk = 1 };
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "", long_options, NULL)) != -1)
 		parse_one(o, ch, optarg);
@@ -356,6 +458,13 @@ static void parse_options(struct options *o, int argc, char **argv)
 		die("unexpected argument '%s'", argv[optind]);
 	if (o->quick)
 		o->count = o->count / QUICK_DIVISOR ? o->count / QUICK_DIVISOR : 1;
+	/* Whole bulks only (at least one). */
+	o->count = o->count < o->bulk ? o->bulk : o->count - o->count % o->bulk;
+	if (o->pool == 0)
+		o->pool = pool_default(o);
+	if (o->pool < HANDOFF_SLOTS + 2 * o->bulk)
+		die("--pool %u: below the hand-off ring (%d) and two bulks", o->pool,
+		    HANDOFF_SLOTS);
 }
 
 static void print_result(const struct options *o, const struct flow *f)
@@ -364,18 +473,21 @@ static void print_result(const struct options *o, const struct flow *f)
 	double mobj = (double)o->count / seconds / 1e6;
 
 	if (!o->json) {
-		printf("dpdk w3 (rte_mempool cache %u, hand-off %s, lcores %u->%u)"
+		printf("dpdk w3 (rte_mempool %u objects %s, cache %u, bulk %u, "
+		       "hand-off %s, lcores %u->%u)"
 		       " size=%u count=%" PRIu64 ": %.3f Mobj/s (%.3f s)\n",
-		       o->cache, handoff_names[o->handoff], rte_get_main_lcore(),
+		       o->pool, o->spread ? "spread" : "packed", o->cache, o->bulk,
+		       handoff_names[o->handoff], rte_get_main_lcore(),
 		       worker_lcore(), o->size, o->count, mobj, seconds);
 		return;
 	}
 	printf("{\"alloc\":\"dpdk\",\"workload\":\"w3\",\"size\":%u,"
 	       "\"count\":%" PRIu64 ",\"cache_size\":%u,\"pool_objects\":%u,"
+	       "\"bulk\":%u,\"packed\":%s,"
 	       "\"handoff\":\"%s\",\"handoff_slots\":%d,\"lcores\":[%u,%u],"
 	       "\"metric\":\"mobj_per_s\",\"value\":%.4f,\"seconds\":%.4f}\n",
-	       o->size, o->count, o->cache, o->pool,
-	       handoff_names[o->handoff], HANDOFF_SLOTS,
+	       o->size, o->count, o->cache, o->pool, o->bulk,
+	       o->spread ? "false" : "true", handoff_names[o->handoff], HANDOFF_SLOTS,
 	       rte_get_main_lcore(), worker_lcore(), mobj, seconds);
 }
 

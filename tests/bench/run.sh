@@ -28,7 +28,11 @@
 #                     "dpdk_spsc" over sheafbench's own SPSC ring, the one all
 #                     the other contenders use (rte_ring's per-object
 #                     enqueue/dequeue touches the other side's cache line
-#                     every time and costs more than the allocator).
+#                     every time and costs more than the allocator); and
+#                     "dpdk_bulk": the SPSC ring with rte_mempool_get_bulk/
+#                     put_bulk of 32.  The pool is configured fairly:
+#                     objects packed as sheaf packs them (NO_SPREAD |
+#                     NO_CACHE_ALIGN), sized like the flow's working set.
 #   W4 W1 / W2 N proc `sheafbench --procs N`: N processes (BENCH_PROCS,
 #                     default 1 and 2, at most the CPUs) run W1 (an operation
 #                     is an alloc+free pair) or W2 B=4096 at once; million
@@ -85,9 +89,17 @@
 # FAIL) or sheafd died or did not stop cleanly.
 #
 # DPDK is optional: dpdkbench is built only when `pkg-config libdpdk` works,
-# and runs only as root with >= 128 free 2 MiB hugepages (run.sh mounts
-# hugetlbfs on /dev/hugepages when none is mounted); otherwise the dpdk
-# column is skipped with a note saying why.
+# and runs only as root with >= 32 free 2 MiB hugepages (dpdkbench runs with -m 64); otherwise the dpdk
+# column is skipped with a note saying why.  As root, run.sh sets them up
+# itself: it raises /proc/sys/vm/nr_hugepages by what is missing and mounts
+# hugetlbfs on /dev/hugepages when none is mounted, and at exit puts both
+# back as it found them (notes below the table say what it changed).
+# Huge pages for sheaf (BENCH_THP, default 1): sheafd and local pools ask
+# for shmem transparent huge pages for the object data by default
+# (huge_pages=try) where the kernel allows them; as root, when
+# /sys/kernel/mm/transparent_hugepage/shmem_enabled is "never" or "deny",
+# run.sh sets it to "advise" for the run and restores it at exit (a note
+# says so).  BENCH_THP=0 leaves it alone (sheaf on 4 KiB pages there).
 #
 # Usage (from anywhere; it works from the repository root):
 #   tests/bench/run.sh build/tests/bench/sheafbench      # or: make bench
@@ -102,8 +114,8 @@
 #                        (w4, w6, w7 and w8 stand for their rows, e.g. w4_w1_2);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
-#                        mimalloc mutexpool dpdk dpdk_spsc sheaf_b32 dpdk_mp
-#                        dpdk_mp_b32 iceoryx socket
+#                        mimalloc mutexpool dpdk dpdk_spsc dpdk_bulk sheaf_b32
+#                        dpdk_mp dpdk_mp_b32 iceoryx socket
 #   BENCH_PROCS="1 2"    W4 process counts (default: 1 2 4 8... up to the CPUs)
 #   BENCH_IDLE_S=SEC     sheafd idle measurement (default 10)
 #   BENCH_TIMEOUT=SEC    limit per run (default 300)
@@ -176,7 +188,7 @@ declare -A ROW_BETTER=([w1]=lower [w2_4096]=lower [w2_16k]=lower [w2_64k]=lower 
 declare -A ROW_COUNT=([w1]=100000000 [w2_4096]=20000000 [w2_16k]=20000000 [w2_64k]=20000000 [w2_1m]=20000000
 	[w3]=10000000 [w3p]=10000000 [w6_p50]=1000 [w6_p99]=1000 [w6_max]=1000)
 declare -A ROW_GROUP=([w6_p50]=w6 [w6_p99]=w6 [w6_max]=w6)
-declare -A ROW_COLS=([w3p]="sheaf sheaf0 mutexpool dpdk dpdk_spsc" [w6_p50]=sheaf
+declare -A ROW_COLS=([w3p]="sheaf sheaf0 mutexpool dpdk dpdk_spsc dpdk_bulk" [w6_p50]=sheaf
 	[w6_p99]=sheaf [w6_max]=sheaf [idle]=sheaf)
 declare -A ROW_FIELD=([w6_p50]=p50_us [w6_p99]=p99_us [w6_max]=max_us)
 declare -A ROW_DAEMON=([w3p]=1 [w6_p50]=1 [w6_p99]=1 [w6_max]=1 [idle]=1)
@@ -264,22 +276,23 @@ declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
 ALL_CONTENDERS=(sheaf sheaf0 glibc jemalloc tcmalloc mimalloc mutexpool dpdk
-	dpdk_spsc sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket)
-PEERS=(glibc jemalloc tcmalloc mimalloc mutexpool dpdk dpdk_spsc dpdk_mp
+	dpdk_spsc dpdk_bulk sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket)
+PEERS=(glibc jemalloc tcmalloc mimalloc mutexpool dpdk dpdk_spsc dpdk_bulk dpdk_mp
 	dpdk_mp_b32 iceoryx socket)
 SINGLE_PEERS=(glibc jemalloc tcmalloc mimalloc)
 declare -A ALLOC=([sheaf]=sheaf [sheaf0]=sheaf0 [glibc]=malloc
 	[jemalloc]=malloc [tcmalloc]=malloc [mimalloc]=malloc
-	[mutexpool]=mutexpool [dpdk]=dpdk [dpdk_spsc]=dpdk [sheaf_b32]=w7
+	[mutexpool]=mutexpool [dpdk]=dpdk [dpdk_spsc]=dpdk [dpdk_bulk]=dpdk [sheaf_b32]=w7
 	[dpdk_mp]=w7 [dpdk_mp_b32]=w7 [iceoryx]=w7 [socket]=w7)
-declare -A HANDOFF=([dpdk]=rte_ring [dpdk_spsc]=spsc)
+declare -A HANDOFF=([dpdk]=rte_ring [dpdk_spsc]=spsc [dpdk_bulk]=spsc)
+declare -A DPDK_ARGS=([dpdk_bulk]="--bulk 32")
 declare -A TITLE=([mutexpool]=mutex-pool [dpdk]="dpdk x-lcore rte_ring"
-	[dpdk_spsc]="dpdk x-lcore spsc" [sheaf_b32]="sheaf bulk 32"
-	[dpdk_mp]="dpdk 2-proc" [dpdk_mp_b32]="dpdk 2-proc bulk 32"
+	[dpdk_spsc]="dpdk x-lcore spsc" [dpdk_bulk]="dpdk x-lcore spsc bulk32"
+	[sheaf_b32]="sheaf bulk 32" [dpdk_mp]="dpdk 2-proc" [dpdk_mp_b32]="dpdk 2-proc bulk 32"
 	[socket]="unix socket")
 declare -A PRELOAD=([sheaf]="" [sheaf0]="" [glibc]="" [mutexpool]="" [dpdk]=""
-	[dpdk_spsc]="" [sheaf_b32]="" [dpdk_mp]="" [dpdk_mp_b32]="" [iceoryx]=""
-	[socket]="")
+	[dpdk_spsc]="" [dpdk_bulk]="" [sheaf_b32]="" [dpdk_mp]="" [dpdk_mp_b32]=""
+	[iceoryx]="" [socket]="")
 declare -A SONAMES=([jemalloc]="libjemalloc.so.2 libjemalloc.so"
 	[tcmalloc]="libtcmalloc_minimal.so.4 libtcmalloc_minimal.so libtcmalloc.so.4"
 	[mimalloc]="libmimalloc.so.2 libmimalloc.so")
@@ -355,7 +368,74 @@ dpdk_ready() {
 	DPDK_OK=0
 	dpdk_check || return 1
 	DPDK_OK=1
-	note "dpdk: rte_mempool (per-lcore cache 256) on lcores $DPDK_LCORES of one process: cross-lcore (cross-thread), not cross-process; hand-off rte_ring SP/SC (dpdk) or the SPSC ring of every other contender (dpdk_spsc)"
+	note "dpdk: rte_mempool (per-lcore cache 256, objects packed: NO_SPREAD|NO_CACHE_ALIGN, pool sized to the flow's working set) on lcores $DPDK_LCORES of one process: cross-lcore (cross-thread), not cross-process; hand-off rte_ring SP/SC (dpdk), the SPSC ring of every other contender (dpdk_spsc), or that ring with get_bulk/put_bulk of 32 (dpdk_bulk)"
+}
+
+# What run.sh changed on the system, put back by restore_system (EXIT).
+HP_ORIG_NR=""       # nr_hugepages before we raised it
+HP_MOUNTED=""       # the hugetlbfs mount we made
+THP_ORIG=""         # shmem_enabled before we set it to advise
+THP_SHMEM=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+restore_system() {
+	if [ -n "$HP_MOUNTED" ]; then
+		umount "$HP_MOUNTED" 2>/dev/null ||
+			progress "run.sh: could not unmount $HP_MOUNTED (left mounted)"
+		HP_MOUNTED=""
+	fi
+	if [ -n "$HP_ORIG_NR" ]; then
+		echo "$HP_ORIG_NR" >/proc/sys/vm/nr_hugepages 2>/dev/null ||
+			progress "run.sh: could not set nr_hugepages back to $HP_ORIG_NR"
+		HP_ORIG_NR=""
+	fi
+	if [ -n "$THP_ORIG" ]; then
+		echo "$THP_ORIG" >"$THP_SHMEM" 2>/dev/null ||
+			progress "run.sh: could not set $THP_SHMEM back to $THP_ORIG"
+		THP_ORIG=""
+	fi
+}
+trap restore_system EXIT
+
+# Root with too few free 2 MiB hugepages: raise nr_hugepages by the
+# shortfall (restored at exit).
+hugepages_raise() {
+	local need=$1 free nr
+	free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
+	[ "${free:-0}" -ge "$need" ] && return 0
+	nr=$(cat /proc/sys/vm/nr_hugepages) || return 1
+	echo $((nr + need - ${free:-0})) >/proc/sys/vm/nr_hugepages 2>/dev/null || return 1
+	[ -n "$HP_ORIG_NR" ] || HP_ORIG_NR=$nr
+	free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
+	note "set nr_hugepages $nr -> $(cat /proc/sys/vm/nr_hugepages) for DPDK (put back at exit)"
+	[ "${free:-0}" -ge "$need" ]
+}
+
+# A hugetlbfs mount for DPDK: 0 when one is there or we made it (unmounted
+# at exit).
+hugetlbfs_mount() {
+	awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts && return 0
+	mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages || return 1
+	HP_MOUNTED=/dev/hugepages
+	note "mounted hugetlbfs on /dev/hugepages for DPDK (unmounted at exit)"
+}
+
+# The bracketed word of shmem_enabled; as root, "never"/"deny" become
+# "advise" for this run (BENCH_THP=0: untouched).
+thp_setup() {
+	local cur
+	[ -r "$THP_SHMEM" ] || { note "sheaf huge pages: $THP_SHMEM missing (4 KiB pages)"; return; }
+	cur=$(sed 's/.*\[\(.*\)\].*/\1/' "$THP_SHMEM")
+	if [ "${BENCH_THP:-1}" = 0 ]; then
+		note "sheaf huge pages: shmem_enabled '$cur' left alone (BENCH_THP=0)"
+	elif [ "$cur" = never ] || [ "$cur" = deny ]; then
+		if [ "$(id -u)" = 0 ] && echo advise >"$THP_SHMEM" 2>/dev/null; then
+			THP_ORIG=$cur
+			note "set $THP_SHMEM '$cur' -> 'advise' (put back at exit): sheaf's object data on 2 MiB pages (its default huge_pages=try)"
+		else
+			note "sheaf huge pages: shmem_enabled is '$cur' and run.sh is not root: 4 KiB pages"
+		fi
+	else
+		note "sheaf huge pages: shmem_enabled '$cur': sheaf's object data on 2 MiB pages (huge_pages=try)"
+	fi
 }
 
 dpdk_check() {
@@ -372,27 +452,20 @@ dpdk_check() {
 		note "dpdk skipped: not root (DPDK needs hugepages and a hugetlbfs mount)"
 		return 1
 	fi
+	hugepages_raise 32
 	free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
-	if [ "${free:-0}" -lt 128 ]; then
-		note "dpdk skipped: ${free:-0} free 2 MiB hugepages, need 128 (echo 512 > /proc/sys/vm/nr_hugepages)"
+	if [ "${free:-0}" -lt 32 ]; then
+		note "dpdk skipped: ${free:-0} free 2 MiB hugepages, need 32 (echo 64 > /proc/sys/vm/nr_hugepages)"
 		return 1
 	fi
-	if ! awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts; then
-		if mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages; then
-			note "mounted hugetlbfs on /dev/hugepages for DPDK"
-		else
-			note "dpdk skipped: cannot mount hugetlbfs on /dev/hugepages"
-			return 1
-		fi
-	fi
+	hugetlbfs_mount || { note "dpdk skipped: cannot mount hugetlbfs on /dev/hugepages"; return 1; }
 	DPDK_LCORES=$(first_two_cpus) || { note "dpdk skipped: needs two CPUs"; return 1; }
 	return 0
 }
 
 # W7's contenders: w7bench for all; dpdk_mp needs w7dpdk, root, hugepages
-# (raised here by what is missing, given back at the end) and hugetlbfs;
-# iceoryx needs w7iox and iox-roudi (started by start_roudi).
-HUGE_RAISED=0
+# (raised by what is missing, put back at exit: restore_system) and
+# hugetlbfs; iceoryx needs w7iox and iox-roudi (started by start_roudi).
 w7_ready() {
 	local name=$1 free
 	if [ ! -x "$W7BENCH" ]; then
@@ -403,18 +476,10 @@ w7_ready() {
 	dpdk_mp|dpdk_mp_b32)
 		[ -x "$W7DPDK" ] || { note "W7 $name skipped: $W7DPDK not built (pkg-config libdpdk failed)"; return 1; }
 		[ "$(id -u)" = 0 ] || { note "W7 $name skipped: not root (multi-process DPDK needs hugepages and hugetlbfs)"; return 1; }
+		hugepages_raise 64
 		free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
-		if [ "${free:-0}" -lt 64 ] && [ "$HUGE_RAISED" = 0 ]; then
-			HUGE_RAISED=$((64 - ${free:-0}))
-			echo $(( $(cat /proc/sys/vm/nr_hugepages) + HUGE_RAISED )) >/proc/sys/vm/nr_hugepages
-			note "raised nr_hugepages by $HUGE_RAISED for W7's DPDK (given back at the end)"
-			free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
-		fi
 		[ "${free:-0}" -ge 64 ] || { note "W7 $name skipped: ${free:-0} free 2 MiB hugepages, need 64"; return 1; }
-		if ! awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts; then
-			mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages ||
-				{ note "W7 $name skipped: cannot mount hugetlbfs"; return 1; }
-		fi ;;
+		hugetlbfs_mount || { note "W7 $name skipped: cannot mount hugetlbfs"; return 1; } ;;
 	iceoryx)
 		[ -x "$W7IOX" ] || { note "W7 iceoryx skipped: $W7IOX not built (apt-get install iceoryx libiceoryx-binding-c-dev)"; return 1; }
 		command -v iox-roudi >/dev/null || { note "W7 iceoryx skipped: no iox-roudi (apt-get install iceoryx)"; return 1; } ;;
@@ -499,15 +564,15 @@ TMP=$(mktemp -d) || die "mktemp failed"
 cleanup() {
 	[ -n "$SHEAFD_PID" ] && kill -TERM "$SHEAFD_PID" 2>/dev/null
 	stop_roudi
-	[ "$HUGE_RAISED" -gt 0 ] && echo $(( $(cat /proc/sys/vm/nr_hugepages) - HUGE_RAISED )) \
-		>/proc/sys/vm/nr_hugepages 2>/dev/null && HUGE_RAISED=0
 	rm -rf "$TMP"
+	restore_system
 }
 trap cleanup EXIT
 
 snapshot() {  # snapshot PATH NAME: copy PATH to $TMP/bin/NAME, print the copy
 	mkdir -p "$TMP/bin" && cp -p -- "$1" "$TMP/bin/$2" && printf '%s' "$TMP/bin/$2"
 }
+case " ${CONTENDERS[*]} " in *" sheaf "*) thp_setup ;; esac
 RUN_BIN=$(snapshot "$BIN" sheafbench) || die "cannot copy $BIN"
 RUN_SHEAFD=""
 if [ $needs_daemon = 1 ]; then
@@ -695,9 +760,9 @@ cell_command() {
 	if [ "${ALLOC[$name]}" = dpdk ]; then
 		# shellcheck disable=SC2206
 		CMD=("${TIMEOUT_CMD[@]}" "$RUN_DPDK" -l "$DPDK_LCORES" --no-pci
-			--in-memory -m 256 --file-prefix sheafbench --no-telemetry
+			--in-memory -m 64 --file-prefix sheafbench --no-telemetry
 			--log-level=error -- --handoff "${HANDOFF[$name]}"
-			--count "$count" $EXTRA_ARGS --json)
+			${DPDK_ARGS[$name]:-} --count "$count" $EXTRA_ARGS --json)
 		return
 	fi
 	local preload=(-u LD_PRELOAD)   # glibc, sheaf, mutexpool: no preload
@@ -887,6 +952,8 @@ add_target w3p_sheaf_vs_dpdk "W3 cross-process sheaf / dpdk cross-lcore (rte_rin
 	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3p,dpdk]:-}")"
 add_target w3p_sheaf_vs_dpdk_spsc "W3 cross-process sheaf / dpdk cross-lcore (same SPSC ring as sheaf)" \
 	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3p,dpdk_spsc]:-}")"
+add_target w3p_sheaf_vs_dpdk_bulk "W3 cross-process sheaf / dpdk cross-lcore (SPSC ring, get/put bulk 32)" \
+	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3p,dpdk_bulk]:-}")"
 add_target w3p_sheaf_vs_mutexpool "W3 cross-process sheaf / mutex-pool" \
 	"$(ratio "${MEDIAN[w3p,sheaf]:-}" "${MEDIAN[w3p,mutexpool]:-}")"
 add_target w3p_vs_w3_sheaf "W3 sheaf cross-process / sheaf cross-thread" \

@@ -151,15 +151,18 @@ struct result run_w1(const struct contender *c, uint64_t pairs)
 {
 	struct result r = { .metric = "ns_per_pair", .unit = "ns/pair",
 			    .count = pairs };
-	uint64_t t0, t1;
+	uint64_t t0, t1, c0, c1;
 
 	check_refused_frees(c, w1_pairs(c, pairs / 100 + 1));  /* warm-up */
 	timing_gate(c);
+	c0 = cpu_now_ns();
 	t0 = now_ns();
 	check_refused_frees(c, w1_pairs(c, pairs));
 	t1 = now_ns();
+	c1 = cpu_now_ns();
 	r.seconds = (double)(t1 - t0) / 1e9;
 	r.value = (double)(t1 - t0) / (double)pairs;
+	r.cpu_value = (double)(c1 - c0) / (double)pairs;
 	return r;
 }
 
@@ -206,7 +209,7 @@ struct result run_w2(const struct contender *c, size_t batch,
 {
 	struct result r = { .metric = "ns_per_op", .unit = "ns/op" };
 	uint64_t ops_per_round = 2 * (uint64_t)batch;
-	uint64_t rounds, t0, t1;
+	uint64_t rounds, t0, t1, c0, c1;
 	void **objs;
 
 	rounds = (target_ops + ops_per_round - 1) / ops_per_round;
@@ -217,14 +220,17 @@ struct result run_w2(const struct contender *c, size_t batch,
 		die("no memory for a %zu-pointer array", batch);
 	check_refused_frees(c, w2_rounds(c, objs, batch, 1));  /* warm-up */
 	timing_gate(c);
+	c0 = cpu_now_ns();
 	t0 = now_ns();
 	check_refused_frees(c, w2_rounds(c, objs, batch, rounds));
 	t1 = now_ns();
+	c1 = cpu_now_ns();
 	free(objs);
 	r.rounds = rounds;
 	r.count = rounds * ops_per_round;
 	r.seconds = (double)(t1 - t0) / 1e9;
 	r.value = (double)(t1 - t0) / (double)r.count;
+	r.cpu_value = (double)(c1 - c0) / (double)r.count;
 	return r;
 }
 
@@ -610,6 +616,8 @@ static void json_extras(const struct result *r)
 			printf("%s%.4f", i ? "," : "", r->per_proc[i]);
 		printf("]");
 	}
+	if (r->cpu_value > 0)
+		printf(",\"cpu_value\":%.4f", r->cpu_value);
 	if (r->latency)
 		printf(",\"p50_us\":%.3f,\"p99_us\":%.3f,\"max_us\":%.3f"
 		       ",\"non_miss\":%" PRIu64, r->p50_us, r->p99_us,
