@@ -175,22 +175,39 @@ static uint32_t deferred_cap(const struct tcache *t)
 	return cap ? cap : engine_default_capacity(t->cache->sc->obj_size);
 }
 
-/* Hand the thread's deferred sheaf to the rcu ring, stamped. */
+/*
+ * Hand the thread's deferred sheaf to the rcu ring, stamped, and count its
+ * objects in free_rcu_sheaf.  The count is staged in the lane first (the
+ * new value and the sheaf; one release store arms it), so that a thread
+ * killed at any instruction counts each object exactly once: the
+ * dead-client repair completes an armed count, and counts a deferred
+ * sheaf it takes back only when no armed count covers it
+ * (docs/design.md, "Deferred frees").
+ */
 static void handover(struct tcache *t)
 {
 	struct shm_pool *p = &t->cache->pool->shm;
 	struct shm_sheaf *d = t->deferred;
+	struct shm_lane *ln = t->tp->lane;
 	struct ring_ref rr = pool_ring_ref(p, ring_rcu_id(p->nodes));
+	uint32_t s = sheaf_index(t, d);
+	uint64_t v = at_load_relaxed(&t->stat[ST_FREE_RCU_SHEAF]) + sheaf_size(d);
 
 	t->deferred = NULL;
+	at_store_relaxed(&ln->rcu_fold_val, v);
+	at_store_relaxed(&ln->rcu_fold_sheaf, s);
+	/* Release: pairs with the repair's acquire load. */
+	at_store_release(&ln->rcu_fold_cache, t->f->cache_id + 1u);
 	/* Every unlink before this call comes before the stamp's read
 	 * (seq_cst fence): grace period stamp + 1 starts after them. */
 	d->gp = gp_target(t->cache->pool) - 1;
-	if (rr_put(&rr, p->owners, sheaf_index(t, d), t->cache->pool->client,
-		   &t->tp->lane->intent) != 0) {
+	if (rr_put(&rr, p->owners, s, t->cache->pool->client, &ln->intent) != 0) {
+		at_store_release(&ln->rcu_fold_cache, 0);
 		t->deferred = d;          /* never: the ring holds every sheaf */
 		return;
 	}
+	at_store_relaxed(&t->stat[ST_FREE_RCU_SHEAF], v);
+	at_store_release(&ln->rcu_fold_cache, 0);
 	grace_ring(p);
 }
 
@@ -253,8 +270,7 @@ static int deferred_slow_in(struct tcache *t, void *obj)
 	d = t->deferred;
 	if (node != d->node)
 		d->flags |= SHEAF_F_MIXED;    /* released to the slabs, not a barn */
-	sheaf_push(d, off);
-	at_counter_add(&t->stat[ST_FREE_RCU_SHEAF], 1);
+	sheaf_push(d, off);              /* counted at the hand-over */
 	return 0;
 }
 
@@ -300,7 +316,6 @@ int sheaf_free_deferred(sheaf_cache_t *c, void *obj)
 	 * the free fast path's test (a plain push, as sheaf_free). */
 	if (likely(d != NULL && sheaf_size(d) < d->capacity && SHEAF__FAST_VALID(t->f, obj))) {
 		sheaf_push(d, (uint64_t)((char *)obj - t->f->base));
-		at_counter_add(&t->stat[ST_FREE_RCU_SHEAF], 1);
 		return 0;
 	}
 	rc = deferred_slow(c, t, obj);
