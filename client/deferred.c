@@ -14,6 +14,7 @@
  * unlinks before it.
  */
 #include <errno.h>
+#include <string.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -63,13 +64,37 @@ static inline struct tpool *tp_now(const sheaf_pool_t *pool)
 
 /* ---- readers ------------------------------------------------------------ */
 
-int sheaf_read_lock(sheaf_pool_t *pool)
+/* sheaf.h's inline sections read this (sheaf__rcu: who may write it). */
+__thread struct sheaf__rcu sheaf__rcu_tls __attribute__((tls_model("initial-exec")));
+
+void rcu_tls_forget(void)
+{
+	memset(&sheaf__rcu_tls, 0, sizeof(sheaf__rcu_tls));
+}
+
+/* Lead the calling thread's inline sections of @pool to @tp. */
+static void rcu_tls_set(sheaf_pool_t *pool, struct tpool *tp)
+{
+	struct sheaf__rcu *r = &sheaf__rcu_tls;
+
+	r->genp = &registry_live_gen[pool->slot];
+	r->gen = pool->gen;
+	r->fence = rcu_mode(pool) == RCU_FENCE;
+	r->nest = &tp->rcu_nest;
+	r->ctr = (uint64_t *)(void *)&tp->lane->rcu_ctr;
+	r->gp_seq = (const uint64_t *)(const void *)&pool->shm.hdr->gp_seq;
+	r->pool = pool;
+}
+
+/* sheaf_read_lock when the thread's state is not the inline path's. */
+int sheaf__read_lock_slow(sheaf_pool_t *pool)
 {
 	struct tpool *tp = tp_now(pool);
 	uint64_t g;
 
 	if (unlikely(tp == NULL) && (tp = thread_tpool(pool)) == NULL)
 		return -errno;
+	rcu_tls_set(pool, tp);
 	if (tp->rcu_nest++ != 0)
 		return 0;
 	/* The epoch, then the store; then (no membarrier) a full fence, so
@@ -84,7 +109,7 @@ int sheaf_read_lock(sheaf_pool_t *pool)
 	return 0;
 }
 
-int sheaf_read_unlock(sheaf_pool_t *pool)
+int sheaf__read_unlock_slow(sheaf_pool_t *pool)
 {
 	struct tpool *tp = tp_now(pool);
 
@@ -96,6 +121,10 @@ int sheaf_read_unlock(sheaf_pool_t *pool)
 		at_store_release(&tp->lane->rcu_ctr, 0);
 	return 0;
 }
+
+/* The external definitions of sheaf.h's inline sections. */
+extern inline int sheaf_read_lock(sheaf_pool_t *pool);
+extern inline int sheaf_read_unlock(sheaf_pool_t *pool);
 
 int sheaf_quiescent(sheaf_pool_t *pool)
 {

@@ -516,10 +516,10 @@ SHEAF_API void *sheaf_off_to_ptr(const sheaf_pool_t *pool, uint64_t off);
  * Enter (nested: count) a read section of @pool.  Returns 0, or -EMFILE
  * (no lane left), -ECHILD (a fork() child), -ENOMEM.
  */
-SHEAF_API int sheaf_read_lock(sheaf_pool_t *pool);
+SHEAF_API SHEAF__INLINE int sheaf_read_lock(sheaf_pool_t *pool);
 
 /* Leave a read section; 0, or -EINVAL when the thread is in none. */
-SHEAF_API int sheaf_read_unlock(sheaf_pool_t *pool);
+SHEAF_API SHEAF__INLINE int sheaf_read_unlock(sheaf_pool_t *pool);
 
 /*
  * Inside a read section: declare that the thread holds no reference
@@ -766,6 +766,68 @@ inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 		}
 	}
 	return sheaf__free_slow(cache, obj);
+}
+#endif
+
+/*
+ * The inline read sections: the thread's reader state of the pool it last
+ * entered a section of, set by the library's slow path (client/deferred.c)
+ * and cleared whenever the thread's lane in that pool changes.  @genp
+ * points into the library's own registry (static memory, never freed):
+ * *genp == gen while the pool is connected, so a pool disconnected and
+ * another one connected at the same address both miss.  Initial-exec TLS,
+ * as sheaf__tls_bias (no exported data object).
+ */
+struct sheaf__rcu {
+	const void *pool;            /* NULL: none */
+	const uint32_t *genp;
+	uint32_t gen;
+	uint32_t fence;              /* a full fence after the store */
+	uint32_t *nest;              /* the thread's section depth in @pool */
+	uint64_t *ctr;               /* its lane's reader word */
+	const uint64_t *gp_seq;      /* the pool's grace periods started */
+};
+SHEAF_API extern __thread struct sheaf__rcu sheaf__rcu_tls
+	__attribute__((tls_model("initial-exec")));
+SHEAF_API int sheaf__read_lock_slow(sheaf_pool_t *pool);
+SHEAF_API int sheaf__read_unlock_slow(sheaf_pool_t *pool);
+
+#if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
+/* The outermost lock: the epoch, then one store; then a full fence only
+ * where the engine cannot issue membarrier (docs/design.md). */
+inline int sheaf_read_lock(sheaf_pool_t *pool)
+{
+	struct sheaf__rcu *r = &sheaf__rcu_tls;
+
+	if (__builtin_expect(r->pool == (const void *)pool &&
+			     __atomic_load_n(r->genp, __ATOMIC_RELAXED) == r->gen, 1)) {
+		if ((*r->nest)++ == 0) {
+			uint64_t g = __atomic_load_n(r->gp_seq, __ATOMIC_ACQUIRE);
+
+			__atomic_store_n(r->ctr, g << 1 | 1, __ATOMIC_RELAXED);
+			if (r->fence)
+				__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			else
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		}
+		return 0;
+	}
+	return sheaf__read_lock_slow(pool);
+}
+
+/* Release: the section's loads come before the engine sees it end. */
+inline int sheaf_read_unlock(sheaf_pool_t *pool)
+{
+	struct sheaf__rcu *r = &sheaf__rcu_tls;
+
+	if (__builtin_expect(r->pool == (const void *)pool &&
+			     __atomic_load_n(r->genp, __ATOMIC_RELAXED) == r->gen &&
+			     *r->nest != 0, 1)) {
+		if (--*r->nest == 0)
+			__atomic_store_n(r->ctr, 0, __ATOMIC_RELEASE);
+		return 0;
+	}
+	return sheaf__read_unlock_slow(pool);
 }
 #endif
 

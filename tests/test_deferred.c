@@ -73,6 +73,100 @@ START_TEST(api_local)
 }
 END_TEST
 
+/*
+ * sheaf.h's inline read sections follow the thread's lane: across pools
+ * (alternating), nested, after sheaf_thread_exit, and after a pool is
+ * destroyed and another made (perhaps at the same address): each section
+ * lands in the right pool (a section of the old one would leave the new
+ * one's grace periods free and the old lane's word set).
+ */
+/* A thread whose inline state names a pool another thread destroys. */
+struct stale_arg {
+	sheaf_pool_t *volatile pool;
+	volatile int step;
+	volatile int rc[4];
+};
+
+static void *stale_main(void *arg)
+{
+	struct stale_arg *s = arg;
+
+	s->rc[0] = sheaf_read_lock(s->pool);
+	s->rc[1] = sheaf_read_unlock(s->pool);
+	s->step = 1;
+	while (s->step != 2)
+		sleep_ms(1);
+	/* The pool it last used is gone; s->pool is a new one. */
+	s->rc[2] = sheaf_read_lock(s->pool);
+	s->step = 3;
+	while (s->step != 4)
+		sleep_ms(1);
+	s->rc[3] = sheaf_read_unlock(s->pool);
+	sheaf_thread_exit();
+	return NULL;
+}
+
+START_TEST(inline_sections_follow_lane)
+{
+	struct stale_arg st = { 0 };
+	pthread_t thr;
+	sheaf_pool_t *a = pool_new(&small), *b = pool_new(&small);
+
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(sheaf_read_lock(a), 0);
+		ck_assert_int_eq(sheaf_read_lock(b), 0);
+		ck_assert_int_eq(sheaf_read_lock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 100), -EDEADLK);
+		ck_assert_int_eq(sheaf_read_unlock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 100), -EDEADLK);
+		ck_assert_int_eq(sheaf_read_unlock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 5000), 0);
+		ck_assert_int_eq(sheaf_synchronize(b, 100), -EDEADLK);
+		ck_assert_int_eq(sheaf_read_unlock(b), 0);
+		ck_assert_int_eq(sheaf_read_unlock(b), -EINVAL);
+		ck_assert_int_eq(sheaf_synchronize(b, 5000), 0);
+	}
+	ck_assert_int_eq(sheaf_read_lock(a), 0);
+	sheaf_thread_exit();                          /* ends the section */
+	ck_assert_int_eq(sheaf_read_unlock(a), -EINVAL);
+	ck_assert_int_eq(sheaf_synchronize(a, 5000), 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(sheaf_read_lock(a), 0);
+		ck_assert_int_eq(sheaf_read_unlock(a), 0);
+		sheaf_pool_destroy(a);
+		a = pool_new(&small);
+		ck_assert_int_eq(sheaf_read_unlock(a), -EINVAL);
+		ck_assert_int_eq(sheaf_read_lock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 100), -EDEADLK);
+		ck_assert_int_eq(sheaf_read_unlock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 5000), 0);
+	}
+	/* Another thread's state of a destroyed pool is never used for a
+	 * new pool (at the same address or not). */
+	st.pool = a;
+	ck_assert_int_eq(pthread_create(&thr, NULL, stale_main, &st), 0);
+	while (st.step != 1)
+		sleep_ms(1);
+	sheaf_pool_destroy(a);
+	a = pool_new(&small);
+	st.pool = a;
+	st.step = 2;
+	while (st.step != 3)
+		sleep_ms(1);
+	ck_assert_int_eq(sheaf_synchronize(a, 200), -ETIMEDOUT);   /* its section */
+	st.step = 4;
+	pthread_join(thr, NULL);
+	ck_assert_int_eq(st.rc[0], 0);
+	ck_assert_int_eq(st.rc[1], 0);
+	ck_assert_int_eq(st.rc[2], 0);
+	ck_assert_int_eq(st.rc[3], 0);
+	ck_assert_int_eq(sheaf_synchronize(a, 5000), 0);
+	sheaf_thread_exit();
+	sheaf_pool_destroy(a);
+	sheaf_pool_destroy(b);
+}
+END_TEST
+
 START_TEST(debug_cache_refused)
 {
 	sheaf_pool_t *p = pool_new(&small);
@@ -309,6 +403,7 @@ int main(void)
 
 	require_binaries("test_deferred");
 	ADD_ALONE(s, api_local, 60);
+	ADD_ALONE(s, inline_sections_follow_lane, 60);
 	ADD_ALONE(s, debug_cache_refused, 60);
 	ADD_ALONE(s, reader_holds_grace, 60);
 	ADD_ALONE(s, stopped_reader_reported, 60);

@@ -166,8 +166,8 @@ static void pace(uint64_t n, double *t0p)
 {
 	double ahead = *t0p + (double)n / rate - now_s();
 
-	if (ahead < -0.001)                  /* descheduled: no catching up */
-		*t0p -= ahead + 0.001;
+	if (ahead < -1.0)                    /* a second behind: no catching up */
+		*t0p -= ahead + 1.0;
 	if (ahead > 0) {
 		struct timespec ts = { (time_t)ahead, (long)((ahead - (time_t)ahead) * 1e9) };
 		nanosleep(&ts, NULL);

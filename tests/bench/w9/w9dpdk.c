@@ -149,8 +149,8 @@ static void *writer(void *arg)
 		if (rate > 0 && (n & 255) == 0) {
 			double ahead = t0 + (double)n / rate - now_s();
 
-			if (ahead < -0.001)
-				t0 -= ahead + 0.001;
+			if (ahead < -1.0)
+				t0 -= ahead + 1.0;
 			if (ahead > 0) {
 				struct timespec ts = { (time_t)ahead,
 						       (long)((ahead - (time_t)ahead) * 1e9) };
