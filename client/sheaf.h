@@ -491,8 +491,10 @@ SHEAF_API void *sheaf_off_to_ptr(const sheaf_pool_t *pool, uint64_t off);
  *     object before publishing it is the writer's release store, as with
  *     any lock-free structure.  Several writers need their own mutual
  *     exclusion; sheaf gives only the reclamation.
- *   - Cost: sheaf_read_lock / unlock write one word of the thread's lane
- *     (no atomic read-modify-write, no system call); when the kernel has
+ *   - Cost: sheaf_read_lock / unlock are inline (below) and write one
+ *     word of the thread's lane (no atomic read-modify-write, no system
+ *     call, no call into the library once the thread has a lane); when
+ *     the kernel has
  *     membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) the engine issues it
  *     before each grace-period scan and readers need no fence, otherwise
  *     sheaf_read_lock adds one full fence.  sheaf_free_deferred is a push
