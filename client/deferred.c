@@ -75,15 +75,14 @@ void rcu_tls_forget(void)
 /* Lead the calling thread's inline sections of @pool to @tp. */
 static void rcu_tls_set(sheaf_pool_t *pool, struct tpool *tp)
 {
-	struct sheaf__rcu *r = &sheaf__rcu_tls;
-
-	r->genp = &registry_live_gen[pool->slot];
-	r->gen = pool->gen;
-	r->fence = rcu_mode(pool) == RCU_FENCE;
-	r->nest = &tp->rcu_nest;
-	r->ctr = (uint64_t *)(void *)&tp->lane->rcu_ctr;
-	r->gp_seq = (const uint64_t *)(const void *)&pool->shm.hdr->gp_seq;
-	r->pool = pool;
+	/* Named, not through a pointer: see sheaf.h. */
+	sheaf__rcu_tls.genp = &registry_live_gen[pool->slot];
+	sheaf__rcu_tls.gen = pool->gen;
+	sheaf__rcu_tls.fence = rcu_mode(pool) == RCU_FENCE;
+	sheaf__rcu_tls.nest = &tp->rcu_nest;
+	sheaf__rcu_tls.ctr = (uint64_t *)(void *)&tp->lane->rcu_ctr;
+	sheaf__rcu_tls.gp_seq = (const uint64_t *)(const void *)&pool->shm.hdr->gp_seq;
+	sheaf__rcu_tls.pool = pool;
 }
 
 /* sheaf_read_lock when the thread's state is not the inline path's. */
