@@ -102,7 +102,7 @@ int sheaf__read_lock_slow(sheaf_pool_t *pool)
 	g = at_load_acquire(&pool->shm.hdr->gp_seq);
 	at_store_relaxed(&tp->lane->rcu_ctr, g << 1 | 1);
 	if (rcu_mode(pool) == RCU_FENCE)
-		atomic_thread_fence(memory_order_seq_cst);
+		at_fence_seqcst();
 	else
 		atomic_signal_fence(memory_order_seq_cst);
 	return 0;
@@ -145,7 +145,7 @@ int sheaf_quiescent(sheaf_pool_t *pool)
  * stores (unlinks, hand-overs) before the read. */
 static uint64_t gp_target(const sheaf_pool_t *pool)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	at_fence_seqcst();
 	return at_load_seqcst(&pool->shm.hdr->gp_seq) + 1;
 }
 

@@ -809,7 +809,11 @@ inline int sheaf_read_lock(sheaf_pool_t *pool)
 
 			__atomic_store_n(SHEAF__RCU.ctr, g << 1 | 1, __ATOMIC_RELAXED);
 			if (SHEAF__RCU.fence)
+#if defined(__SANITIZE_THREAD__)   /* GCC's TSan has no fences */
+				__atomic_fetch_add(SHEAF__RCU.ctr, 0, __ATOMIC_SEQ_CST);
+#else
 				__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
 			else
 				__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		}

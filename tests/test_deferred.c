@@ -82,10 +82,21 @@ END_TEST
  */
 /* A thread whose inline state names a pool another thread destroys. */
 struct stale_arg {
-	sheaf_pool_t *volatile pool;
-	volatile int step;
-	volatile int rc[4];
+	sheaf_pool_t *pool;          /* written before a step */
+	int step;                    /* __atomic: the threads' handshake */
+	int rc[4];
 };
+
+static void step_to(struct stale_arg *s, int v)
+{
+	__atomic_store_n(&s->step, v, __ATOMIC_RELEASE);
+}
+
+static void step_wait(struct stale_arg *s, int v)
+{
+	while (__atomic_load_n(&s->step, __ATOMIC_ACQUIRE) != v)
+		sleep_ms(1);
+}
 
 static void *stale_main(void *arg)
 {
@@ -93,14 +104,12 @@ static void *stale_main(void *arg)
 
 	s->rc[0] = sheaf_read_lock(s->pool);
 	s->rc[1] = sheaf_read_unlock(s->pool);
-	s->step = 1;
-	while (s->step != 2)
-		sleep_ms(1);
+	step_to(s, 1);
+	step_wait(s, 2);
 	/* The pool it last used is gone; s->pool is a new one. */
 	s->rc[2] = sheaf_read_lock(s->pool);
-	s->step = 3;
-	while (s->step != 4)
-		sleep_ms(1);
+	step_to(s, 3);
+	step_wait(s, 4);
 	s->rc[3] = sheaf_read_unlock(s->pool);
 	sheaf_thread_exit();
 	return NULL;
@@ -145,16 +154,14 @@ START_TEST(inline_sections_follow_lane)
 	 * new pool (at the same address or not). */
 	st.pool = a;
 	ck_assert_int_eq(pthread_create(&thr, NULL, stale_main, &st), 0);
-	while (st.step != 1)
-		sleep_ms(1);
+	step_wait(&st, 1);
 	sheaf_pool_destroy(a);
 	a = pool_new(&small);
 	st.pool = a;
-	st.step = 2;
-	while (st.step != 3)
-		sleep_ms(1);
+	step_to(&st, 2);
+	step_wait(&st, 3);
 	ck_assert_int_eq(sheaf_synchronize(a, 200), -ETIMEDOUT);   /* its section */
-	st.step = 4;
+	step_to(&st, 4);
 	pthread_join(thr, NULL);
 	ck_assert_int_eq(st.rc[0], 0);
 	ck_assert_int_eq(st.rc[1], 0);
@@ -183,7 +190,7 @@ END_TEST
 /* A reader thread of the same process holding a section open. */
 struct holder {
 	sheaf_pool_t *p;
-	volatile int in, out;
+	int in, out;                 /* __atomic: the threads' handshake */
 };
 
 static void *hold_main(void *arg)
@@ -192,8 +199,8 @@ static void *hold_main(void *arg)
 
 	if (sheaf_read_lock(h->p) != 0)
 		return NULL;
-	h->in = 1;
-	while (!h->out)
+	__atomic_store_n(&h->in, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&h->out, __ATOMIC_ACQUIRE))
 		sleep_ms(1);
 	sheaf_read_unlock(h->p);
 	sheaf_thread_exit();
@@ -210,7 +217,7 @@ START_TEST(reader_holds_grace)
 	int64_t t0;
 
 	ck_assert_int_eq(pthread_create(&thr, NULL, hold_main, &h), 0);
-	while (!h.in)
+	while (!__atomic_load_n(&h.in, __ATOMIC_ACQUIRE))
 		sleep_ms(1);
 	for (int i = 0; i < 64; i++)
 		o[i] = xalloc(c);
@@ -226,7 +233,7 @@ START_TEST(reader_holds_grace)
 	ck_assert_uint_eq(stat_count(c, -1, "rcu_released"), 0);
 	for (int i = 0; i < 64; i++)
 		ck_assert_msg(((unsigned char *)o[i])[7] == 0xab, "object %d reused early", i);
-	h.out = 1;
+	__atomic_store_n(&h.out, 1, __ATOMIC_RELEASE);
 	pthread_join(thr, NULL);
 	ck_assert_int_eq(sheaf_barrier(p, 5000), 0);
 	ck_assert_uint_eq(stat_count(c, -1, "rcu_released"), 64);
