@@ -184,7 +184,18 @@ W7_IOX  := $(if $(and $(IOX_INC),$(wildcard $(IOX_INC)/iceoryx_binding_c/publish
 $(BUILD)/tests/bench/w7iox: tests/bench/w7/w7iox.c tests/bench/w7/w7.h
 	$(CC) $(CFLAGS) -isystem $(IOX_INC) -o $@ $< $(LDFLAGS) -liceoryx_binding_c
 
-bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(W7_BENCH) $(W7_DPDK) $(W7_IOX) $(SCALE_BENCH)
+# W9 (issue 15: a shared table read under deferred frees): the bench mode of
+# tests/examples/rcu_table.c linked with libsheaf.a, and its in-process
+# DPDK rte_rcu QSBR peer tests/bench/w9/w9dpdk.c (no EAL; when libdpdk is
+# found).  tests/bench/run.sh finds both next to sheafbench.
+W9_BENCH := $(BUILD)/tests/bench/rcu_table
+W9_DPDK  := $(if $(DPDK_LIBS),$(BUILD)/tests/bench/w9dpdk)
+$(W9_BENCH): tests/examples/rcu_table.c tests/examples/rcu_table.h $(BUILD)/libsheaf.a
+	$(CC) $(CFLAGS) -Iclient -o $@ $< $(BUILD)/libsheaf.a $(LDFLAGS) $(LIBS)
+$(BUILD)/tests/bench/w9dpdk: tests/bench/w9/w9dpdk.c tests/examples/rcu_table.h
+	$(CC) $(CFLAGS) $(DPDK_CFLAGS) -o $@ $< $(LDFLAGS) $(DPDK_LIBS)
+
+bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(W7_BENCH) $(W7_DPDK) $(W7_IOX) $(SCALE_BENCH) $(W9_BENCH) $(W9_DPDK)
 	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
 	BENCH_QUICK=1 tests/bench/sweep.sh $(BENCH_BIN)

@@ -14,6 +14,7 @@
  * unlinks before it.
  */
 #include <errno.h>
+#include <string.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -63,13 +64,36 @@ static inline struct tpool *tp_now(const sheaf_pool_t *pool)
 
 /* ---- readers ------------------------------------------------------------ */
 
-int sheaf_read_lock(sheaf_pool_t *pool)
+/* sheaf.h's inline sections read this (sheaf__rcu: who may write it). */
+__thread struct sheaf__rcu sheaf__rcu_tls __attribute__((tls_model("initial-exec")));
+
+void rcu_tls_forget(void)
+{
+	memset(&sheaf__rcu_tls, 0, sizeof(sheaf__rcu_tls));
+}
+
+/* Lead the calling thread's inline sections of @pool to @tp. */
+static void rcu_tls_set(sheaf_pool_t *pool, struct tpool *tp)
+{
+	/* Named, not through a pointer: see sheaf.h. */
+	sheaf__rcu_tls.genp = &registry_live_gen[pool->slot];
+	sheaf__rcu_tls.gen = pool->gen;
+	sheaf__rcu_tls.fence = rcu_mode(pool) == RCU_FENCE;
+	sheaf__rcu_tls.nest = &tp->rcu_nest;
+	sheaf__rcu_tls.ctr = (uint64_t *)(void *)&tp->lane->rcu_ctr;
+	sheaf__rcu_tls.gp_seq = (const uint64_t *)(const void *)&pool->shm.hdr->gp_seq;
+	sheaf__rcu_tls.pool = pool;
+}
+
+/* sheaf_read_lock when the thread's state is not the inline path's. */
+int sheaf__read_lock_slow(sheaf_pool_t *pool)
 {
 	struct tpool *tp = tp_now(pool);
 	uint64_t g;
 
 	if (unlikely(tp == NULL) && (tp = thread_tpool(pool)) == NULL)
 		return -errno;
+	rcu_tls_set(pool, tp);
 	if (tp->rcu_nest++ != 0)
 		return 0;
 	/* The epoch, then the store; then (no membarrier) a full fence, so
@@ -78,13 +102,13 @@ int sheaf_read_lock(sheaf_pool_t *pool)
 	g = at_load_acquire(&pool->shm.hdr->gp_seq);
 	at_store_relaxed(&tp->lane->rcu_ctr, g << 1 | 1);
 	if (rcu_mode(pool) == RCU_FENCE)
-		atomic_thread_fence(memory_order_seq_cst);
+		at_fence_seqcst();
 	else
 		atomic_signal_fence(memory_order_seq_cst);
 	return 0;
 }
 
-int sheaf_read_unlock(sheaf_pool_t *pool)
+int sheaf__read_unlock_slow(sheaf_pool_t *pool)
 {
 	struct tpool *tp = tp_now(pool);
 
@@ -96,6 +120,10 @@ int sheaf_read_unlock(sheaf_pool_t *pool)
 		at_store_release(&tp->lane->rcu_ctr, 0);
 	return 0;
 }
+
+/* The external definitions of sheaf.h's inline sections. */
+extern inline int sheaf_read_lock(sheaf_pool_t *pool);
+extern inline int sheaf_read_unlock(sheaf_pool_t *pool);
 
 int sheaf_quiescent(sheaf_pool_t *pool)
 {
@@ -117,7 +145,7 @@ int sheaf_quiescent(sheaf_pool_t *pool)
  * stores (unlinks, hand-overs) before the read. */
 static uint64_t gp_target(const sheaf_pool_t *pool)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	at_fence_seqcst();
 	return at_load_seqcst(&pool->shm.hdr->gp_seq) + 1;
 }
 
@@ -175,22 +203,39 @@ static uint32_t deferred_cap(const struct tcache *t)
 	return cap ? cap : engine_default_capacity(t->cache->sc->obj_size);
 }
 
-/* Hand the thread's deferred sheaf to the rcu ring, stamped. */
+/*
+ * Hand the thread's deferred sheaf to the rcu ring, stamped, and count its
+ * objects in free_rcu_sheaf.  The count is staged in the lane first (the
+ * new value and the sheaf; one release store arms it), so that a thread
+ * killed at any instruction counts each object exactly once: the
+ * dead-client repair completes an armed count, and counts a deferred
+ * sheaf it takes back only when no armed count covers it
+ * (docs/design.md, "Deferred frees").
+ */
 static void handover(struct tcache *t)
 {
 	struct shm_pool *p = &t->cache->pool->shm;
 	struct shm_sheaf *d = t->deferred;
+	struct shm_lane *ln = t->tp->lane;
 	struct ring_ref rr = pool_ring_ref(p, ring_rcu_id(p->nodes));
+	uint32_t s = sheaf_index(t, d);
+	uint64_t v = at_load_relaxed(&t->stat[ST_FREE_RCU_SHEAF]) + sheaf_size(d);
 
 	t->deferred = NULL;
+	at_store_relaxed(&ln->rcu_fold_val, v);
+	at_store_relaxed(&ln->rcu_fold_sheaf, s);
+	/* Release: pairs with the repair's acquire load. */
+	at_store_release(&ln->rcu_fold_cache, t->f->cache_id + 1u);
 	/* Every unlink before this call comes before the stamp's read
 	 * (seq_cst fence): grace period stamp + 1 starts after them. */
 	d->gp = gp_target(t->cache->pool) - 1;
-	if (rr_put(&rr, p->owners, sheaf_index(t, d), t->cache->pool->client,
-		   &t->tp->lane->intent) != 0) {
+	if (rr_put(&rr, p->owners, s, t->cache->pool->client, &ln->intent) != 0) {
+		at_store_release(&ln->rcu_fold_cache, 0);
 		t->deferred = d;          /* never: the ring holds every sheaf */
 		return;
 	}
+	at_store_relaxed(&t->stat[ST_FREE_RCU_SHEAF], v);
+	at_store_release(&ln->rcu_fold_cache, 0);
 	grace_ring(p);
 }
 
@@ -253,8 +298,7 @@ static int deferred_slow_in(struct tcache *t, void *obj)
 	d = t->deferred;
 	if (node != d->node)
 		d->flags |= SHEAF_F_MIXED;    /* released to the slabs, not a barn */
-	sheaf_push(d, off);
-	at_counter_add(&t->stat[ST_FREE_RCU_SHEAF], 1);
+	sheaf_push(d, off);              /* counted at the hand-over */
 	return 0;
 }
 
@@ -300,7 +344,6 @@ int sheaf_free_deferred(sheaf_cache_t *c, void *obj)
 	 * the free fast path's test (a plain push, as sheaf_free). */
 	if (likely(d != NULL && sheaf_size(d) < d->capacity && SHEAF__FAST_VALID(t->f, obj))) {
 		sheaf_push(d, (uint64_t)((char *)obj - t->f->base));
-		at_counter_add(&t->stat[ST_FREE_RCU_SHEAF], 1);
 		return 0;
 	}
 	rc = deferred_slow(c, t, obj);

@@ -161,6 +161,12 @@ static inline void tcache_publish(struct tcache *t)
 struct tcache *tcache_get_slow(sheaf_cache_t *c);   /* NULL + errno */
 
 extern __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
+/* thread.c: per registry slot, the generation of the pool connected there
+ * (0: none); sheaf.h's inline read sections compare it (never freed). */
+extern uint32_t registry_live_gen[SHEAF_POOLS_MAX];
+/* deferred.c: forget the thread's inline read-section state (its lane in
+ * the pool changes, fork, thread exit). */
+void rcu_tls_forget(void);
 
 /* The calling thread's fast paths by handle slot, once it has a tstate
  * (tests read them). */

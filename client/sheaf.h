@@ -531,8 +531,10 @@ SHEAF_API void *sheaf_off_to_ptr(const sheaf_pool_t *pool, uint64_t off);
  *     object before publishing it is the writer's release store, as with
  *     any lock-free structure.  Several writers need their own mutual
  *     exclusion; sheaf gives only the reclamation.
- *   - Cost: sheaf_read_lock / unlock write one word of the thread's lane
- *     (no atomic read-modify-write, no system call); when the kernel has
+ *   - Cost: sheaf_read_lock / unlock are inline (below) and write one
+ *     word of the thread's lane (no atomic read-modify-write, no system
+ *     call, no call into the library once the thread has a lane); when
+ *     the kernel has
  *     membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) the engine issues it
  *     before each grace-period scan and readers need no fence, otherwise
  *     sheaf_read_lock adds one full fence.  sheaf_free_deferred is a push
@@ -556,10 +558,10 @@ SHEAF_API void *sheaf_off_to_ptr(const sheaf_pool_t *pool, uint64_t off);
  * Enter (nested: count) a read section of @pool.  Returns 0, or -EMFILE
  * (no lane left), -ECHILD (a fork() child), -ENOMEM.
  */
-SHEAF_API int sheaf_read_lock(sheaf_pool_t *pool);
+SHEAF_API SHEAF__INLINE int sheaf_read_lock(sheaf_pool_t *pool);
 
 /* Leave a read section; 0, or -EINVAL when the thread is in none. */
-SHEAF_API int sheaf_read_unlock(sheaf_pool_t *pool);
+SHEAF_API SHEAF__INLINE int sheaf_read_unlock(sheaf_pool_t *pool);
 
 /*
  * Inside a read section: declare that the thread holds no reference
@@ -997,6 +999,71 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 		}
 	}
 	return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)0);
+}
+#endif
+
+/*
+ * The inline read sections: the thread's reader state of the pool it last
+ * entered a section of, set by the library's slow path (client/deferred.c)
+ * and cleared whenever the thread's lane in that pool changes.  @genp
+ * points into the library's own registry (static memory, never freed):
+ * *genp == gen while the pool is connected, so a pool disconnected and
+ * another one connected at the same address both miss.  Initial-exec TLS,
+ * as sheaf__tls_bias (no exported data object).
+ */
+struct sheaf__rcu {
+	const void *pool;            /* NULL: none */
+	const uint32_t *genp;
+	uint32_t gen;
+	uint32_t fence;              /* a full fence after the store */
+	uint32_t *nest;              /* the thread's section depth in @pool */
+	uint64_t *ctr;               /* its lane's reader word */
+	const uint64_t *gp_seq;      /* the pool's grace periods started */
+};
+SHEAF_API extern __thread struct sheaf__rcu sheaf__rcu_tls
+	__attribute__((tls_model("initial-exec")));
+SHEAF_API int sheaf__read_lock_slow(sheaf_pool_t *pool);
+SHEAF_API int sheaf__read_unlock_slow(sheaf_pool_t *pool);
+
+#if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
+/* The outermost lock: the epoch, then one store; then a full fence only
+ * where the engine cannot issue membarrier (docs/design.md).  The TLS
+ * record is named, never reached through a pointer (GCC's -fsanitize=null
+ * check of a TLS address is unreliable). */
+#define SHEAF__RCU sheaf__rcu_tls
+inline int sheaf_read_lock(sheaf_pool_t *pool)
+{
+	if (__builtin_expect(SHEAF__RCU.pool == (const void *)pool &&
+			     __atomic_load_n(SHEAF__RCU.genp, __ATOMIC_RELAXED) == SHEAF__RCU.gen, 1)) {
+		if ((*SHEAF__RCU.nest)++ == 0) {
+			uint64_t g = __atomic_load_n(SHEAF__RCU.gp_seq, __ATOMIC_ACQUIRE);
+
+			__atomic_store_n(SHEAF__RCU.ctr, g << 1 | 1, __ATOMIC_RELAXED);
+			if (SHEAF__RCU.fence)
+#if defined(__SANITIZE_THREAD__)   /* GCC's TSan has no fences */
+				__atomic_fetch_add(SHEAF__RCU.ctr, 0, __ATOMIC_SEQ_CST);
+#else
+				__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+			else
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		}
+		return 0;
+	}
+	return sheaf__read_lock_slow(pool);
+}
+
+/* Release: the section's loads come before the engine sees it end. */
+inline int sheaf_read_unlock(sheaf_pool_t *pool)
+{
+	if (__builtin_expect(SHEAF__RCU.pool == (const void *)pool &&
+			     __atomic_load_n(SHEAF__RCU.genp, __ATOMIC_RELAXED) == SHEAF__RCU.gen &&
+			     *SHEAF__RCU.nest != 0, 1)) {
+		if (--*SHEAF__RCU.nest == 0)
+			__atomic_store_n(SHEAF__RCU.ctr, 0, __ATOMIC_RELEASE);
+		return 0;
+	}
+	return sheaf__read_unlock_slow(pool);
 }
 #endif
 

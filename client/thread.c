@@ -40,6 +40,7 @@ static pthread_mutex_t numa_lock = PTHREAD_MUTEX_INITIALIZER;   /* current_node 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static sheaf_pool_t *pools[SHEAF_POOLS_MAX];
+uint32_t registry_live_gen[SHEAF_POOLS_MAX];
 static uint32_t pool_gen;
 static void thread_destructor(void *arg);
 
@@ -67,6 +68,7 @@ static void atfork_child(void)
 		}
 		memset(tls_state->tp, 0, sizeof(tls_state->tp));
 	}
+	rcu_tls_forget();
 	pthread_mutex_init(&registry_lock, NULL);
 }
 
@@ -87,6 +89,7 @@ int registry_add_pool(sheaf_pool_t *pool)
 			pools[i] = pool;
 			pool->slot = i;
 			pool->gen = ++pool_gen;
+			at_store_relaxed(&registry_live_gen[i], pool->gen);
 			rc = 0;
 			break;
 		}
@@ -99,6 +102,7 @@ void registry_remove_pool(sheaf_pool_t *pool)
 {
 	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
 	pools[pool->slot] = NULL;
+	at_store_relaxed(&registry_live_gen[pool->slot], 0u);
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
 		if (reg.handles[i].pool == pool)
 			memset(&reg.handles[i], 0, sizeof(reg.handles[i]));
@@ -214,6 +218,7 @@ static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
 	if (tp->lane != NULL && tp->gen == pool->gen)
 		return tp;
 	tp->node = current_node(pool);
+	rcu_tls_forget();
 	tp->rcu_nest = 0;
 	tp->lane = lane_acquire(&pool->shm, pool->client, tp->node);
 	if (tp->lane == NULL) {
@@ -360,6 +365,7 @@ static void thread_detach(sheaf_pool_t *only)
 			lane_release(tp->lane);    /* ends its read sections */
 		tp->lane = NULL;
 		tp->rcu_nest = 0;
+		rcu_tls_forget();
 	}
 	lock_release(&registry_lock);
 }
@@ -373,6 +379,7 @@ static void thread_destructor(void *arg)
 {
 	(void)arg;
 	thread_detach(NULL);
+	rcu_tls_forget();
 	sheaf__tls_bias = BIAS_UNUSED;
 	free(tls_state);
 	tls_state = NULL;

@@ -51,14 +51,62 @@ static void sheaf_to_slabs(struct shm_pool *p, struct shm_sheaf *sh, int count)
 }
 
 /*
+ * Deferred-free counts of dead client @dead (client/deferred.c, handover):
+ * complete each of its lanes' armed counts (absolute values: doing it
+ * twice is doing it once).  The stages stay armed until rcu_counts_clear,
+ * so that take_back_sheaves sees which sheaf each one covered.
+ */
+static void rcu_counts_complete(struct shm_pool *p, uint32_t dead)
+{
+	uint32_t caches = pool_caches_used(p);
+
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+		uint32_t c;
+
+		if (at_load_acquire(&ln->client) != dead || !pool_lane_ready(ln))
+			continue;
+		c = at_load_acquire(&ln->rcu_fold_cache);
+		if (c != 0 && c <= caches)
+			at_store_relaxed(&lane_stat(p, ln, c - 1)[ST_FREE_RCU_SHEAF],
+					 at_load_relaxed(&ln->rcu_fold_val));
+	}
+}
+
+/* Whether an armed count of a lane of @dead covers sheaf @s. */
+static int rcu_count_covers(const struct shm_pool *p, uint32_t dead, uint32_t s)
+{
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+
+		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln) &&
+		    at_load_acquire(&ln->rcu_fold_cache) != 0 &&
+		    at_load_relaxed(&ln->rcu_fold_sheaf) == s)
+			return 1;
+	}
+	return 0;
+}
+
+static void rcu_counts_clear(struct shm_pool *p, uint32_t dead)
+{
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
+		if (at_load_acquire(&p->lanes[l].client) == dead && pool_lane_ready(&p->lanes[l]))
+			at_store_release(&p->lanes[l].rcu_fold_cache, 0);
+}
+
+/*
  * Roll back the ring operations of dead owner @dead (the intents of its
  * lanes), collect every sheaf it still owns into @ids (room for every sheaf
  * of the pool) and return each to the pool as @me, with intent @in: its
  * objects to the slabs (sheaf_to_slabs, counted when @count), the sheaf to
- * the depot.  Returns the number of sheaves returned.
+ * the depot; a deferred sheaf back to the rcu ring, its objects counted in
+ * free_rcu_sheaf on lane @book unless an armed count of the dead thread
+ * covers them (@book NULL: the engine's own sheaves, counted already).
+ * Returns the number of sheaves returned.
  */
 static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me,
-				  struct ring_intent *in, uint32_t *ids, int count)
+				  struct ring_intent *in, uint32_t *ids, int count,
+				  struct shm_lane *book)
 {
 	uint32_t n;
 
@@ -75,8 +123,14 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 			owner_sheaf_untag(p, pool_sheaf(p, ids[k]), dead);
 		/* Deferred frees never reach the slabs before their grace
 		 * period: back to the rcu ring, stamped now (grace.h). */
-		if (grace_requeue(p, ids[k], me, in))
+		struct shm_sheaf *sh = pool_sheaf(p, ids[k]);
+		uint32_t size = ut_sheaf_size(sh), c = ut_sheaf_cache(p, sh);
+
+		if (grace_requeue(p, ids[k], me, in)) {
+			if (book != NULL && c < p->max_caches && !rcu_count_covers(p, dead, ids[k]))
+				at_counter_add(&lane_stat(p, book, c)[ST_FREE_RCU_SHEAF], size);
 			continue;
+		}
 		sheaf_to_slabs(p, pool_sheaf(p, ids[k]), count);
 		depot_put(p, ids[k], me, in);
 	}
@@ -137,7 +191,10 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
 		if (at_load_acquire(&p->lanes[l].client) == client && pool_lane_ready(&p->lanes[l]))
 			lane_live_repair(p, &p->lanes[l]);
-	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1);
+	rcu_counts_complete(p, client);
+	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1,
+			      e->ctl_lane);
+	rcu_counts_clear(p, client);
 	reclaim_owned(e, client);
 	free_lanes_of(p, client);
 	client_detach(p, client);
@@ -170,7 +227,7 @@ int engine_adopt(struct shm_pool *p)
 	owner_adopt(p);                  /* claims of a repair that died with it */
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */
-	n = take_back_sheaves(p, OWNER_ENGINE, me, &in, ids, 0);
+	n = take_back_sheaves(p, OWNER_ENGINE, me, &in, ids, 0, NULL);
 	free_lanes_of(p, OWNER_ENGINE);
 	free(ids);
 	return (int)n;

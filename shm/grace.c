@@ -170,7 +170,7 @@ static void release(struct grace *g, uint32_t i)
  * without a fence is not seen safely). */
 static int order_readers(struct grace *g)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	at_fence_seqcst();
 	if (!g->membarrier)
 		return 0;
 	if (sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 ||

@@ -466,7 +466,15 @@ struct shm_lane {
 	 * lane_free and the dead-client repair.  Its own line: the
 	 * grace-period scan reads it. */
 	_Atomic uint64_t rcu_ctr;
-	char rcu_pad[SHEAF_CACHELINE - 8];
+	/* A staged count of a deferred sheaf handed over (client/deferred.c,
+	 * handover): 0, or the cache + 1 whose free_rcu_sheaf must become
+	 * @rcu_fold_val, which counts sheaf @rcu_fold_sheaf's objects; the
+	 * dead-client repair completes it (engine_repair.c).  Former
+	 * padding (zero in older pools: nothing staged). */
+	_Atomic uint32_t rcu_fold_cache;
+	_Atomic uint32_t rcu_fold_sheaf;
+	_Atomic uint64_t rcu_fold_val;
+	char rcu_pad[SHEAF_CACHELINE - 24];
 };
 _Static_assert(sizeof(struct shm_lane) == 2 * SHEAF_CACHELINE, "lane size");
 _Static_assert(offsetof(struct shm_lane, fold_alloc) == 40, "lane header");

@@ -50,9 +50,14 @@ START_TEST(api_local)
 	ck_assert_int_eq(sheaf_free_deferred(c, &x), -EFAULT);
 	for (int i = 0; i < NOBJ; i++)
 		ck_assert_int_eq(sheaf_free_deferred(c, o[i]), 0);
+	/* Counted as the thread's deferred sheaves are handed over (the
+	 * last, partly filled one by the barrier): until then they are in
+	 * use. */
+	ck_assert_uint_le(stat_count(c, -1, "free_rcu_sheaf"), NOBJ);
+	ck_assert_uint_eq(stat_count(c, -1, "free_rcu_sheaf") + cache_stats_of(c, -1).in_use, NOBJ);
+	ck_assert_int_eq(sheaf_barrier(p, 5000), 0);
 	ck_assert_uint_eq(stat_count(c, -1, "free_rcu_sheaf"), NOBJ);
 	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
-	ck_assert_int_eq(sheaf_barrier(p, 5000), 0);
 	ck_assert_uint_eq(stat_count(c, -1, "rcu_released"), NOBJ);
 	ck_assert_uint_eq(stat_count(c, -1, "rcu_waiting"), 0);
 	ck_assert_uint_eq(stat_count(c, -1, "free_rcu_sheaf_fail"), 0);
@@ -65,6 +70,107 @@ START_TEST(api_local)
 	sheaf_thread_exit();
 	require_pool_ok(p);
 	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * sheaf.h's inline read sections follow the thread's lane: across pools
+ * (alternating), nested, after sheaf_thread_exit, and after a pool is
+ * destroyed and another made (perhaps at the same address): each section
+ * lands in the right pool (a section of the old one would leave the new
+ * one's grace periods free and the old lane's word set).
+ */
+/* A thread whose inline state names a pool another thread destroys. */
+struct stale_arg {
+	sheaf_pool_t *pool;          /* written before a step */
+	int step;                    /* __atomic: the threads' handshake */
+	int rc[4];
+};
+
+static void step_to(struct stale_arg *s, int v)
+{
+	__atomic_store_n(&s->step, v, __ATOMIC_RELEASE);
+}
+
+static void step_wait(struct stale_arg *s, int v)
+{
+	while (__atomic_load_n(&s->step, __ATOMIC_ACQUIRE) != v)
+		sleep_ms(1);
+}
+
+static void *stale_main(void *arg)
+{
+	struct stale_arg *s = arg;
+
+	s->rc[0] = sheaf_read_lock(s->pool);
+	s->rc[1] = sheaf_read_unlock(s->pool);
+	step_to(s, 1);
+	step_wait(s, 2);
+	/* The pool it last used is gone; s->pool is a new one. */
+	s->rc[2] = sheaf_read_lock(s->pool);
+	step_to(s, 3);
+	step_wait(s, 4);
+	s->rc[3] = sheaf_read_unlock(s->pool);
+	sheaf_thread_exit();
+	return NULL;
+}
+
+START_TEST(inline_sections_follow_lane)
+{
+	struct stale_arg st = { 0 };
+	pthread_t thr;
+	sheaf_pool_t *a = pool_new(&small), *b = pool_new(&small);
+
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(sheaf_read_lock(a), 0);
+		ck_assert_int_eq(sheaf_read_lock(b), 0);
+		ck_assert_int_eq(sheaf_read_lock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 100), -EDEADLK);
+		ck_assert_int_eq(sheaf_read_unlock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 100), -EDEADLK);
+		ck_assert_int_eq(sheaf_read_unlock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 5000), 0);
+		ck_assert_int_eq(sheaf_synchronize(b, 100), -EDEADLK);
+		ck_assert_int_eq(sheaf_read_unlock(b), 0);
+		ck_assert_int_eq(sheaf_read_unlock(b), -EINVAL);
+		ck_assert_int_eq(sheaf_synchronize(b, 5000), 0);
+	}
+	ck_assert_int_eq(sheaf_read_lock(a), 0);
+	sheaf_thread_exit();                          /* ends the section */
+	ck_assert_int_eq(sheaf_read_unlock(a), -EINVAL);
+	ck_assert_int_eq(sheaf_synchronize(a, 5000), 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(sheaf_read_lock(a), 0);
+		ck_assert_int_eq(sheaf_read_unlock(a), 0);
+		sheaf_pool_destroy(a);
+		a = pool_new(&small);
+		ck_assert_int_eq(sheaf_read_unlock(a), -EINVAL);
+		ck_assert_int_eq(sheaf_read_lock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 100), -EDEADLK);
+		ck_assert_int_eq(sheaf_read_unlock(a), 0);
+		ck_assert_int_eq(sheaf_synchronize(a, 5000), 0);
+	}
+	/* Another thread's state of a destroyed pool is never used for a
+	 * new pool (at the same address or not). */
+	st.pool = a;
+	ck_assert_int_eq(pthread_create(&thr, NULL, stale_main, &st), 0);
+	step_wait(&st, 1);
+	sheaf_pool_destroy(a);
+	a = pool_new(&small);
+	st.pool = a;
+	step_to(&st, 2);
+	step_wait(&st, 3);
+	ck_assert_int_eq(sheaf_synchronize(a, 200), -ETIMEDOUT);   /* its section */
+	step_to(&st, 4);
+	pthread_join(thr, NULL);
+	ck_assert_int_eq(st.rc[0], 0);
+	ck_assert_int_eq(st.rc[1], 0);
+	ck_assert_int_eq(st.rc[2], 0);
+	ck_assert_int_eq(st.rc[3], 0);
+	ck_assert_int_eq(sheaf_synchronize(a, 5000), 0);
+	sheaf_thread_exit();
+	sheaf_pool_destroy(a);
+	sheaf_pool_destroy(b);
 }
 END_TEST
 
@@ -84,7 +190,7 @@ END_TEST
 /* A reader thread of the same process holding a section open. */
 struct holder {
 	sheaf_pool_t *p;
-	volatile int in, out;
+	int in, out;                 /* __atomic: the threads' handshake */
 };
 
 static void *hold_main(void *arg)
@@ -93,8 +199,8 @@ static void *hold_main(void *arg)
 
 	if (sheaf_read_lock(h->p) != 0)
 		return NULL;
-	h->in = 1;
-	while (!h->out)
+	__atomic_store_n(&h->in, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&h->out, __ATOMIC_ACQUIRE))
 		sleep_ms(1);
 	sheaf_read_unlock(h->p);
 	sheaf_thread_exit();
@@ -111,7 +217,7 @@ START_TEST(reader_holds_grace)
 	int64_t t0;
 
 	ck_assert_int_eq(pthread_create(&thr, NULL, hold_main, &h), 0);
-	while (!h.in)
+	while (!__atomic_load_n(&h.in, __ATOMIC_ACQUIRE))
 		sleep_ms(1);
 	for (int i = 0; i < 64; i++)
 		o[i] = xalloc(c);
@@ -127,7 +233,7 @@ START_TEST(reader_holds_grace)
 	ck_assert_uint_eq(stat_count(c, -1, "rcu_released"), 0);
 	for (int i = 0; i < 64; i++)
 		ck_assert_msg(((unsigned char *)o[i])[7] == 0xab, "object %d reused early", i);
-	h.out = 1;
+	__atomic_store_n(&h.out, 1, __ATOMIC_RELEASE);
 	pthread_join(thr, NULL);
 	ck_assert_int_eq(sheaf_barrier(p, 5000), 0);
 	ck_assert_uint_eq(stat_count(c, -1, "rcu_released"), 64);
@@ -287,6 +393,8 @@ START_TEST(killed_writer_loses_nothing)
 	} while (now_ms() < end);
 	ck_assert_uint_eq(st.stat[sheaf_stat_index("rcu_released")], 100);
 	ck_assert_uint_eq(st.stat[sheaf_stat_index("rcu_waiting")], 0);
+	/* The repair counted the sheaf it took back: exactly. */
+	ck_assert_uint_eq(st.stat[sheaf_stat_index("free_rcu_sheaf")], 100);
 	ck_assert_uint_eq(st.in_use, 0);
 	sheaf_thread_exit();
 	ck_assert_msg(sheaf_pool_check(p, err, sizeof(err)) == 0, "check: %s", err);
@@ -302,6 +410,7 @@ int main(void)
 
 	require_binaries("test_deferred");
 	ADD_ALONE(s, api_local, 60);
+	ADD_ALONE(s, inline_sections_follow_lane, 60);
 	ADD_ALONE(s, debug_cache_refused, 60);
 	ADD_ALONE(s, reader_holds_grace, 60);
 	ADD_ALONE(s, stopped_reader_reported, 60);

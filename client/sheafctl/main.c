@@ -28,7 +28,12 @@ static const struct cmd cmds[] = {
 	{ "info", cmd_info,
 	  "Usage: sheafctl info [-o json]\n"
 	  "Show the daemon: version, protocol version, pool size, memory cap, NUMA\n"
-	  "nodes (real or simulated), uptime, attached clients and limits.\n\n"
+	  "nodes (real or simulated), uptime, attached clients and limits; and the\n"
+	  "deferred frees (sheaf_free_deferred): grace_periods (started, completed),\n"
+	  "rcu_waiting (objects waiting for their grace period) and, for each reader\n"
+	  "lane holding the current grace period back, a line\n"
+	  "  gp_blocked_by  lane L client C pid P for N ms\n"
+	  "(a reader stopped or descheduled inside a read section).\n\n"
 	  COMMON_OPTS },
 	{ "caches", cmd_caches,
 	  "Usage: sheafctl caches [-o json]\n"
@@ -138,7 +143,8 @@ static void usage_main(FILE *f)
 		"Usage: sheafctl [-s PATH] [-o table|json] COMMAND [ARG]...\n"
 		"Operate sheafd, the sheaf shared-memory allocator daemon.\n\n"
 		"Commands:\n"
-		"  info                         the daemon: version, pool, nodes, uptime, limits\n"
+		"  info                         the daemon: version, pool, nodes, uptime, limits,\n"
+		"                               grace periods and the readers holding one back\n"
 		"  caches                       caches and their settings\n"
 		"  stats [CACHE] [INTERVAL [COUNT]] [-n]\n"
 		"                               counters and slab figures\n"

@@ -48,6 +48,15 @@
 #                     its own sheafd): N processes released together each
 #                     time connect + cache open + first allocation (us);
 #                     N = 1 and 512 (BENCH_ATTACH_RUNS runs, default 3).
+#   W9 readers/writer `rcu_table bench MODE` (tests/examples/rcu_table.c,
+#                     issue 15): a hash table in the pool, 1 reader and 1
+#                     writer process pinned to two CPUs; readers' Mlookups/s
+#                     with the writer paced at BENCH_W9_PACE (10^6) updates/s,
+#                     the writer's Mupdates/s flat out; MODE rcu (read_lock/
+#                     unlock per lookup), qsbr, rwlock (process-shared
+#                     pthread rwlock), none (unsynchronized), and dpdk
+#                     (tests/bench/w9/w9dpdk.c: rte_rcu QSBR, threads of one
+#                     process, no EAL); targets: paired per-round ratios.
 #   sheafd idle CPU   utime+stime of sheafd over BENCH_IDLE_S (10) seconds
 #                     with no client, from /proc/PID/stat (one measurement).
 #   W7 messages       `w7bench` (tests/bench/w7/, issue 10): a producer
@@ -110,14 +119,16 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w3p w4 w6 attach w7 idle
-#                        (w4, w6, w7 and w8 stand for their rows, e.g. w4_w1_2);
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w3p w4 w6 attach w7 w9 idle
+#                        (w4, w6, w7, w8 and w9 stand for their rows, e.g. w4_w1_2);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
 #                        mimalloc mutexpool dpdk dpdk_spsc dpdk_bulk sheaf_b32
 #                        dpdk_mp dpdk_mp_b32 iceoryx socket
 #   BENCH_PROCS="1 2"    W4 process counts (default: 1 2 4 8... up to the CPUs)
 #   BENCH_IDLE_S=SEC     sheafd idle measurement (default 10)
+#   BENCH_W9_S=SEC       seconds per W9 run (default 2; quick 1)
+#   BENCH_W9_PACE=N      the W9 writer's pace for the readers' rows
 #   BENCH_TIMEOUT=SEC    limit per run (default 300)
 set -u -o pipefail
 
@@ -270,7 +281,34 @@ declare -A W7_PP=([sheaf]=10000 [dpdk_mp]=10000 [iceoryx]=5000 [socket]=5000
 	[sheaf_b32]=0 [dpdk_mp_b32]=0)
 declare -A W7_PEER=([sheaf]=sheaf [sheaf_b32]=sheaf_b32 [dpdk_mp]=dpdk
 	[dpdk_mp_b32]=dpdk_b32 [iceoryx]=iceoryx [socket]=socket)
-DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" idle)
+# W9 (issue 15): rcu_table bench MODE, one reader and one writer process
+# pinned to two CPUs; readers' Mlookups/s with the writer paced at
+# W9_PACE updates/s (the same write load for every mode), and the writer's
+# Mupdates/s flat out.  The dpdk mode is w9dpdk (threads of one process).
+W9_MODES=(rcu qsbr rwlock none dpdk)
+W9_PACE=${BENCH_W9_PACE:-1000000}
+declare -A W9_TITLE=([rcu]="sheaf read_lock/unlock per lookup"
+	[qsbr]="sheaf QSBR (quiescent per 64)" [rwlock]="pthread rwlock (process-shared)"
+	[none]="unsynchronized reads" [dpdk]="DPDK rte_rcu QSBR, 1 process")
+W9_ROWS=()
+for m in "${W9_MODES[@]}"; do
+	for q in r w; do
+		row=w9_${q}_$m
+		W9_ROWS+=("$row")
+		if [ $q = r ]; then
+			ROW_LABEL[$row]="W9 readers: ${W9_TITLE[$m]}"
+			ROW_METRIC[$row]=mlookups_per_s ROW_UNIT[$row]=Mlookups/s
+			ROW_ARGS[$row]="bench $m SECONDS 1 $W9_PACE"
+		else
+			ROW_LABEL[$row]="W9 writer: ${W9_TITLE[$m]}"
+			ROW_METRIC[$row]=mupdates_per_s ROW_UNIT[$row]=Mupdates/s
+			ROW_ARGS[$row]="bench $m SECONDS 1"
+		fi
+		ROW_BETTER[$row]=higher ROW_GROUP[$row]=w9 ROW_COLS[$row]=sheaf
+		ROW_DAEMON[$row]=1 ROW_RATIO[$row]=none ROW_FIELD[$row]=${ROW_METRIC[$row]}
+	done
+done
+DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" "${W9_ROWS[@]}" idle)
 ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${DAEMON_ROWS[@]}")
 declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [idle]=1)
 
@@ -336,6 +374,7 @@ wanted_rows() {
 		w7) printf '%s ' "${W7_ROWS[@]}" ;;
 		attach) printf '%s ' "${ATTACH_ROWS[@]}" ;;
 		w8) printf '%s ' "${W8_ROWS[@]}" ;;
+		w9) printf '%s ' "${W9_ROWS[@]}" ;;
 		*) printf '%s ' "$w" ;;
 		esac
 	done
@@ -721,6 +760,66 @@ measure_attach() {
 	done
 }
 
+# W9 rows: each round runs every mode once paced (readers' row) and once
+# flat out (writer's row), modes alternating; W9V keeps each round's value
+# for the paired ratios (a ratio of two runs of the same round).
+declare -A W9V=()
+w9_once() {  # w9_once MODE ROUND PACE ROW FIELD
+	local m=$1 round=$2 pace=$3 row=$4 field=$5 bin=$TMP/bin/rcu_table out v
+	[ "$m" = dpdk ] && bin=$TMP/bin/w9dpdk
+	progress "[${ROW_LABEL[$row]} $round/$(runs_for_row "$row")]"
+	if [ "$m" = dpdk ]; then
+		out=$("${TIMEOUT_CMD[@]}" "$bin" "$W9_S" 1 $pace 2>&1)
+	else
+		out=$(SHEAF_SOCKET=$SOCK "${TIMEOUT_CMD[@]}" "$bin" bench "$m" "$W9_S" 1 $pace 2>&1)
+	fi
+	v=$(grep '^{' <<<"$out" | json_field "$field")
+	if [ -z "$v" ]; then
+		FAILS[$row,sheaf]=$(( ${FAILS[$row,sheaf]:-0} + 1 ))
+		FAILED_ANY=1
+		NOTES+=("${ROW_LABEL[$row]} failed: $(tail -n 1 <<<"$out")")
+		return
+	fi
+	VALUES[$row,sheaf]+="$v "
+	W9V[$row,$round]=$v
+	progress "  $v ${ROW_UNIT[$row]}"
+}
+
+measure_w9() {
+	local runs round m
+	W9_S=${BENCH_W9_S:-$([ "$QUICK" = 1 ] && echo 1 || echo 2)}
+	for m in rcu dpdk; do
+		local b=$BIN_DIR/rcu_table
+		[ $m = dpdk ] && b=$BIN_DIR/w9dpdk
+		if [ ! -x "$b" ]; then
+			note "no $b (make bench builds it): W9 ${m} rows skipped"
+			[ $m = rcu ] && return
+		else
+			snapshot "$b" "$(basename "$b")" >/dev/null
+		fi
+	done
+	runs=$(runs_for_group w9)
+	for ((round = 1; round <= runs; round++)); do
+		check_sheafd "W9" || return
+		for m in "${W9_MODES[@]}"; do
+			[ -x "$TMP/bin/$([ $m = dpdk ] && echo w9dpdk || echo rcu_table)" ] || continue
+			w9_once "$m" "$round" "$W9_PACE" "w9_r_$m" mlookups_per_s
+			w9_once "$m" "$round" "" "w9_w_$m" mupdates_per_s
+		done
+	done
+	note "W9: 1 reader + 1 writer pinned to two CPUs, $W9_S s a run; readers' rows with the writer paced at $W9_PACE updates/s, writer's rows flat out; dpdk: threads of one process (rte_rcu QSBR, no EAL)"
+}
+
+# The median over rounds of ROW_A / ROW_B within the same round.
+w9_paired() {
+	local a=$1 b=$2 round ratios=()
+	for ((round = 1; round <= $(runs_for_group w9); round++)); do
+		[ -n "${W9V[$a,$round]:-}" ] && [ -n "${W9V[$b,$round]:-}" ] &&
+			ratios+=("$(ratio "${W9V[$a,$round]}" "${W9V[$b,$round]}")")
+	done
+	[ ${#ratios[@]} -gt 0 ] && summary "${ratios[@]}" | awk '{ printf "%.3f", $1 }'
+}
+
 # ---- running ----
 declare -A VALUES=()     # row,contender -> "v1 v2 ..."
 declare -A FAILS=()      # row,contender -> failed runs
@@ -846,6 +945,10 @@ run_group() {
 	fi
 	if [ "$group" = attach ]; then
 		measure_attach
+		return
+	fi
+	if [ "$group" = w9 ]; then
+		measure_w9
 		return
 	fi
 	[ "$group" = w7 ] && start_roudi
@@ -979,6 +1082,19 @@ for n in "${PROCS[@]}"; do
 			"W4 ${w^^} ${n}-proc / 1-proc per-process ops (ideal 1)" \
 			"$(ratio "${MEDIAN[w4_${w}_$n,sheaf]:-}" "${MEDIAN[w4_${w}_1,sheaf]:-}")"
 	done
+done
+
+for m in rcu qsbr; do
+	add_target "w9_${m}_vs_none" "W9 readers sheaf $m / unsynchronized reads (paired; goal >= 0.833, i.e. within 1.2x)" \
+		"$(w9_paired "w9_r_$m" w9_r_none)"
+	add_target "w9_${m}_vs_rwlock" "W9 readers sheaf $m / pthread rwlock (paired; goal >= 5)" \
+		"$(w9_paired "w9_r_$m" w9_r_rwlock)"
+	add_target "w9_${m}_vs_dpdk" "W9 readers sheaf $m / DPDK rte_rcu QSBR in one process (paired)" \
+		"$(w9_paired "w9_r_$m" w9_r_dpdk)"
+	add_target "w9_writer_${m}_vs_rwlock" "W9 writer sheaf $m / pthread rwlock (paired)" \
+		"$(w9_paired "w9_w_$m" w9_w_rwlock)"
+	add_target "w9_writer_${m}_vs_dpdk" "W9 writer sheaf $m / DPDK rte_rcu QSBR (paired)" \
+		"$(w9_paired "w9_w_$m" w9_w_dpdk)"
 done
 
 # ---- the table ----
