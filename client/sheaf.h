@@ -699,7 +699,9 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  * it, and each class is an ordinary cache named "kmalloc-<size>", created
  * on first use with sheaf_cache_create_or_open (so sheafd makes it, it
  * outlives restarts and adoption, and sheafctl lists and tunes it like any
- * cache; capacity: SHEAF_CAPACITY_DEFAULT; alignment 8).  Classes, in
+ * cache; alignment 8; capacity: the objects of SHEAF_KMALLOC_SHEAF_BYTES,
+ * at most 256 and never fewer than SHEAF_CAPACITY_DEFAULT's, so 256 up to
+ * 1 KiB, 128 for 2 KiB ... 4 for 64 KiB).  Classes, in
  * bytes: 8 16 32 64 96 128 192 256 512 1024 2048 4096 8192 16384 32768
  * 65536.  An object is aligned to the largest power of two dividing its
  * class's size, at most 4096 (8-byte objects: 8; 96: 32).  A cache of one
@@ -710,7 +712,8 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  * 128 cache handles.  Local pools and pools of sheafd alike.
  */
 #define SHEAF_KMALLOC_MAX     65536u
-#define SHEAF_KMALLOC_CLASSES 16u
+#define SHEAF_KMALLOC_CLASSES 31u
+#define SHEAF_KMALLOC_SHEAF_BYTES (256u << 10)  /* a class's sheaf, at most */
 
 /*
  * Allocate an object of at least @size bytes (not zeroed).  Fast path
@@ -955,12 +958,22 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 	else if (size <= (1ul << SHEAF__KM_LOG_MAX))
 		c = __atomic_load_n(&h->large[64 - __builtin_clzll((unsigned long long)size - 1)],
 				    __ATOMIC_ACQUIRE);
-	if (__builtin_expect(c == NULL, 0))
-		return sheaf__malloc_slow(pool, size, c);
-	p = sheaf_alloc(c);
-	if (__builtin_expect(p == NULL, 0))
-		return sheaf__malloc_slow(pool, size, c);   /* a destroyed class? */
-	return p;
+	if (__builtin_expect(c != NULL, 1)) {
+		/* sheaf_alloc's pop (inline here: no test of its result) */
+		struct sheaf__fast *f = SHEAF__FAST(c);
+		struct sheaf__sheaf *m = f->main;
+		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+		uint64_t n = w & SHEAF__WORD_SIZE;
+
+		if (__builtin_expect(n != 0, 1)) {
+			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
+			return f->base + m->objs[n - 1];
+		}
+		p = sheaf__alloc_slow(c);
+		if (__builtin_expect(p != NULL, 1))
+			return p;
+	}
+	return sheaf__malloc_slow(pool, size, c);   /* none yet, or destroyed */
 }
 
 /*

@@ -24,8 +24,9 @@
 #include "tests/util_pool.h"
 #include "tests/util_proc.h"
 
-static const size_t classes[] = { 8, 16, 32, 64, 96, 128, 192, 256, 512, 1024,
-				  2048, 4096, 8192, 16384, 32768, 65536 };
+static const size_t classes[] = { 8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224,
+				  256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960,
+				  1024, 2048, 4096, 8192, 16384, 32768, 65536 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
 
 static sheaf_pool_t *mkpool(void)
@@ -95,6 +96,18 @@ START_TEST(class_boundaries)
 	/* every class is an ordinary cache, object size = class */
 	for (size_t k = 0; k < NCLASSES; k++)
 		ck_assert_uint_eq(sheaf_cache_object_size(class_cache(p, classes[k])), classes[k]);
+	/* capacity: the objects of SHEAF_KMALLOC_SHEAF_BYTES, at most 256
+	 * (above the default rule's for every class), tunable as any cache */
+	for (size_t k = 0; k < NCLASSES; k++) {
+		size_t want = SHEAF_KMALLOC_SHEAF_BYTES / classes[k];
+
+		REQUIRE(sheaf_cache_capacity(class_cache(p, classes[k])) == (want > 256 ? 256 : want),
+			"kmalloc-%zu: capacity %u", classes[k],
+			sheaf_cache_capacity(class_cache(p, classes[k])));
+	}
+	ck_assert_int_eq(sheaf_cache_set_capacity(class_cache(p, 1024), 28), 0);
+	ck_assert_uint_eq(sheaf_cache_capacity(class_cache(p, 1024)), 28);
+	one_size(p, 1000);
 	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
@@ -251,7 +264,7 @@ START_TEST(debug_class_catches_double_free)
 	void *a, *b;
 
 	ck_assert_ptr_nonnull(dbg);
-	a = sheaf_malloc(p, 200);
+	a = sheaf_malloc(p, 240);
 	b = sheaf_malloc(p, 256);
 	ck_assert_ptr_eq(sheaf_obj_cache(p, a), dbg);
 	ck_assert_int_eq(sheaf_free_any(p, a), 0);
@@ -265,7 +278,7 @@ START_TEST(debug_class_catches_double_free)
 	/* a cache of a class's name with another geometry: sheaf_malloc says so */
 	ck_assert_ptr_nonnull(sheaf_cache_create(p, "kmalloc-512", 500, NULL));
 	errno = 0;
-	ck_assert_ptr_null(sheaf_malloc(p, 400));
+	ck_assert_ptr_null(sheaf_malloc(p, 500));
 	ck_assert_int_eq(errno, EINVAL);
 	require_pool_ok(p);
 	sheaf_pool_destroy(p);
@@ -287,7 +300,7 @@ START_TEST(ordinary_cache_objects)
 	memset(o[1], 0x3c, 104);
 	o[1] = sheaf_realloc(p, o[1], 150);
 	ck_assert_ptr_nonnull(o[1]);
-	ck_assert_uint_eq(sheaf_obj_size(p, o[1]), 192);
+	ck_assert_uint_eq(sheaf_obj_size(p, o[1]), 160);
 	for (int i = 0; i < 104; i++)
 		REQUIRE(((unsigned char *)o[1])[i] == 0x3c, "byte %d", i);
 	for (int i = 0; i < 1000; i++)
