@@ -933,9 +933,25 @@ struct sheaf__pool_head {
 	uint64_t data_len;      /* bytes of data; 0 until the first slow path */
 	char *data;             /* the pool's data (slab frame 0) */
 	sheaf_cache_t **by_frame; /* per frame: the handle last seen there */
-	uintptr_t reserved_[5];
+	const void *hint;       /* leads, as a handle, to the thread's hint */
+	uintptr_t reserved_[4];
 	sheaf_cache_t *small[SHEAF__KM_SMALL_MAX / 8 + 1]; /* by (size + 7) >> 3 */
 	sheaf_cache_t *large[SHEAF__KM_LOG_MAX + 1];       /* by ceil(log2(size)) */
+};
+
+/*
+ * Per thread (one for all pools, in the fast-path slot of a handle that
+ * libsheaf never gives out: head.hint + sheaf__tls_bias): the fast path
+ * and the object of the last sheaf_malloc.  sheaf_free_any tries that
+ * fast path first when @obj lies in the same 256 KiB as that object (a
+ * malloc and its free: the push's address then does not wait for the
+ * frame's handle), with the same check as any other; it is only a guess.
+ * Until the thread's first malloc, @f is an unused fast path (misses).
+ */
+struct sheaf__km_hint {
+	struct sheaf__fast *f;
+	const void *obj;
+	uintptr_t reserved_[6];
 };
 
 SHEAF_API void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size,
@@ -966,8 +982,14 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 		uint64_t n = w & SHEAF__WORD_SIZE;
 
 		if (__builtin_expect(n != 0, 1)) {
+			struct sheaf__km_hint *t = (struct sheaf__km_hint *)
+				((uintptr_t)h->hint + sheaf__tls_bias);
+
 			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
-			return f->base + m->objs[n - 1];
+			p = f->base + m->objs[n - 1];
+			t->f = f;
+			t->obj = p;
+			return p;
 		}
 		p = sheaf__alloc_slow(c);
 		if (__builtin_expect(p != NULL, 1))
@@ -988,11 +1010,19 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 	uint64_t rel = (uint64_t)((char *)obj - h->data);
 
 	if (__builtin_expect(rel < len, 1)) {
-		sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],
-						   __ATOMIC_RELAXED);
-		struct sheaf__fast *f = SHEAF__FAST(c);
+		const struct sheaf__km_hint *t = (const struct sheaf__km_hint *)
+			((uintptr_t)h->hint + sheaf__tls_bias);
+		struct sheaf__fast *f = t->f;
+		int ok = __builtin_expect(obj == t->obj, 0) && SHEAF__FAST_VALID(f, obj);
 
-		if (__builtin_expect(c != NULL && SHEAF__FAST_VALID(f, obj), 1)) {
+		if (__builtin_expect(!ok, 1)) {
+			sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],
+							   __ATOMIC_RELAXED);
+
+			f = SHEAF__FAST(c);
+			ok = c != NULL && SHEAF__FAST_VALID(f, obj);
+		}
+		if (__builtin_expect(ok, 1)) {
 			struct sheaf__sheaf *m = f->main;
 			uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
 			uint64_t n = w & SHEAF__WORD_SIZE;
@@ -1006,7 +1036,8 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 				return 0;
 			}
 			/* the guess was right: sheaf_free's slow path */
-			return sheaf__free_any_slow(pool, obj, c);
+			return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)
+						    ((uintptr_t)f - sheaf__tls_bias));
 		}
 	}
 	return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)0);

@@ -203,6 +203,47 @@ START_TEST(realloc_across_classes)
 }
 END_TEST
 
+/* The thread's hint (the last sheaf_malloc's object and fast path) is a
+ * guess, checked as any free: once that object's frame went back to the
+ * pool, its free_any is refused. */
+START_TEST(hint_checked_like_any_free)
+{
+	sheaf_pool_t *p = mkpool();
+	char *objs[16], *o, *a;
+	const struct sheaf__km_hint *hint;
+	sheaf_cache_t *c;
+	uint64_t off;
+
+	/* kmalloc-16384: 16 objects a frame, capacity 16.  The first malloc
+	 * makes the class and refills; the 15 others take the fast path. */
+	for (int i = 0; i < 16; i++) {
+		objs[i] = sheaf_malloc(p, 16384);
+		ck_assert_ptr_nonnull(objs[i]);
+	}
+	o = objs[15];
+	c = sheaf_obj_cache(p, o);
+	c->sc->min_partial = 0;                  /* every empty slab goes back */
+	hint = (const struct sheaf__km_hint *)((uintptr_t)p->head.hint + sheaf__tls_bias);
+	ck_assert_ptr_eq(hint->obj, o);
+	for (int i = 0; i < 16; i++)              /* not through the hint */
+		ck_assert_int_eq(sheaf_free(c, objs[i]), 0);
+	ck_assert_int_ge(sheaf_cache_shrink(c), 1);       /* its slab goes back */
+	off = (uint64_t)(o - p->shm.base);
+	ck_assert_uint_ne(p->shm.frame_owner[pool_frame_of(&p->shm, off)], c->id);
+	ck_assert_ptr_eq(hint->obj, o);
+	ck_assert_int_eq(sheaf_free_any(p, o), -EINVAL);
+	/* malloc and free_any of the same object, again and again */
+	for (int i = 0; i < 1000; i++) {
+		a = sheaf_malloc(p, 1 + (size_t)i % 1024);
+		ck_assert_ptr_nonnull(a);
+		ck_assert_int_eq(sheaf_free_any(p, a), 0);
+		ck_assert_int_eq(sheaf_free_any(p, a), -EALREADY);
+	}
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* The free_invalid count of class @size's cache. */
 static uint64_t invalid_of(sheaf_pool_t *p, size_t size)
 {
@@ -552,6 +593,7 @@ int main(void)
 	ADD_ALONE(s, calloc_zeroes_and_overflows, 120);
 	ADD_ALONE(s, realloc_across_classes, 120);
 	ADD_ALONE(s, free_any_bad_pointers, 120);
+	ADD_ALONE(s, hint_checked_like_any_free, 120);
 	ADD_ALONE(s, debug_class_catches_double_free, 120);
 	ADD_ALONE(s, ordinary_cache_objects, 120);
 	ADD_ALONE(s, mixed_sizes_many, 240);
