@@ -42,7 +42,7 @@ _Static_assert(offsetof(struct sheaf_pool, head) == 0, "the head starts the pool
  * the power of two to 512, of 64 to 1 KiB): with the powers of two alone,
  * mixed sizes 8..1024 put half their objects in kmalloc-1024, 1 KiB
  * apart, whose first lines share 1/16 of the L1 and L2 sets, and round
- * the average object up by a third; W8 B=4096 went from 5.8 to 3.8 ns/op
+ * the average object up by a third; W8 B=4096 went from 5.7 to 3.8 ns/op
  * (docs/design.md 10a). */
 static const uint32_t km_size[SHEAF_KMALLOC_CLASSES] = {
 	8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256,

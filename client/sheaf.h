@@ -702,14 +702,15 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  * cache; alignment 8; capacity: the objects of SHEAF_KMALLOC_SHEAF_BYTES,
  * at most 256 and never fewer than SHEAF_CAPACITY_DEFAULT's, so 256 up to
  * 1 KiB, 128 for 2 KiB ... 4 for 64 KiB).  Classes, in
- * bytes: 8 16 32 64 96 128 192 256 512 1024 2048 4096 8192 16384 32768
- * 65536.  An object is aligned to the largest power of two dividing its
- * class's size, at most 4096 (8-byte objects: 8; 96: 32).  A cache of one
+ * bytes: 8 16 32 48 64 80 96 112 128 160 192 224 256 320 384 448 512 576
+ * 640 704 768 832 896 960 1024 2048 4096 8192 16384 32768 65536.  An
+ * object is aligned to the largest power of two dividing its class's
+ * size, at most 4096 (8-byte objects: 8; 96: 32).  A cache of one
  * of these names made beforehand with the same size and alignment is used
  * as it is (e.g. with SHEAF_CACHE_DEBUG, to catch every double free).
  * Racing first uses of a class, in any processes, end with one cache.
- * The classes take up to 16 of the pool's 64 caches and of the process's
- * 128 cache handles.  Local pools and pools of sheafd alike.
+ * The classes take up to 31 of the pool's max_caches caches and of the
+ * process's 1024 cache handles.  Local pools and pools of sheafd alike.
  */
 #define SHEAF_KMALLOC_MAX     65536u
 #define SHEAF_KMALLOC_CLASSES 31u
@@ -724,7 +725,7 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  *   EFBIG   @size > SHEAF_KMALLOC_MAX (no large-object path);
  *   EINVAL  a cache of the class's name exists with another object size
  *           or alignment;
- *   ENOSPC  the class's cache had to be made and 64 caches exist;
+ *   ENOSPC  the class's cache had to be made and max_caches caches exist;
  *   EMFILE  no cache handle left in this process (128), or no lane;
  *   any other error of sheaf_cache_create_or_open (for a pool of sheafd:
  *           of the request, e.g. ETIMEDOUT) or of sheaf_alloc (ENOMEM,
@@ -768,8 +769,9 @@ SHEAF_API void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size);
  * without naming its cache: the cache is the one the pool's frame owner
  * map (engine-owned, read-only to clients) names for @obj's slab frame,
  * so the free is checked exactly as sheaf_free checks it.  Fast path
- * (inline): the map, a per-pool table from cache id to handle, then
- * sheaf_free.
+ * (inline): the handle guessed from the calling thread's last sheaf_malloc
+ * (when @obj is that object) or from a per-pool table by frame, then
+ * sheaf_free's checks and push on that guess.
  * Returns 0 (also for @obj NULL), or:
  *   -EFAULT    @obj is not in the pool's memory (a stack or heap pointer,
  *              the pool's metadata);
