@@ -88,6 +88,9 @@
 #   BENCH_PROCS="1 2"    W4 process counts (default: 1 2 4 8... up to the CPUs)
 #   BENCH_IDLE_S=SEC     sheafd idle measurement (default 10)
 #   BENCH_TIMEOUT=SEC    limit per run (default 300)
+#   SHEAF_BENCH_CPUTIME=1 (read by sheafbench) time one-thread rows (w1, w2,
+#                        w8) by the thread's CPU time, not the wall clock:
+#                        steadier on a machine other jobs load
 set -u -o pipefail
 
 progress() { printf '%s\n' "$*" >&2; }
