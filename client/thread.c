@@ -29,7 +29,8 @@ static struct registry {
 	struct sheaf_cache handles[SHEAF_HANDLES_MAX + 1];
 	struct sheaf__fast unused[SHEAF_HANDLES_MAX + 1];
 } reg = { .unused = { [0 ... SHEAF_HANDLES_MAX - 1] = FAST_UNUSED,
-		      /* the hint slot: an unused fast path, no object */
+		      /* KM_HINT_SLOT, read by sheaf.h as a struct
+		       * sheaf__km_hint: f an unused fast path, obj NULL */
 		      [KM_HINT_SLOT] = { .main = (struct sheaf__sheaf *)(void *)&reg.unused[0] } } };
 _Static_assert(sizeof(struct sheaf__km_hint) == sizeof(struct sheaf__fast) &&
 	       offsetof(struct sheaf__km_hint, f) == offsetof(struct sheaf__fast, main),
