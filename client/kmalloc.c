@@ -37,9 +37,16 @@ _Static_assert(offsetof(struct sheaf_pool, head) == 0, "the head starts the pool
 #define head_load(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define head_store(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
-/* The classes, ascending; each a multiple of 8 (the small table's step). */
+/* The classes, ascending; each a multiple of 8 (the small table's step).
+ * Finer than the kernel's up to 1 KiB (steps of 16 to 128, of a quarter of
+ * the power of two to 512, of 64 to 1 KiB): with the powers of two alone,
+ * mixed sizes 8..1024 put half their objects in kmalloc-1024, 1 KiB
+ * apart, whose first lines share 1/16 of the L1 and L2 sets, and round
+ * the average object up by a third; W8 B=4096 went from 5.7 to 3.8 ns/op
+ * (docs/design.md 10a). */
 static const uint32_t km_size[SHEAF_KMALLOC_CLASSES] = {
-	8, 16, 32, 64, 96, 128, 192, 256, 512, 1024,
+	8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256,
+	320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960, 1024,
 	2048, 4096, 8192, 16384, 32768, 65536,
 };
 
@@ -65,6 +72,9 @@ static void km_head_init(sheaf_pool_t *pool)
 
 	if (head_load(&h->data_len) != 0)
 		return;
+	/* Before any class is published (sheaf_malloc's fast path stores
+	 * through it), even when by_frame cannot be had. */
+	head_store(&h->hint, registry_km_hint());
 	if (head_load(&h->by_frame) == NULL) {
 		mine = calloc(pool->shm.frames_total, sizeof(*mine));
 		if (mine == NULL)
@@ -100,15 +110,36 @@ static void km_publish(sheaf_pool_t *pool, uint32_t k, sheaf_cache_t *c)
 	}
 }
 
+/*
+ * The sheaf capacity a class is made with: the objects of
+ * SHEAF_KMALLOC_SHEAF_BYTES, at most SHEAF_CAP_MAX, never fewer than the
+ * default rule gives (which bounds a sheaf at 16 KiB: 28 objects of 1 KiB).
+ * Mixed sizes spread a thread's frees over several classes, and a batch
+ * of them moves many sheaves through the barn at the default capacities
+ * (W8, docs/design.md 10a); the cost is memory a thread keeps cached, at
+ * most this many bytes per sheaf.  A class made beforehand keeps its
+ * capacity; sheafctl capacity (sheaf_cache_set_capacity) tunes it later.
+ */
+static uint32_t kmalloc_capacity(uint32_t size)
+{
+	uint32_t cap = SHEAF_KMALLOC_SHEAF_BYTES / size;
+	uint32_t dflt = engine_default_capacity(size);
+
+	if (cap > SHEAF_CAP_MAX)
+		cap = SHEAF_CAP_MAX;
+	return cap > dflt ? cap : dflt;
+}
+
 /* The handle of class @k, its cache made or opened; NULL with errno. */
 static sheaf_cache_t *km_class_handle(sheaf_pool_t *pool, uint32_t k)
 {
+	struct sheaf_cache_config cfg = { .capacity = (int)kmalloc_capacity(km_size[k]) };
 	char name[SHEAF_NAME_MAX];
 	sheaf_cache_t *c;
 
 	km_head_init(pool);
 	snprintf(name, sizeof(name), "kmalloc-%u", km_size[k]);
-	c = sheaf_cache_create_or_open(pool, name, km_size[k], NULL, NULL);
+	c = sheaf_cache_create_or_open(pool, name, km_size[k], &cfg, NULL);
 	if (c != NULL)
 		km_publish(pool, k, c);
 	return c;

@@ -701,18 +701,22 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  * it, and each class is an ordinary cache named "kmalloc-<size>", created
  * on first use with sheaf_cache_create_or_open (so sheafd makes it, it
  * outlives restarts and adoption, and sheafctl lists and tunes it like any
- * cache; capacity: SHEAF_CAPACITY_DEFAULT; alignment 8).  Classes, in
- * bytes: 8 16 32 64 96 128 192 256 512 1024 2048 4096 8192 16384 32768
- * 65536.  An object is aligned to the largest power of two dividing its
- * class's size, at most 4096 (8-byte objects: 8; 96: 32).  A cache of one
+ * cache; alignment 8; capacity: the objects of SHEAF_KMALLOC_SHEAF_BYTES,
+ * at most 256 and never fewer than SHEAF_CAPACITY_DEFAULT's, so 256 up to
+ * 1 KiB, 128 for 2 KiB ... 4 for 64 KiB).  Classes, in
+ * bytes: 8 16 32 48 64 80 96 112 128 160 192 224 256 320 384 448 512 576
+ * 640 704 768 832 896 960 1024 2048 4096 8192 16384 32768 65536.  An
+ * object is aligned to the largest power of two dividing its class's
+ * size, at most 4096 (8-byte objects: 8; 96: 32).  A cache of one
  * of these names made beforehand with the same size and alignment is used
  * as it is (e.g. with SHEAF_CACHE_DEBUG, to catch every double free).
  * Racing first uses of a class, in any processes, end with one cache.
- * The classes take up to 16 of the pool's 64 caches and of the process's
- * 128 cache handles.  Local pools and pools of sheafd alike.
+ * The classes take up to 31 of the pool's max_caches caches and of the
+ * process's 1024 cache handles.  Local pools and pools of sheafd alike.
  */
 #define SHEAF_KMALLOC_MAX     65536u
-#define SHEAF_KMALLOC_CLASSES 16u
+#define SHEAF_KMALLOC_CLASSES 31u
+#define SHEAF_KMALLOC_SHEAF_BYTES (256u << 10)  /* a class's sheaf, at most */
 
 /*
  * Allocate an object of at least @size bytes (not zeroed).  Fast path
@@ -723,7 +727,7 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  *   EFBIG   @size > SHEAF_KMALLOC_MAX (no large-object path);
  *   EINVAL  a cache of the class's name exists with another object size
  *           or alignment;
- *   ENOSPC  the class's cache had to be made and 64 caches exist;
+ *   ENOSPC  the class's cache had to be made and max_caches caches exist;
  *   EMFILE  no cache handle left in this process (128), or no lane;
  *   any other error of sheaf_cache_create_or_open (for a pool of sheafd:
  *           of the request, e.g. ETIMEDOUT) or of sheaf_alloc (ENOMEM,
@@ -767,8 +771,9 @@ SHEAF_API void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size);
  * without naming its cache: the cache is the one the pool's frame owner
  * map (engine-owned, read-only to clients) names for @obj's slab frame,
  * so the free is checked exactly as sheaf_free checks it.  Fast path
- * (inline): the map, a per-pool table from cache id to handle, then
- * sheaf_free.
+ * (inline): the handle guessed from the calling thread's last sheaf_malloc
+ * (when @obj is that object) or from a per-pool table by frame, then
+ * sheaf_free's checks and push on that guess.
  * Returns 0 (also for @obj NULL), or:
  *   -EFAULT    @obj is not in the pool's memory (a stack or heap pointer,
  *              the pool's metadata);
@@ -932,9 +937,25 @@ struct sheaf__pool_head {
 	uint64_t data_len;      /* bytes of data; 0 until the first slow path */
 	char *data;             /* the pool's data (slab frame 0) */
 	sheaf_cache_t **by_frame; /* per frame: the handle last seen there */
-	uintptr_t reserved_[5];
+	const void *hint;       /* leads, as a handle, to the thread's hint */
+	uintptr_t reserved_[4];
 	sheaf_cache_t *small[SHEAF__KM_SMALL_MAX / 8 + 1]; /* by (size + 7) >> 3 */
 	sheaf_cache_t *large[SHEAF__KM_LOG_MAX + 1];       /* by ceil(log2(size)) */
+};
+
+/*
+ * Per thread (one for all pools, in the fast-path slot of a handle that
+ * libsheaf never gives out: head.hint + sheaf__tls_bias): the fast path
+ * and the object of the last sheaf_malloc.  sheaf_free_any tries that
+ * fast path first when @obj lies in the same 256 KiB as that object (a
+ * malloc and its free: the push's address then does not wait for the
+ * frame's handle), with the same check as any other; it is only a guess.
+ * Until the thread's first malloc, @f is an unused fast path (misses).
+ */
+struct sheaf__km_hint {
+	struct sheaf__fast *f;
+	const void *obj;
+	uintptr_t reserved_[6];
 };
 
 SHEAF_API void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size,
@@ -957,12 +978,28 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 	else if (size <= (1ul << SHEAF__KM_LOG_MAX))
 		c = __atomic_load_n(&h->large[64 - __builtin_clzll((unsigned long long)size - 1)],
 				    __ATOMIC_ACQUIRE);
-	if (__builtin_expect(c == NULL, 0))
-		return sheaf__malloc_slow(pool, size, c);
-	p = sheaf_alloc(c);
-	if (__builtin_expect(p == NULL, 0))
-		return sheaf__malloc_slow(pool, size, c);   /* a destroyed class? */
-	return p;
+	if (__builtin_expect(c != NULL, 1)) {
+		/* sheaf_alloc's pop (inline here: no test of its result) */
+		struct sheaf__fast *f = SHEAF__FAST(c);
+		struct sheaf__sheaf *m = f->main;
+		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+		uint64_t n = w & SHEAF__WORD_SIZE;
+
+		if (__builtin_expect(n != 0, 1)) {
+			struct sheaf__km_hint *t = (struct sheaf__km_hint *)
+				((uintptr_t)h->hint + sheaf__tls_bias);
+
+			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
+			p = f->base + m->objs[n - 1];
+			t->f = f;
+			t->obj = p;
+			return p;
+		}
+		p = sheaf__alloc_slow(c);
+		if (__builtin_expect(p != NULL, 1))
+			return p;
+	}
+	return sheaf__malloc_slow(pool, size, c);   /* none yet, or destroyed */
 }
 
 /*
@@ -977,11 +1014,19 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 	uint64_t rel = (uint64_t)((char *)obj - h->data);
 
 	if (__builtin_expect(rel < len, 1)) {
-		sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],
-						   __ATOMIC_RELAXED);
-		struct sheaf__fast *f = SHEAF__FAST(c);
+		const struct sheaf__km_hint *t = (const struct sheaf__km_hint *)
+			((uintptr_t)h->hint + sheaf__tls_bias);
+		struct sheaf__fast *f = t->f;
+		int ok = __builtin_expect(obj == t->obj, 0) && SHEAF__FAST_VALID(f, obj);
 
-		if (__builtin_expect(c != NULL && SHEAF__FAST_VALID(f, obj), 1)) {
+		if (__builtin_expect(!ok, 1)) {
+			sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],
+							   __ATOMIC_RELAXED);
+
+			f = SHEAF__FAST(c);
+			ok = c != NULL && SHEAF__FAST_VALID(f, obj);
+		}
+		if (__builtin_expect(ok, 1)) {
 			struct sheaf__sheaf *m = f->main;
 			uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
 			uint64_t n = w & SHEAF__WORD_SIZE;
@@ -995,7 +1040,8 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 				return 0;
 			}
 			/* the guess was right: sheaf_free's slow path */
-			return sheaf__free_any_slow(pool, obj, c);
+			return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)
+						    ((uintptr_t)f - sheaf__tls_bias));
 		}
 	}
 	return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)0);

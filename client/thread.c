@@ -26,9 +26,20 @@ struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
  * are never written: both inline paths miss on them).
  */
 static struct registry {
-	struct sheaf_cache handles[SHEAF_HANDLES_MAX];
-	struct sheaf__fast unused[SHEAF_HANDLES_MAX];
-} reg = { .unused = { [0 ... SHEAF_HANDLES_MAX - 1] = FAST_UNUSED } };
+	struct sheaf_cache handles[SHEAF_HANDLES_MAX + 1];
+	struct sheaf__fast unused[SHEAF_HANDLES_MAX + 1];
+} reg = { .unused = { [0 ... SHEAF_HANDLES_MAX - 1] = FAST_UNUSED,
+		      /* KM_HINT_SLOT, read by sheaf.h as a struct
+		       * sheaf__km_hint: f an unused fast path, obj NULL */
+		      [KM_HINT_SLOT] = { .main = (struct sheaf__sheaf *)(void *)&reg.unused[0] } } };
+_Static_assert(sizeof(struct sheaf__km_hint) == sizeof(struct sheaf__fast) &&
+	       offsetof(struct sheaf__km_hint, f) == offsetof(struct sheaf__fast, main),
+	       "the hint fills a fast-path slot; its f where main is");
+
+const void *registry_km_hint(void)
+{
+	return &reg.handles[KM_HINT_SLOT];
+}
 
 #define BIAS_UNUSED offsetof(struct registry, unused)
 

@@ -24,8 +24,9 @@
 #include "tests/util_pool.h"
 #include "tests/util_proc.h"
 
-static const size_t classes[] = { 8, 16, 32, 64, 96, 128, 192, 256, 512, 1024,
-				  2048, 4096, 8192, 16384, 32768, 65536 };
+static const size_t classes[] = { 8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224,
+				  256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960,
+				  1024, 2048, 4096, 8192, 16384, 32768, 65536 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
 
 static sheaf_pool_t *mkpool(void)
@@ -95,6 +96,18 @@ START_TEST(class_boundaries)
 	/* every class is an ordinary cache, object size = class */
 	for (size_t k = 0; k < NCLASSES; k++)
 		ck_assert_uint_eq(sheaf_cache_object_size(class_cache(p, classes[k])), classes[k]);
+	/* capacity: the objects of SHEAF_KMALLOC_SHEAF_BYTES, at most 256
+	 * (above the default rule's for every class), tunable as any cache */
+	for (size_t k = 0; k < NCLASSES; k++) {
+		size_t want = SHEAF_KMALLOC_SHEAF_BYTES / classes[k];
+
+		REQUIRE(sheaf_cache_capacity(class_cache(p, classes[k])) == (want > 256 ? 256 : want),
+			"kmalloc-%zu: capacity %u", classes[k],
+			sheaf_cache_capacity(class_cache(p, classes[k])));
+	}
+	ck_assert_int_eq(sheaf_cache_set_capacity(class_cache(p, 1024), 28), 0);
+	ck_assert_uint_eq(sheaf_cache_capacity(class_cache(p, 1024)), 28);
+	one_size(p, 1000);
 	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
@@ -190,6 +203,47 @@ START_TEST(realloc_across_classes)
 }
 END_TEST
 
+/* The thread's hint (the last sheaf_malloc's object and fast path) is a
+ * guess, checked as any free: once that object's frame went back to the
+ * pool, its free_any is refused. */
+START_TEST(hint_checked_like_any_free)
+{
+	sheaf_pool_t *p = mkpool();
+	char *objs[16], *o, *a;
+	const struct sheaf__km_hint *hint;
+	sheaf_cache_t *c;
+	uint64_t off;
+
+	/* kmalloc-16384: 16 objects a frame, capacity 16.  The first malloc
+	 * makes the class and refills; the 15 others take the fast path. */
+	for (int i = 0; i < 16; i++) {
+		objs[i] = sheaf_malloc(p, 16384);
+		ck_assert_ptr_nonnull(objs[i]);
+	}
+	o = objs[15];
+	c = sheaf_obj_cache(p, o);
+	c->sc->min_partial = 0;                  /* every empty slab goes back */
+	hint = (const struct sheaf__km_hint *)((uintptr_t)p->head.hint + sheaf__tls_bias);
+	ck_assert_ptr_eq(hint->obj, o);
+	for (int i = 0; i < 16; i++)              /* not through the hint */
+		ck_assert_int_eq(sheaf_free(c, objs[i]), 0);
+	ck_assert_int_ge(sheaf_cache_shrink(c), 1);       /* its slab goes back */
+	off = (uint64_t)(o - p->shm.base);
+	ck_assert_uint_ne(p->shm.frame_owner[pool_frame_of(&p->shm, off)], c->id);
+	ck_assert_ptr_eq(hint->obj, o);
+	ck_assert_int_eq(sheaf_free_any(p, o), -EINVAL);
+	/* malloc and free_any of the same object, again and again */
+	for (int i = 0; i < 1000; i++) {
+		a = sheaf_malloc(p, 1 + (size_t)i % 1024);
+		ck_assert_ptr_nonnull(a);
+		ck_assert_int_eq(sheaf_free_any(p, a), 0);
+		ck_assert_int_eq(sheaf_free_any(p, a), -EALREADY);
+	}
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* The free_invalid count of class @size's cache. */
 static uint64_t invalid_of(sheaf_pool_t *p, size_t size)
 {
@@ -251,7 +305,7 @@ START_TEST(debug_class_catches_double_free)
 	void *a, *b;
 
 	ck_assert_ptr_nonnull(dbg);
-	a = sheaf_malloc(p, 200);
+	a = sheaf_malloc(p, 240);
 	b = sheaf_malloc(p, 256);
 	ck_assert_ptr_eq(sheaf_obj_cache(p, a), dbg);
 	ck_assert_int_eq(sheaf_free_any(p, a), 0);
@@ -265,7 +319,7 @@ START_TEST(debug_class_catches_double_free)
 	/* a cache of a class's name with another geometry: sheaf_malloc says so */
 	ck_assert_ptr_nonnull(sheaf_cache_create(p, "kmalloc-512", 500, NULL));
 	errno = 0;
-	ck_assert_ptr_null(sheaf_malloc(p, 400));
+	ck_assert_ptr_null(sheaf_malloc(p, 500));
 	ck_assert_int_eq(errno, EINVAL);
 	require_pool_ok(p);
 	sheaf_pool_destroy(p);
@@ -287,7 +341,7 @@ START_TEST(ordinary_cache_objects)
 	memset(o[1], 0x3c, 104);
 	o[1] = sheaf_realloc(p, o[1], 150);
 	ck_assert_ptr_nonnull(o[1]);
-	ck_assert_uint_eq(sheaf_obj_size(p, o[1]), 192);
+	ck_assert_uint_eq(sheaf_obj_size(p, o[1]), 160);
 	for (int i = 0; i < 104; i++)
 		REQUIRE(((unsigned char *)o[1])[i] == 0x3c, "byte %d", i);
 	for (int i = 0; i < 1000; i++)
@@ -539,6 +593,7 @@ int main(void)
 	ADD_ALONE(s, calloc_zeroes_and_overflows, 120);
 	ADD_ALONE(s, realloc_across_classes, 120);
 	ADD_ALONE(s, free_any_bad_pointers, 120);
+	ADD_ALONE(s, hint_checked_like_any_free, 120);
 	ADD_ALONE(s, debug_class_catches_double_free, 120);
 	ADD_ALONE(s, ordinary_cache_objects, 120);
 	ADD_ALONE(s, mixed_sizes_many, 240);

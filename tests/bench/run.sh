@@ -130,6 +130,9 @@
 #   BENCH_W9_S=SEC       seconds per W9 run (default 2; quick 1)
 #   BENCH_W9_PACE=N      the W9 writer's pace for the readers' rows
 #   BENCH_TIMEOUT=SEC    limit per run (default 300)
+#   SHEAF_BENCH_CPUTIME=1 (read by sheafbench) time one-thread rows (w1, w2,
+#                        w8) by the thread's CPU time, not the wall clock:
+#                        steadier on a machine other jobs load
 set -u -o pipefail
 
 progress() { printf '%s\n' "$*" >&2; }

@@ -123,7 +123,8 @@ static uint64_t w8b_rounds(const struct contender *c, void **objs, size_t batch,
 /* Objects in use over the classes the sequence reaches (8..1024). */
 static uint64_t classes_in_use(const struct contender *c)
 {
-	static const unsigned cls[] = { 8, 16, 32, 64, 96, 128, 192, 256, 512, 1024 };
+	static const unsigned cls[] = { 8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224,
+		256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960, 1024 };
 	uint64_t n = 0;
 
 	for (size_t i = 0; i < sizeof(cls) / sizeof(cls[0]); i++) {
