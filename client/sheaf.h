@@ -612,7 +612,8 @@ SHEAF_API int sheaf_barrier(sheaf_pool_t *pool, unsigned timeout_ms);
  * cache, mixed).  A process killed at any instruction of an enqueue or a
  * dequeue never wedges the queue and never makes an object appear twice;
  * an object a killed consumer had just dequeued stays allocated (it is the
- * dead process's, as any object it held).  Enqueue and dequeue work in a
+ * dead process's, as any object it held; sheafd frees it when its cache is
+ * owned, SHEAF_CACHE_OWNED, whose queued objects survive their producer).  Enqueue and dequeue work in a
  * fork() child of a process that opened the queue.
  */
 typedef struct sheaf_queue sheaf_queue_t;

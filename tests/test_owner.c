@@ -21,6 +21,11 @@
  *                  SIGKILLed: each object is freed once (by B, or by the
  *                  repair while B backs off), counts and checker agree,
  *                  nothing in use at the end.
+ *   queued         a producer enqueues N objects of an owned cache on a
+ *                  shared queue and is SIGKILLed: none is freed (they are
+ *                  QUEUED); a consumer dequeues K and is SIGKILLed: exactly
+ *                  those K are freed (they were its own); a drainer takes
+ *                  the rest and frees them: nothing in use, none twice.
  *   hostile_tags   a client scribbles random values over the whole tag
  *                  array while a victim holding objects dies: sheafd stays
  *                  up, answers, and the checker passes once all are gone.
@@ -579,6 +584,96 @@ START_TEST(hostile_tags)
 }
 END_TEST
 
+/* ---- a shared queue moves ownership ------------------------------------------- */
+
+#define QN 300
+#define QK 100
+
+/* producer: create the owned cache and queue "q", enqueue QN objects. */
+static int q_producer(void *argp)
+{
+	struct arg *a = argp;
+	sheaf_pool_t *pool = child_connect(a->sock, "producer");
+	sheaf_cache_t *c = cache_get(pool, a);
+	sheaf_queue_t *q = sheaf_queue_create(pool, "q", 1024, 0);
+
+	close(a->ready[0]);
+	REQUIRE(q != NULL, "queue create: %s", strerror(errno));
+	for (int i = 0; i < QN; i++) {
+		char *o = sheaf_alloc(c);
+
+		REQUIRE(o != NULL, "alloc %d: %s", i, strerror(errno));
+		REQUIRE(sheaf_enqueue(q, o) == 0, "enqueue %d", i);
+	}
+	REQUIRE(write_full(a->ready[1], "r", 1) == 0, "ready");
+	for (;;)
+		pause();
+}
+
+/* consumer: dequeue a->count objects and keep them; drainer (a->slow):
+ * dequeue everything and free it. */
+static int q_consumer(void *argp)
+{
+	struct arg *a = argp;
+	sheaf_pool_t *pool = child_connect(a->sock, "consumer");
+	sheaf_cache_t *c = cache_get(pool, a);
+	sheaf_queue_t *q = sheaf_queue_open(pool, "q");
+	void *o;
+	int n = 0;
+
+	close(a->ready[0]);
+	REQUIRE(q != NULL, "queue open: %s", strerror(errno));
+	while ((a->slow || n < a->count) && sheaf_dequeue(q, &o) == 0) {
+		if (a->slow)
+			REQUIRE(sheaf_free(c, o) == 0, "free of a dequeued object");
+		n++;
+	}
+	REQUIRE(n == a->count, "dequeued %d of %d", n, a->count);
+	REQUIRE(write_full(a->ready[1], "r", 1) == 0, "ready");
+	for (;;)
+		pause();
+}
+
+START_TEST(queued)
+{
+	struct dmn d;
+	struct arg a = { .cache = "qown", .flags = SHEAF_CACHE_OWNED };
+	uint64_t freed, kept;
+	pid_t p;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	a.sock = d.sock;
+	p = start(q_producer, &a, "producer");
+	kill_wait(p);
+	wait_no_clients(&d, 30000);
+	REQUIRE(check_in_use(d.sock, "after the producer's death") == QN,
+		"queued objects freed with their producer");
+	a.flags = 0;
+	a.count = QK;
+	p = start(q_consumer, &a, "consumer");
+	REQUIRE(clients_held(d.sock, "qown", p) == QK, "consumer holds %llu (%d expected)",
+		(unsigned long long)clients_held(d.sock, "qown", p), QK);
+	kill_wait(p);
+	wait_no_clients(&d, 30000);
+	REQUIRE(check_in_use(d.sock, "after the consumer's death") == QN - QK,
+		"the dead consumer's objects not freed, or queued ones freed");
+	owner_stats(d.sock, "qown", &freed, &kept);
+	REQUIRE(freed == QK && kept == 0, "owner_freed %llu, owner_kept %llu",
+		(unsigned long long)freed, (unsigned long long)kept);
+	a.count = QN - QK;
+	a.slow = 1;
+	p = start(q_consumer, &a, "drainer");
+	kill_wait(p);
+	wait_no_clients(&d, 30000);
+	REQUIRE(check_in_use(d.sock, "after the drain") == 0, "objects left in use");
+	printf("queued: %d queued objects survive their producer; a dead consumer's %d freed\n",
+	       QN, QK);
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("owner");
@@ -592,5 +687,6 @@ int main(void)
 	ADD_ALONE(s, free_race, 120);
 	ADD_ALONE(s, many_kills, 300);
 	ADD_ALONE(s, hostile_tags, 60);
+	ADD_ALONE(s, queued, 60);
 	return run_suite(s);
 }
