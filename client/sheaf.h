@@ -613,8 +613,9 @@ SHEAF_API int sheaf_barrier(sheaf_pool_t *pool, unsigned timeout_ms);
  * dequeue never wedges the queue and never makes an object appear twice;
  * an object a killed consumer had just dequeued stays allocated (it is the
  * dead process's, as any object it held; sheafd frees it when its cache is
- * owned, SHEAF_CACHE_OWNED, whose queued objects survive their producer).  Enqueue and dequeue work in a
- * fork() child of a process that opened the queue.
+ * owned, SHEAF_CACHE_OWNED, whose queued objects survive their producer).
+ * Enqueue and dequeue work in a fork() child of a process that opened the
+ * queue.
  */
 typedef struct sheaf_queue sheaf_queue_t;
 
