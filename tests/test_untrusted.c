@@ -518,6 +518,18 @@ START_TEST(adopt_quarantines_bad_descriptors)
 	P.caches[huge].objs_per_slab = 0xffffffffu;
 	P.caches[align].align = 3;
 	ck_assert_int_ge(engine_adopt(&P), 0);
+	/* Every owned frame counted (quarantined ones and live ones alike):
+	 * slab_rebuild's cache loop once shadowed this count with its bound,
+	 * ran past max_caches over the node allocators and the slab table,
+	 * and left frames_used at the quarantined frames alone. */
+	{
+		uint64_t owned = 0, counted = at_load_relaxed(&P.hdr->frames_used);
+
+		for (uint32_t f = 0; f < P.frames_total; f++)
+			owned += at_load_relaxed(&P.frame_owner[f]) != FRAME_FREE;
+		ck_assert_uint_eq(counted, owned);
+		ck_assert_uint_eq(owned, 4);
+	}
 	ck_assert_uint_eq(at_load_relaxed(&P.caches[zero].state), CACHE_BROKEN);
 	ck_assert_uint_eq(at_load_relaxed(&P.caches[huge].state), CACHE_BROKEN);
 	ck_assert_uint_eq(at_load_relaxed(&P.caches[align].state), CACHE_BROKEN);
