@@ -294,6 +294,14 @@ int engine_start(struct engine *e, char *err, size_t errlen)
 			snprintf(err, errlen, "engine: pthread_create: %s", strerror(rc));
 			return -rc;
 		}
+		/* Named for /proc/PID/task/TID/comm (test_hostile's idle
+		 * check names the thread that used the CPU). */
+		{
+			char name[16];
+
+			snprintf(name, sizeof(name), "sheaf-node%u", n);
+			(void)pthread_setname_np(e->worker[n], name);
+		}
 		e->nworkers = n + 1;
 	}
 	if (grace_start(e) != 0) {

@@ -52,6 +52,7 @@
  * once failed, regress[] below) run first.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -569,13 +570,12 @@ static int hostile_main(void *arg)
 
 /* ---- the observer: requests, probes, CPU ------------------------------------- */
 
-/* sheafd's utime+stime in clock ticks, or -1. */
-static long cpu_ticks(pid_t pid)
+/* utime+stime in clock ticks of /proc/PID[/task/TID]/stat @path, or -1. */
+static long stat_ticks(const char *path)
 {
-	char path[64], *s, *p;
+	char *s, *p;
 	unsigned long ut = 0, st = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	s = read_file(path);
 	if (s == NULL)
 		return -1;
@@ -590,17 +590,89 @@ static long cpu_ticks(pid_t pid)
 	return (long)(ut + st);
 }
 
+/* sheafd's utime+stime in clock ticks, or -1. */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	return stat_ticks(path);
+}
+
+/* Per-thread CPU of sheafd (the threads are named: sheaf-node0.., sheaf-grace),
+ * to say which one was busy when the idle check fails. */
+#define SNAP_MAX 32
+struct thread_snap {
+	int n;
+	int tid[SNAP_MAX];
+	long ticks[SNAP_MAX];
+};
+
+static void thread_snap(pid_t pid, struct thread_snap *ts)
+{
+	char path[96];
+	DIR *d;
+	struct dirent *de;
+
+	ts->n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL && ts->n < SNAP_MAX) {
+		int tid = atoi(de->d_name);
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, tid);
+		ts->tid[ts->n] = tid;
+		ts->ticks[ts->n++] = stat_ticks(path);
+	}
+	closedir(d);
+}
+
+/* "name +ticks, ..." for each thread of @pid that used CPU between @a and @b. */
+static void thread_busy(pid_t pid, const struct thread_snap *a, const struct thread_snap *b,
+			char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < b->n; i++) {
+		long before = 0;
+		char path[96], *comm;
+
+		for (int j = 0; j < a->n; j++)
+			if (a->tid[j] == b->tid[i])
+				before = a->ticks[j];
+		if (b->ticks[i] - before <= 0 || o + 48 >= len)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, b->tid[i]);
+		comm = read_file(path);
+		if (comm != NULL)
+			comm[strcspn(comm, "\n")] = '\0';
+		o += (size_t)snprintf(out + o, len - o, "%s%s +%ld", o ? ", " : "",
+				      comm ? comm : "?", b->ticks[i] - before);
+		free(comm);
+	}
+}
+
 /* sheafd idle for @ms: its CPU must stay under 20% of one CPU. */
 static void require_idle(pid_t pid, int ms, const char *when)
 {
-	long hz = sysconf(_SC_CLK_TCK), t0 = cpu_ticks(pid), t1;
+	long hz = sysconf(_SC_CLK_TCK), t0, t1;
+	struct thread_snap a, b;
+	char busy[512];
 
+	thread_snap(pid, &a);
+	t0 = cpu_ticks(pid);
 	sleep_ms((unsigned)ms);
 	t1 = cpu_ticks(pid);
+	thread_snap(pid, &b);
 	REQUIRE(t0 >= 0 && t1 >= 0, "no /proc/%d/stat", (int)pid);
+	thread_busy(pid, &a, &b, busy, sizeof(busy));
 	/* One tick of slack: the counters have a tick's resolution. */
 	REQUIRE((t1 - t0 - 1) * 1000 / hz * 5 < ms, "%s: sheafd used %ld ms of CPU in an idle %d ms "
-		"(spinning)", when, (t1 - t0) * 1000 / hz, ms);
+		"(spinning; ticks by thread: %s)", when, (t1 - t0) * 1000 / hz, ms, busy);
 }
 
 static Sheaf__V1__Response *ask(const char *sock, Sheaf__V1__Request *rq, const char *what)
