@@ -43,7 +43,9 @@
  * objects, as one that opens the cache and frees its objects does: by
  * design (docs/design.md, "Trust boundary").  Owner entries are changed by
  * CAS from a value naming the hostile client or one of its rings, so that a
- * sheaf passing to the good cache meanwhile is never written.
+ * sheaf passing to the good cache meanwhile is never written; for the same
+ * reason a sheaf is written only while the hostile client holds it (one in
+ * its rings is taken by CAS of its owner entry first, and put back after).
  *
  * Environment: SHEAF_SEED=N replays the run of seed N (printed at the
  * start; a round's seed is derived from it and the round number, printed
@@ -286,6 +288,45 @@ static uint32_t find_own_sheaf(struct hostile *x)
 	return SHEAF_ID_NONE;
 }
 
+/*
+ * A sheaf of its own to write (find_own_sheaf), held for the write: one in
+ * its rings is first taken by CAS of its owner entry (ring -> itself), as a
+ * consumer would, so that the engine cannot pass it on (flush it to the
+ * depot, refill it for the good cache) between the choice and the write: a
+ * write that landed on a sheaf the good client had just been given (its
+ * capacity, which the inline free path trusts) made that client push past
+ * the sheaf's end, into the next sheaf's header.  *@was: the owner entry to
+ * put back (release_sheaf) once written.  SHEAF_ID_NONE if none.
+ */
+static uint32_t hold_own_sheaf(struct hostile *x, uint32_t *was)
+{
+	uint32_t s = find_own_sheaf(x);
+
+	if (s == SHEAF_ID_NONE)
+		return s;
+	*was = at_load_relaxed(&x->sp->owners[s]);
+	if (*was != x->me && !at_cas_relaxed(&x->sp->owners[s], was, x->me))
+		return SHEAF_ID_NONE;          /* taken meanwhile: not its own now */
+	/* Still one of its caches' (the owner entry decided, so this holds). */
+	if (!own_sheaf(x, s)) {
+		uint32_t me = x->me;
+
+		at_cas_relaxed(&x->sp->owners[s], &me, *was);
+		return SHEAF_ID_NONE;
+	}
+	return s;
+}
+
+/* Put back the owner entry hold_own_sheaf changed (the sheaf may now be
+ * marked as in a ring without a slot: a spoil of its own ring). */
+static void release_sheaf(struct hostile *x, uint32_t s, uint32_t was)
+{
+	uint32_t me = x->me;
+
+	if (was != x->me)
+		at_cas_relaxed(&x->sp->owners[s], &me, was);
+}
+
 /* One of its lanes (client == its id), or NULL. */
 static struct shm_lane *own_lane(struct hostile *x)
 {
@@ -345,12 +386,16 @@ static void scribble_random(struct hostile *x)
 			keep_off_good(x, SHEAF_ID_NONE, l);
 		}
 		break;
-	case 3:
-		if ((s = find_own_sheaf(x)) != SHEAF_ID_NONE) {
+	case 3: {
+		uint32_t was;
+
+		if ((s = hold_own_sheaf(x, &was)) != SHEAF_ID_NONE) {
 			write_bytes(x, &p->sheaves[s], sizeof(p->sheaves[s]));
 			keep_off_good(x, s, NULL);
+			release_sheaf(x, s, was);
 		}
 		break;
+	}
 	default:
 		write_bytes(x, &p->node[rnd(x) % p->nodes], sizeof(struct shm_node));
 		break;
@@ -419,7 +464,7 @@ static void scribble_owner(struct hostile *x)
 static void scribble_sheaf(struct hostile *x)
 {
 	struct shm_pool *p = x->sp;
-	uint32_t s = find_own_sheaf(x);
+	uint32_t was, s = hold_own_sheaf(x, &was);
 	struct shm_sheaf *sh;
 	uint64_t r = rnd(x);
 
@@ -456,6 +501,7 @@ static void scribble_sheaf(struct hostile *x)
 	}
 	}
 	keep_off_good(x, s, NULL);
+	release_sheaf(x, s, was);
 }
 
 /* A field of one of its lanes: header, intent, fold, in_cache, a live
