@@ -307,9 +307,10 @@ int engine_start(struct engine *e, char *err, size_t errlen)
 		/* Named for /proc/PID/task/TID/comm (test_hostile's idle
 		 * check names the thread that used the CPU). */
 		{
-			char name[16];
+			char name[32];
 
 			snprintf(name, sizeof(name), "sheaf-node%u", n);
+			name[15] = '\0';            /* the kernel's limit */
 			(void)pthread_setname_np(e->worker[n], name);
 		}
 		e->nworkers = n + 1;
