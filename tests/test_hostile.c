@@ -295,16 +295,23 @@ static uint32_t find_own_sheaf(struct hostile *x)
  * depot, refill it for the good cache) between the choice and the write: a
  * write that landed on a sheaf the good client had just been given (its
  * capacity, which the inline free path trusts) made that client push past
- * the sheaf's end, into the next sheaf's header.  *@was: the owner entry to
- * put back (release_sheaf) once written.  SHEAF_ID_NONE if none.
+ * the sheaf's end, into the next sheaf's header.  With @ring_only, only a
+ * sheaf of its rings: not one its own libsheaf is using, which would push
+ * past a scribbled capacity into the next sheaf (maybe the good client's,
+ * whose capacity that overwrote: the good client then pushed past its own
+ * sheaf's end; 'sheaf 361: size 25088 > capacity 955014528' were two good
+ * object offsets).  *@was: the owner entry to put back (release_sheaf)
+ * once written.  SHEAF_ID_NONE if none.
  */
-static uint32_t hold_own_sheaf(struct hostile *x, uint32_t *was)
+static uint32_t hold_own_sheaf(struct hostile *x, uint32_t *was, int ring_only)
 {
 	uint32_t s = find_own_sheaf(x);
 
 	if (s == SHEAF_ID_NONE)
 		return s;
 	*was = at_load_relaxed(&x->sp->owners[s]);
+	if (ring_only && *was == x->me)
+		return SHEAF_ID_NONE;
 	if (*was != x->me && !at_cas_relaxed(&x->sp->owners[s], was, x->me))
 		return SHEAF_ID_NONE;          /* taken meanwhile: not its own now */
 	/* Still one of its caches' (the owner entry decided, so this holds). */
@@ -389,7 +396,7 @@ static void scribble_random(struct hostile *x)
 	case 3: {
 		uint32_t was;
 
-		if ((s = hold_own_sheaf(x, &was)) != SHEAF_ID_NONE) {
+		if ((s = hold_own_sheaf(x, &was, 1)) != SHEAF_ID_NONE) {
 			write_bytes(x, &p->sheaves[s], sizeof(p->sheaves[s]));
 			keep_off_good(x, s, NULL);
 			release_sheaf(x, s, was);
@@ -464,12 +471,14 @@ static void scribble_owner(struct hostile *x)
 static void scribble_sheaf(struct hostile *x)
 {
 	struct shm_pool *p = x->sp;
-	uint32_t was, s = hold_own_sheaf(x, &was);
+	uint32_t was, s = hold_own_sheaf(x, &was, 0);
 	struct shm_sheaf *sh;
 	uint64_t r = rnd(x);
 
 	if (s == SHEAF_ID_NONE)
 		return;
+	if (r % 6 == 1 && was == x->me)
+		return;         /* its capacity: not of a sheaf its libsheaf uses (above) */
 	sh = &p->sheaves[s];
 	switch (r % 6) {
 	case 0: at_store_relaxed(&sh->word, rnd(x) & 1 ? nasty(x) :
