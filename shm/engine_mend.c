@@ -274,12 +274,14 @@ void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 	pthread_mutex_unlock(&m->lock);
 }
 
-void engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in)
+int engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in)
 {
 	struct ring_ref rr = pool_ring_ref(e->pool, id);
 
-	if (positions_impossible(e->pool, &rr))
-		engine_ring_suspect(e, id, in);
+	if (!positions_impossible(e->pool, &rr))
+		return 0;
+	engine_ring_suspect(e, id, in);
+	return positions_impossible(e->pool, &rr);
 }
 
 void engine_mend_reset(struct engine *e)

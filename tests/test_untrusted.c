@@ -299,6 +299,46 @@ START_TEST(stale_waiters_idle)
 }
 END_TEST
 
+/*
+ * A barn ring spoiled again (impossible positions) right after a rebuild,
+ * within the rebuild's rate limit: the worker refilled into it pass after
+ * pass (each put "succeeded", its count stayed 0) until the next rebuild
+ * was allowed, draining the depot into it (test_hostile's idle sheafd at
+ * 30-60 ms of CPU in 100 ms).  Now a ring still impossible is left alone.
+ */
+START_TEST(respoiled_ring_idle)
+{
+	/* Many sheaves (as sheafd's default): the depot lasts the window. */
+	struct sheaf_pool_config cfg = { .nodes = 1, .size = 256 * MIB, .sheaf_count = 32768,
+					  .wait_ms = 100 };
+	sheaf_pool_t *p = pool_new(&cfg);
+	sheaf_cache_t *c = mkcache(p, "respoil", 64, 16, 0);
+	struct shm_pool *sp = &p->shm;
+	struct ring_ref full = pool_full_ref(sp, c->id, 0);
+	uint64_t before = untrusted_count[UT_REBUILT];
+	int64_t t0, cpu0, used;
+
+	churn(c, 400);
+	at_store_relaxed(&full.r->head, at_load_relaxed(&full.r->tail) + 0x40000000u);
+	node_ring_doorbell(sp, 0);
+	for (t0 = now_ms(); untrusted_count[UT_REBUILT] == before && now_ms() - t0 < 2000;)
+		sleep_us(100);
+	ck_assert_uint_gt(untrusted_count[UT_REBUILT], before);
+	/* Again at once: the next rebuild of this ring waits 50 ms. */
+	cpu0 = self_cpu_ms();
+	at_store_relaxed(&full.r->head, at_load_relaxed(&full.r->tail) + 0x40000000u);
+	node_ring_doorbell(sp, 0);
+	sleep_ms(40);
+	used = self_cpu_ms() - cpu0;
+	ck_assert_msg(used < 8, "the engine used %lld ms of CPU in 40 ms beside a spoiled ring",
+		      (long long)used);
+	sleep_ms(100);
+	node_ring_doorbell(sp, 0);              /* rebuilt now: the cache works */
+	churn(c, 400);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* A bare engine over a fresh region (no library around it). */
 static struct shm_pool P;
 static struct engine E;
@@ -781,6 +821,7 @@ int main(void)
 	tcase_add_test(tc, destroy_clamps_sheaf_size);
 	tcase_add_test(tc, lane_seq_odd_stats_prompt);
 	tcase_add_test(tc, stale_waiters_idle);
+	tcase_add_test(tc, respoiled_ring_idle);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(client, 60);
 	tcase_add_test(client, barn_sheaf_foreign_offsets);
