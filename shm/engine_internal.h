@@ -46,7 +46,11 @@ void engine_flush_sheaf(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
  */
 int engine_mend_init(struct engine *e);
 void engine_mend_fini(struct engine *e);
-void engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in);
+/* engine_ring_glance: 1 when ring @id's positions are impossible and it
+ * was not rebuilt now (rate limit, another worker's rebuild): stock nothing
+ * through it this pass (a put into it "succeeds" while its count stays 0,
+ * and a worker refilled it pass after pass, draining the depot into it). */
+int engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in);
 void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in);
 
 #endif

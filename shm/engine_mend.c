@@ -197,7 +197,7 @@ static void put_back(struct shm_pool *p, uint32_t id, const uint32_t *ids, uint3
 	struct ring_ref to[2];
 	uint32_t nto = 0, k = 0;
 
-	if (id % 2 == 0) {                         /* depot, an empty ring */
+	if (!ring_is_full_barn(id)) {              /* depot, an empty ring */
 		to[nto++] = pool_ring_ref(p, id);
 	} else {
 		to[nto++] = pool_depot_ref(p);
@@ -230,7 +230,7 @@ static uint32_t ring_rebuild(struct engine *e, uint32_t id, struct ring_intent *
 		    at_cas_acqrel(&p->owners[s], &o, OWNER_ENGINE)) {
 			/* At once: a sheaf the engine holds is the checker's
 			 * to walk (an empty one carries no objects). */
-			if (orphan || id % 2 == 1)    /* full ring: objects */
+			if (orphan || ring_is_full_barn(id))    /* objects */
 				objects_home(p, s);
 			else
 				sheaf_set_size(pool_sheaf(p, s), 0);
@@ -248,7 +248,10 @@ void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 	struct shm_pool *p = e->pool;
 	int64_t now;
 
-	if (m == NULL || id >= m->nrings || pthread_mutex_trylock(&m->lock) != 0)
+	/* Never the rcu ring: its sheaves wait for a grace period, which a
+	 * rebuild (objects straight back to the slabs) would skip. */
+	if (m == NULL || id >= m->nrings || id == RING_RCU ||
+	    pthread_mutex_trylock(&m->lock) != 0)
 		return;
 	now = clock_ns();
 	if (now >= m->next_vet[id] && now >= m->next_any) {
@@ -271,12 +274,14 @@ void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 	pthread_mutex_unlock(&m->lock);
 }
 
-void engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in)
+int engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in)
 {
 	struct ring_ref rr = pool_ring_ref(e->pool, id);
 
-	if (positions_impossible(e->pool, &rr))
-		engine_ring_suspect(e, id, in);
+	if (!positions_impossible(e->pool, &rr))
+		return 0;
+	engine_ring_suspect(e, id, in);
+	return positions_impossible(e->pool, &rr);
 }
 
 void engine_mend_reset(struct engine *e)

@@ -288,6 +288,7 @@ int grace_start(struct engine *e)
 	rc = pthread_create(&g->thread, NULL, grace_main, g);
 	if (rc != 0)
 		return -rc;
+	(void)pthread_setname_np(g->thread, "sheaf-grace");
 	g->running = 1;
 	return 0;
 }

@@ -554,5 +554,12 @@ static inline uint32_t ring_rcu_id(uint32_t nodes)
 	(void)nodes;
 	return RING_RCU;
 }
+/* Whether ring @id is a barn's ring of full sheaves (its empty ring is
+ * @id + 1).  Ask this, never the id's parity: the parity of a barn ring
+ * moved when RING_RCU took id 1. */
+static inline int ring_is_full_barn(uint32_t id)
+{
+	return id >= RING_FIRST_BARN && (id - RING_FIRST_BARN) % 2u == 0;
+}
 
 #endif

@@ -482,7 +482,9 @@ void slab_rebuild(struct shm_pool *p)
 		}
 		at_store_relaxed(&na->used, na->next_fresh - na->free_count);
 	}
-	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
+	/* Not `used` for the bound: that counts frames (it once shadowed
+	 * it, and the loop ran past max_caches over the slab table). */
+	for (uint32_t c = 0, ncaches = pool_caches_used(p); c < ncaches; c++) {
 		const struct shm_cache *sc = &p->caches[c];
 		for (uint32_t n = 0; n < p->nodes; n++) {
 			struct shm_cache_node *cn = pool_cnode(p, c, n);

@@ -43,7 +43,9 @@
  * objects, as one that opens the cache and frees its objects does: by
  * design (docs/design.md, "Trust boundary").  Owner entries are changed by
  * CAS from a value naming the hostile client or one of its rings, so that a
- * sheaf passing to the good cache meanwhile is never written.
+ * sheaf passing to the good cache meanwhile is never written; for the same
+ * reason a sheaf is written only while the hostile client holds it (one in
+ * its rings is taken by CAS of its owner entry first, and put back after).
  *
  * Environment: SHEAF_SEED=N replays the run of seed N (printed at the
  * start; a round's seed is derived from it and the round number, printed
@@ -52,6 +54,7 @@
  * once failed, regress[] below) run first.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -285,6 +288,52 @@ static uint32_t find_own_sheaf(struct hostile *x)
 	return SHEAF_ID_NONE;
 }
 
+/*
+ * A sheaf of its own to write (find_own_sheaf), held for the write: one in
+ * its rings is first taken by CAS of its owner entry (ring -> itself), as a
+ * consumer would, so that the engine cannot pass it on (flush it to the
+ * depot, refill it for the good cache) between the choice and the write: a
+ * write that landed on a sheaf the good client had just been given (its
+ * capacity, which the inline free path trusts) made that client push past
+ * the sheaf's end, into the next sheaf's header.  With @ring_only, only a
+ * sheaf of its rings: not one its own libsheaf is using, which would push
+ * past a scribbled capacity into the next sheaf (maybe the good client's,
+ * whose capacity that overwrote: the good client then pushed past its own
+ * sheaf's end; 'sheaf 361: size 25088 > capacity 955014528' were two good
+ * object offsets).  *@was: the owner entry to put back (release_sheaf)
+ * once written.  SHEAF_ID_NONE if none.
+ */
+static uint32_t hold_own_sheaf(struct hostile *x, uint32_t *was, int ring_only)
+{
+	uint32_t s = find_own_sheaf(x);
+
+	if (s == SHEAF_ID_NONE)
+		return s;
+	*was = at_load_relaxed(&x->sp->owners[s]);
+	if (ring_only && *was == x->me)
+		return SHEAF_ID_NONE;
+	if (*was != x->me && !at_cas_relaxed(&x->sp->owners[s], was, x->me))
+		return SHEAF_ID_NONE;          /* taken meanwhile: not its own now */
+	/* Still one of its caches' (the owner entry decided, so this holds). */
+	if (!own_sheaf(x, s)) {
+		uint32_t me = x->me;
+
+		at_cas_relaxed(&x->sp->owners[s], &me, *was);
+		return SHEAF_ID_NONE;
+	}
+	return s;
+}
+
+/* Put back the owner entry hold_own_sheaf changed (the sheaf may now be
+ * marked as in a ring without a slot: a spoil of its own ring). */
+static void release_sheaf(struct hostile *x, uint32_t s, uint32_t was)
+{
+	uint32_t me = x->me;
+
+	if (was != x->me)
+		at_cas_relaxed(&x->sp->owners[s], &me, was);
+}
+
 /* One of its lanes (client == its id), or NULL. */
 static struct shm_lane *own_lane(struct hostile *x)
 {
@@ -344,12 +393,16 @@ static void scribble_random(struct hostile *x)
 			keep_off_good(x, SHEAF_ID_NONE, l);
 		}
 		break;
-	case 3:
-		if ((s = find_own_sheaf(x)) != SHEAF_ID_NONE) {
+	case 3: {
+		uint32_t was;
+
+		if ((s = hold_own_sheaf(x, &was, 1)) != SHEAF_ID_NONE) {
 			write_bytes(x, &p->sheaves[s], sizeof(p->sheaves[s]));
 			keep_off_good(x, s, NULL);
+			release_sheaf(x, s, was);
 		}
 		break;
+	}
 	default:
 		write_bytes(x, &p->node[rnd(x) % p->nodes], sizeof(struct shm_node));
 		break;
@@ -418,12 +471,14 @@ static void scribble_owner(struct hostile *x)
 static void scribble_sheaf(struct hostile *x)
 {
 	struct shm_pool *p = x->sp;
-	uint32_t s = find_own_sheaf(x);
+	uint32_t was, s = hold_own_sheaf(x, &was, 0);
 	struct shm_sheaf *sh;
 	uint64_t r = rnd(x);
 
 	if (s == SHEAF_ID_NONE)
 		return;
+	if (r % 6 == 1 && was == x->me)
+		return;         /* its capacity: not of a sheaf its libsheaf uses (above) */
 	sh = &p->sheaves[s];
 	switch (r % 6) {
 	case 0: at_store_relaxed(&sh->word, rnd(x) & 1 ? nasty(x) :
@@ -455,6 +510,7 @@ static void scribble_sheaf(struct hostile *x)
 	}
 	}
 	keep_off_good(x, s, NULL);
+	release_sheaf(x, s, was);
 }
 
 /* A field of one of its lanes: header, intent, fold, in_cache, a live
@@ -569,13 +625,12 @@ static int hostile_main(void *arg)
 
 /* ---- the observer: requests, probes, CPU ------------------------------------- */
 
-/* sheafd's utime+stime in clock ticks, or -1. */
-static long cpu_ticks(pid_t pid)
+/* utime+stime in clock ticks of /proc/PID[/task/TID]/stat @path, or -1. */
+static long stat_ticks(const char *path)
 {
-	char path[64], *s, *p;
+	char *s, *p;
 	unsigned long ut = 0, st = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	s = read_file(path);
 	if (s == NULL)
 		return -1;
@@ -590,17 +645,89 @@ static long cpu_ticks(pid_t pid)
 	return (long)(ut + st);
 }
 
+/* sheafd's utime+stime in clock ticks, or -1. */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	return stat_ticks(path);
+}
+
+/* Per-thread CPU of sheafd (the threads are named: sheaf-node0.., sheaf-grace),
+ * to say which one was busy when the idle check fails. */
+#define SNAP_MAX 32
+struct thread_snap {
+	int n;
+	int tid[SNAP_MAX];
+	long ticks[SNAP_MAX];
+};
+
+static void thread_snap(pid_t pid, struct thread_snap *ts)
+{
+	char path[96];
+	DIR *d;
+	struct dirent *de;
+
+	ts->n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL && ts->n < SNAP_MAX) {
+		int tid = atoi(de->d_name);
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, tid);
+		ts->tid[ts->n] = tid;
+		ts->ticks[ts->n++] = stat_ticks(path);
+	}
+	closedir(d);
+}
+
+/* "name +ticks, ..." for each thread of @pid that used CPU between @a and @b. */
+static void thread_busy(pid_t pid, const struct thread_snap *a, const struct thread_snap *b,
+			char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < b->n; i++) {
+		long before = 0;
+		char path[96], *comm;
+
+		for (int j = 0; j < a->n; j++)
+			if (a->tid[j] == b->tid[i])
+				before = a->ticks[j];
+		if (b->ticks[i] - before <= 0 || o + 48 >= len)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, b->tid[i]);
+		comm = read_file(path);
+		if (comm != NULL)
+			comm[strcspn(comm, "\n")] = '\0';
+		o += (size_t)snprintf(out + o, len - o, "%s%s +%ld", o ? ", " : "",
+				      comm ? comm : "?", b->ticks[i] - before);
+		free(comm);
+	}
+}
+
 /* sheafd idle for @ms: its CPU must stay under 20% of one CPU. */
 static void require_idle(pid_t pid, int ms, const char *when)
 {
-	long hz = sysconf(_SC_CLK_TCK), t0 = cpu_ticks(pid), t1;
+	long hz = sysconf(_SC_CLK_TCK), t0, t1;
+	struct thread_snap a, b;
+	char busy[512];
 
+	thread_snap(pid, &a);
+	t0 = cpu_ticks(pid);
 	sleep_ms((unsigned)ms);
 	t1 = cpu_ticks(pid);
+	thread_snap(pid, &b);
 	REQUIRE(t0 >= 0 && t1 >= 0, "no /proc/%d/stat", (int)pid);
+	thread_busy(pid, &a, &b, busy, sizeof(busy));
 	/* One tick of slack: the counters have a tick's resolution. */
 	REQUIRE((t1 - t0 - 1) * 1000 / hz * 5 < ms, "%s: sheafd used %ld ms of CPU in an idle %d ms "
-		"(spinning)", when, (t1 - t0) * 1000 / hz, ms);
+		"(spinning; ticks by thread: %s)", when, (t1 - t0) * 1000 / hz, ms, busy);
 }
 
 static Sheaf__V1__Response *ask(const char *sock, Sheaf__V1__Request *rq, const char *what)

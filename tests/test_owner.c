@@ -248,7 +248,16 @@ static pid_t start(int (*fn)(void *), struct arg *a, const char *what)
 	REQUIRE(pipe(a->ready) == 0, "pipe");
 	p = fork_child(fn, a);
 	close(a->ready[1]);
-	REQUIRE(read_full(a->ready[0], &g, 1, 30000) == 0, "%s did not report", what);
+	if (read_full(a->ready[0], &g, 1, 30000) != 0) {
+		/* A child that ended before its word (read sees EOF) and one
+		 * that hangs are told apart: what it printed says why. */
+		int st = 0, gone = wait_pid(p, 100, &st);
+
+		REQUIRE(0, "%s (pid %d) did not report: %s %d", what, (int)p,
+			gone != 1 ? "still running after 30 s, pid" :
+			WIFSIGNALED(st) ? "it was killed by signal" : "it exited with status",
+			gone != 1 ? (int)p : WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	}
 	close(a->ready[0]);
 	return p;
 }

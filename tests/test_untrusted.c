@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -245,6 +246,95 @@ START_TEST(spoiled_depot_rebuilt)
 		       (long long)(now_ms() - t0));
 	}
 	free(o);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* The process's CPU time (every thread) in ms. */
+static int64_t self_cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/*
+ * A barn's waiter count that never falls (a client killed in
+ * barn_wait_supply, or a scribble) while no empty sheaf is left: the worker
+ * flushed the barn's full sheaves for the "free waiting for an empty sheaf",
+ * refilled the barn from them on the next pass (under barn_low), flushed
+ * again, and so on without sleeping (test_hostile's idle sheafd at 30-90 ms
+ * of CPU in 100 ms).  The idle pool must stay idle.
+ */
+START_TEST(stale_waiters_idle)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *c = mkcache(p, "stale", 64, 16, 0);
+	struct shm_pool *sp = &p->shm;
+	struct ring_ref full = pool_full_ref(sp, c->id, 0);
+	struct ring_ref empty = pool_empty_ref(sp, c->id, 0);
+	struct ring_ref depot = pool_depot_ref(sp);
+	struct shm_barn *b = pool_barn(sp, c->id, 0);
+	int64_t t0, cpu0, used;
+
+	churn(c, 400);
+	for (t0 = now_ms(); rr_count(&full) == 0 && now_ms() - t0 < 2000;)
+		sleep_ms(1);
+	ck_assert_uint_gt(rr_count(&full), 0);
+	/* No empty sheaf anywhere (sane positions: nothing to rebuild). */
+	at_store_relaxed(&empty.r->head, at_load_relaxed(&empty.r->tail));
+	at_store_relaxed(&depot.r->head, at_load_relaxed(&depot.r->tail));
+	at_store_relaxed(&b->waiters, 1000);
+	node_ring_doorbell(sp, 0);
+	sleep_ms(50);
+	cpu0 = self_cpu_ms();
+	sleep_ms(300);
+	used = self_cpu_ms() - cpu0;
+	at_store_relaxed(&b->waiters, 0);
+	ck_assert_msg(used * 5 < 300, "the idle engine used %lld ms of CPU in 300 ms",
+		      (long long)used);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * A barn ring spoiled again (impossible positions) right after a rebuild,
+ * within the rebuild's rate limit: the worker refilled into it pass after
+ * pass (each put "succeeded", its count stayed 0) until the next rebuild
+ * was allowed, draining the depot into it (test_hostile's idle sheafd at
+ * 30-60 ms of CPU in 100 ms).  Now a ring still impossible is left alone.
+ */
+START_TEST(respoiled_ring_idle)
+{
+	/* Many sheaves (as sheafd's default): the depot lasts the window. */
+	struct sheaf_pool_config cfg = { .nodes = 1, .size = 256 * MIB, .sheaf_count = 32768,
+					  .wait_ms = 100 };
+	sheaf_pool_t *p = pool_new(&cfg);
+	sheaf_cache_t *c = mkcache(p, "respoil", 64, 16, 0);
+	struct shm_pool *sp = &p->shm;
+	struct ring_ref full = pool_full_ref(sp, c->id, 0);
+	uint64_t before = untrusted_count[UT_REBUILT];
+	int64_t t0, cpu0, used;
+
+	churn(c, 400);
+	at_store_relaxed(&full.r->head, at_load_relaxed(&full.r->tail) + 0x40000000u);
+	node_ring_doorbell(sp, 0);
+	for (t0 = now_ms(); untrusted_count[UT_REBUILT] == before && now_ms() - t0 < 2000;)
+		sleep_us(100);
+	ck_assert_uint_gt(untrusted_count[UT_REBUILT], before);
+	/* Again at once: the next rebuild of this ring waits 50 ms. */
+	cpu0 = self_cpu_ms();
+	at_store_relaxed(&full.r->head, at_load_relaxed(&full.r->tail) + 0x40000000u);
+	node_ring_doorbell(sp, 0);
+	sleep_ms(40);
+	used = self_cpu_ms() - cpu0;
+	ck_assert_msg(used < 8, "the engine used %lld ms of CPU in 40 ms beside a spoiled ring",
+		      (long long)used);
+	sleep_ms(100);
+	node_ring_doorbell(sp, 0);              /* rebuilt now: the cache works */
+	churn(c, 400);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -518,6 +608,18 @@ START_TEST(adopt_quarantines_bad_descriptors)
 	P.caches[huge].objs_per_slab = 0xffffffffu;
 	P.caches[align].align = 3;
 	ck_assert_int_ge(engine_adopt(&P), 0);
+	/* Every owned frame counted (quarantined ones and live ones alike):
+	 * slab_rebuild's cache loop once shadowed this count with its bound,
+	 * ran past max_caches over the node allocators and the slab table,
+	 * and left frames_used at the quarantined frames alone. */
+	{
+		uint64_t owned = 0, counted = at_load_relaxed(&P.hdr->frames_used);
+
+		for (uint32_t f = 0; f < P.frames_total; f++)
+			owned += at_load_relaxed(&P.frame_owner[f]) != FRAME_FREE;
+		ck_assert_uint_eq(counted, owned);
+		ck_assert_uint_eq(owned, 4);
+	}
 	ck_assert_uint_eq(at_load_relaxed(&P.caches[zero].state), CACHE_BROKEN);
 	ck_assert_uint_eq(at_load_relaxed(&P.caches[huge].state), CACHE_BROKEN);
 	ck_assert_uint_eq(at_load_relaxed(&P.caches[align].state), CACHE_BROKEN);
@@ -718,6 +820,8 @@ int main(void)
 	tcase_add_test(tc, capacity_over_cap_max);
 	tcase_add_test(tc, destroy_clamps_sheaf_size);
 	tcase_add_test(tc, lane_seq_odd_stats_prompt);
+	tcase_add_test(tc, stale_waiters_idle);
+	tcase_add_test(tc, respoiled_ring_idle);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(client, 60);
 	tcase_add_test(client, barn_sheaf_foreign_offsets);
