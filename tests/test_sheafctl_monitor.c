@@ -203,10 +203,11 @@ static void metrics_check(char *text, int *n_samples)
 		end = labels_ok(l + len, &hc, &hn);
 		REQUIRE(end != NULL && *end == ' ', "bad labels: %s", l);
 		REQUIRE(!hn || hc, "node label without cache: %s", l);
-		/* Cache counters are per cache and node; a daemon-wide one
-		 * (sheaf_grace_periods_total) has no label. */
-		REQUIRE(strcmp(f->type, "counter") != 0 || (hc && hn) || (!hc && !hn),
-			"counter with a cache but no node label: %s", l);
+		/* A counter is per cache-node (both labels), or pool-wide
+		 * (none: sheaf_grace_periods_total, deferred frees), never
+		 * per cache alone. */
+		REQUIRE(strcmp(f->type, "counter") != 0 || hc == hn,
+			"counter with a cache label but no node label: %s", l);
 		strtod(end + 1, &num_end);
 		REQUIRE(num_end != end + 1 && *num_end == '\0', "value not numeric: %s", l);
 		f->samples++;

@@ -113,7 +113,8 @@ static const struct cmd cmds[] = {
 	  "Usage: sheafctl metrics\n"
 	  "Print every figure in the Prometheus text exposition format 0.0.4\n"
 	  "(names prefixed sheaf_, counters ending in _total, labels cache and\n"
-	  "node), e.g. for node_exporter's textfile collector.\n\n"
+	  "node on per cache-node figures, none on pool-wide ones), e.g. for\n"
+	  "node_exporter's textfile collector.\n\n"
 	  "  -s, --socket PATH    sheafd's control socket\n"
 	  "  -h, --help           this help\n" },
 	{ "queues", cmd_queues,
