@@ -12,6 +12,7 @@
 #include "shm/barn.h"
 #include "shm/clients.h"
 #include "shm/debug.h"
+#include "shm/queue.h"
 #include "client/internal.h"
 
 struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
@@ -68,6 +69,7 @@ static void atfork_child(void)
 		memset(tls_state->tp, 0, sizeof(tls_state->tp));
 	}
 	pthread_mutex_init(&registry_lock, NULL);
+	queue_mb_forget();       /* membarrier registration is per process */
 }
 
 static void make_key(void)
