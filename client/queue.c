@@ -18,6 +18,9 @@
 #include "shm/futex.h"
 #include "shm/queue.h"
 
+_Static_assert(SHEAF_QUEUE_SP == QUEUE_F_SP && SHEAF_QUEUE_SC == QUEUE_F_SC,
+	       "queue flags: sheaf.h and shm/queue.h agree");
+
 struct sheaf_queue {
 	struct queue_ref ref;
 	sheaf_pool_t *pool;
@@ -51,6 +54,10 @@ static sheaf_queue_t *handle_of(sheaf_pool_t *pool, uint32_t id, uint32_t gen)
 	q->id = id;
 	q->gen = gen;
 	q->ref = queue_ref_of(&pool->shm, qd);
+	/* A plain-store side (SP/SC) wakes without a fence when this process
+	 * is registered for membarrier (shm/queue.c, the sleep handshake). */
+	if (q->ref.flags != 0)
+		(void)queue_mb_registered();
 	memcpy(q->name, qd->name, sizeof(q->name));
 	q->name[SHEAF_NAME_MAX - 1] = '\0';
 	if (!queue_live(q)) {        /* destroyed (and maybe reused) meanwhile */
@@ -133,16 +140,20 @@ int sheaf_queue_destroy(sheaf_queue_t *q)
 }
 
 /* The slot values of @objs[0..n) into @v: 0, or -EINVAL (one is no
- * object of this pool). */
-static int values_of(const sheaf_queue_t *q, void *const *objs, uint32_t *v, unsigned n)
+ * object of this pool).  *@cflags: the OR of their caches' flags. */
+static int values_of(const sheaf_queue_t *q, void *const *objs, uint32_t *v, unsigned n,
+		     uint32_t *cflags)
 {
 	const struct shm_pool *p = q->ref.p;
+	uint32_t all = 0, f = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		v[i] = queue_value_of(p, (uint64_t)((char *)objs[i] - p->base));
-		if (v[i] == 0)
+		v[i] = queue_value_flags(p, (uint64_t)((char *)objs[i] - p->base), &f);
+		if (unlikely(v[i] == 0))
 			return -EINVAL;
+		all |= f;
 	}
+	*cflags = all;
 	return 0;
 }
 
@@ -152,17 +163,20 @@ static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, 
 {
 	const struct shm_pool *p = q->ref.p;
 	unsigned k = 0;
+	uint32_t f = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t off = queue_off_of(p, v[i]);
+		uint64_t off = queue_off_flags(p, v[i], &f);
 
-		if (off == 0) {
+		if (unlikely(off == 0)) {
 			at_fetch_add_relaxed(&q->ref.ctl->dropped, 1);
 			continue;
 		}
 		objs[k] = p->base + off;
 		/* An owned cache's object becomes this process's (owner.h). */
-		owner_on_dequeue(q->pool, objs[k++]);
+		if (unlikely(f & SHEAF_CACHE_F_OWNED))
+			owner_on_dequeue(q->pool, objs[k]);
+		k++;
 	}
 	return k;
 }
@@ -170,31 +184,36 @@ static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, 
 /* Objects of owned caches (client/owner.h) are tagged QUEUED before they
  * go in (a producer that dies after the enqueue must not have them freed
  * under their consumer), and given back to this process when they did not
- * go in (@from on). */
-static void mark_queued(sheaf_queue_t *q, void *const *objs, unsigned n)
+ * go in (@from on).  Only when one of them is of an owned cache
+ * (@cflags: values_of's): plain caches pay nothing. */
+static void mark_queued(sheaf_queue_t *q, void *const *objs, unsigned n, uint32_t cflags)
 {
+	if (likely(!(cflags & SHEAF_CACHE_F_OWNED)))
+		return;
 	for (unsigned i = 0; i < n; i++)
 		owner_on_enqueue(q->pool, objs[i]);
 }
 
-static void unmark_queued(sheaf_queue_t *q, void *const *objs, unsigned from, unsigned n)
+static void unmark_queued(sheaf_queue_t *q, void *const *objs, unsigned from, unsigned n,
+			  uint32_t cflags)
 {
+	if (likely(!(cflags & SHEAF_CACHE_F_OWNED)))
+		return;
 	for (unsigned i = from; i < n; i++)
 		owner_on_dequeue(q->pool, objs[i]);
 }
 
 int sheaf_enqueue(sheaf_queue_t *q, void *obj)
 {
-	uint32_t v;
+	uint32_t v, cflags = 0;
 
-	if (!queue_live(q))
+	if (unlikely(!queue_live(q)))
 		return -ESTALE;
-	v = queue_value_of(q->ref.p, (uint64_t)((char *)obj - q->ref.p->base));
-	if (v == 0)
+	if (unlikely(values_of(q, &obj, &v, 1, &cflags) != 0))
 		return -EINVAL;
-	mark_queued(q, &obj, 1);
+	mark_queued(q, &obj, 1, cflags);
 	if (queue_put(&q->ref, &v, 1) == 0) {
-		unmark_queued(q, &obj, 0, 1);
+		unmark_queued(q, &obj, 0, 1, cflags);
 		return -EAGAIN;
 	}
 	queue_wake_consumers(&q->ref);
@@ -205,19 +224,19 @@ int sheaf_enqueue(sheaf_queue_t *q, void *obj)
 
 int sheaf_enqueue_bulk(sheaf_queue_t *q, void *const *objs, unsigned n)
 {
-	uint32_t v[BULK_CHUNK];
+	uint32_t v[BULK_CHUNK], cflags;
 	unsigned done = 0;
 
-	if (!queue_live(q))
+	if (unlikely(!queue_live(q)))
 		return -ESTALE;
 	while (done < n) {
 		unsigned k = n - done < BULK_CHUNK ? n - done : BULK_CHUNK, put;
 
-		if (values_of(q, objs + done, v, k) != 0)
+		if (values_of(q, objs + done, v, k, &cflags) != 0)
 			return done > 0 ? (int)done : -EINVAL;
-		mark_queued(q, objs + done, k);
+		mark_queued(q, objs + done, k, cflags);
 		put = queue_put(&q->ref, v, k);
-		unmark_queued(q, objs + done, put, k);
+		unmark_queued(q, objs + done, put, k, cflags);
 		done += put;
 		if (put < k)
 			break;
@@ -229,9 +248,20 @@ int sheaf_enqueue_bulk(sheaf_queue_t *q, void *const *objs, unsigned n)
 
 int sheaf_dequeue(sheaf_queue_t *q, void **obj)
 {
-	int n = sheaf_dequeue_bulk(q, obj, 1);
+	uint32_t v;
 
-	return n == 1 ? 0 : n < 0 ? n : -EAGAIN;
+	if (unlikely(!queue_live(q)))
+		return -ESTALE;
+	/* Spoiled slots are dropped: look again (bounded by the queue). */
+	for (uint32_t i = 0; i <= q->ref.size; i++) {
+		if (queue_get(&q->ref, &v, 1) == 0)
+			return -EAGAIN;
+		if (likely(objs_of(q, &v, obj, 1) == 1)) {
+			queue_wake_producers(&q->ref);
+			return 0;
+		}
+	}
+	return -EAGAIN;
 }
 
 int sheaf_dequeue_bulk(sheaf_queue_t *q, void **objs, unsigned n)
@@ -239,7 +269,7 @@ int sheaf_dequeue_bulk(sheaf_queue_t *q, void **objs, unsigned n)
 	uint32_t v[BULK_CHUNK];
 	unsigned done = 0;
 
-	if (!queue_live(q))
+	if (unlikely(!queue_live(q)))
 		return -ESTALE;
 	while (done < n) {
 		unsigned k = n - done < BULK_CHUNK ? n - done : BULK_CHUNK;
@@ -295,17 +325,18 @@ static int queue_wait(sheaf_queue_t *q, int consumer, int timeout_ms, struct ret
 int sheaf_enqueue_wait(sheaf_queue_t *q, void *obj, int timeout_ms)
 {
 	struct retry_arg ra;
+	uint32_t cflags = 0;
 	int rc = sheaf_enqueue(q, obj);
 
 	if (rc != -EAGAIN || timeout_ms == 0)
 		return rc;
-	ra.v = queue_value_of(q->ref.p, (uint64_t)((char *)obj - q->ref.p->base));
-	mark_queued(q, &obj, 1);
+	ra.v = queue_value_flags(q->ref.p, (uint64_t)((char *)obj - q->ref.p->base), &cflags);
+	mark_queued(q, &obj, 1, cflags);
 	rc = queue_wait(q, 0, timeout_ms, &ra);
 	if (rc == 0)
 		queue_wake_consumers(&q->ref);
 	else
-		unmark_queued(q, &obj, 0, 1);
+		unmark_queued(q, &obj, 0, 1, cflags);
 	return rc;
 }
 

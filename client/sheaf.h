@@ -620,10 +620,32 @@ SHEAF_API int sheaf_barrier(sheaf_pool_t *pool, unsigned timeout_ms);
 typedef struct sheaf_queue sheaf_queue_t;
 
 /*
+ * Queue flags (sheaf_queue_create), fixed for the queue's life:
+ *   SHEAF_QUEUE_SP  single producer: at most one thread of one process
+ *                   enqueues at any time.  Enqueues then use plain stores
+ *                   (no atomic read-modify-write, no fence): the fastest
+ *                   hand-off.  When the producer dies, another process may
+ *                   take over (once the first is known dead, e.g. reaped):
+ *                   the queue stays consistent, nothing is lost that was
+ *                   enqueued.  Two producers enqueuing at once break the
+ *                   contract: objects may be lost (never duplicated).
+ *   SHEAF_QUEUE_SC  single consumer, likewise for dequeues.  Two consumers
+ *                   dequeuing at once break the contract: an object may
+ *                   be dequeued twice.
+ * Either, both (the fastest: SP/SC), or neither (0: MPMC).  A waiter on
+ * the other side of a plain-store side issues membarrier(2) before it
+ * sleeps (the plain-store processes register for it; without it, they
+ * fence, or the waiter sleeps 1 ms slices).
+ */
+#define SHEAF_QUEUE_SP  0x1u
+#define SHEAF_QUEUE_SC  0x2u
+
+/*
  * Create queue @name (1..47 bytes) in @pool with room for @capacity
  * objects (0: 1024; else rounded up to a power of two, at most 2^20) and
- * open it.  @flags: 0 (none defined).  The queue's slots take whole slab
- * frames (256 KiB each) under the pool's memory cap.
+ * open it.  @flags: SHEAF_QUEUE_SP, SHEAF_QUEUE_SC or 0 (MPMC).  The
+ * queue's slots take whole slab frames (256 KiB each) under the pool's
+ * memory cap.
  * Returns the queue, or NULL with errno: EINVAL (bad name, capacity or
  * flags), EEXIST (the name exists: use sheaf_queue_open), ENOSPC (all 64
  * queue slots in use), ENOMEM (no room under the memory cap, or no

@@ -12,6 +12,7 @@
 #include "shm/barn.h"
 #include "shm/clients.h"
 #include "shm/debug.h"
+#include "shm/queue.h"
 #include "client/internal.h"
 
 struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
@@ -81,6 +82,7 @@ static void atfork_child(void)
 	}
 	rcu_tls_forget();
 	pthread_mutex_init(&registry_lock, NULL);
+	queue_mb_forget();       /* membarrier registration is per process */
 }
 
 static void make_key(void)

@@ -40,7 +40,7 @@ int engine_queue_check(const char *name, uint32_t capacity, uint32_t flags,
 			 QUEUE_CAP_MAX);
 		return -EINVAL;
 	}
-	if (flags != 0) {
+	if ((flags & ~QUEUE_F_ALL) != 0) {
 		snprintf(err, errlen, "unknown queue flags 0x%x", flags);
 		return -EINVAL;
 	}
@@ -173,6 +173,7 @@ void engine_queues_adopt(struct shm_pool *p)
 		} else if (st == QUEUE_LIVE &&
 			   (qd->capacity < QUEUE_CAP_MIN || qd->capacity > QUEUE_CAP_MAX ||
 			    (qd->capacity & (qd->capacity - 1)) != 0 ||
+			    (qd->flags & ~QUEUE_F_ALL) != 0 ||
 			    qd->nframes != frames_for(qd->capacity) || rel >= p->data_len ||
 			    (rel & (SLAB_SIZE - 1)) != 0 ||
 			    rel + (uint64_t)qd->nframes * SLAB_SIZE > p->data_len ||

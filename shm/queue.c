@@ -17,10 +17,17 @@
  * object's contents (the consumer sees what the producer wrote), and the
  * store half of the sleep handshake with queue_sleep (on x86 a locked
  * CMPXCHG either way); tail/head are relaxed hints.
+ *
+ * SP (SC) queues: the one producer (consumer) fills (empties) slots with
+ * plain release stores and stores tail (head) once per call, after them:
+ * put_single, get_single.  No locked instruction, no fence on x86.
  */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include "futex.h"
 #include "queue.h"
 #include "untrusted.h"
@@ -45,36 +52,68 @@ static inline void hint_raise(_Atomic uint64_t *h, uint64_t to)
 		;
 }
 
-uint32_t queue_value_of(const struct shm_pool *p, uint64_t off)
+/*
+ * SP: the one producer owns tail.  Only it moves a slot from free (seq
+ * base) to filled, and no consumer touches a free slot, so a plain
+ * (release) store fills it; tail is stored once, after the slots.  A slot
+ * at tail already filled or consumed was filled by a producer that died
+ * before storing tail: step over it.  Stores reach memory in program order
+ * (x86 TSO; release stores in C11), also those of a killed process, so what
+ * a dead producer left is a prefix of its slots: no gap.
+ */
+static uint32_t put_single(const struct queue_ref *q, const uint32_t *v, uint32_t n)
 {
-	uint64_t rel = off - p->data_off;
-	uint32_t f;
-	uint16_t owner;
-	const struct shm_cache *c;
+	struct shm_queue_ctl *ctl = q->ctl;
+	uint64_t t0 = at_load_relaxed(&ctl->tail), t = t0, steps = queue_steps_max(q, n);
+	uint32_t done = 0;
 
-	if (rel >= p->data_len || (rel >> 3) >= UINT32_MAX - 1u)
-		return 0;
-	f = (uint32_t)(rel >> SLAB_SHIFT);
-	owner = at_load_acquire(&p->frame_owner[f]);
-	if (owner >= p->max_caches)
-		return 0;
-	c = &p->caches[owner];
-	if (at_load_acquire((_Atomic uint32_t *)&c->state) != CACHE_LIVE)
-		return 0;
-	rel &= SLAB_SIZE - 1u;
-	if (rel >= c->slab_bytes || c->obj_size == 0 || rel % c->obj_size != 0)
-		return 0;
-	return (uint32_t)((off - p->data_off) >> 3) + 1u;
+	while (done < n && steps-- > 0) {
+		_Atomic uint64_t *s = &q->slots[t & q->mask];
+		uint32_t base = (uint32_t)(t & ~q->mask);
+		uint32_t seq = (uint32_t)(at_load_acquire(s) >> 32);
+
+		if (seq == base) {
+			at_store_release(s, slot_word(base + 1u, v[done]));
+			done++;
+		} else if ((int32_t)(seq - base) < 0) {
+			break;                /* the previous lap's object: full */
+		}
+		t++;                          /* filled, or stepped over */
+	}
+	if (t != t0)
+		at_store_release(&ctl->tail, t);
+	return done;
 }
 
-uint64_t queue_off_of(const struct shm_pool *p, uint32_t v)
+/* SC: the one consumer owns head; only it moves a slot from filled to
+ * consumed (a producer writes only free slots), so a plain store marks it.
+ * A slot at head already consumed (or refilled for a later lap) was taken
+ * by a consumer that died before storing head: step over it.  A consumer
+ * killed between its load of the slot and its store took nothing: the
+ * next one takes the object. */
+static uint32_t get_single(const struct queue_ref *q, uint32_t *v, uint32_t n)
 {
-	uint64_t off;
+	struct shm_queue_ctl *ctl = q->ctl;
+	uint64_t h0 = at_load_relaxed(&ctl->head), h = h0, steps = queue_steps_max(q, n);
+	uint32_t done = 0;
 
-	if (v == 0)
-		return 0;
-	off = p->data_off + ((uint64_t)(v - 1u) << 3);
-	return queue_value_of(p, off) == v ? off : 0;
+	while (done < n && steps-- > 0) {
+		_Atomic uint64_t *s = &q->slots[h & q->mask];
+		uint32_t base = (uint32_t)(h & ~q->mask);
+		uint64_t w = at_load_acquire(s);
+		uint32_t seq = (uint32_t)(w >> 32);
+
+		if (seq == base + 1u) {
+			v[done++] = (uint32_t)w;
+			at_store_release(s, slot_word(base + q->size, 0));
+		} else if ((int32_t)(seq - base) <= 0) {
+			break;                /* not filled yet: empty */
+		}
+		h++;
+	}
+	if (h != h0)
+		at_store_release(&ctl->head, h);
+	return done;
 }
 
 uint32_t queue_put(const struct queue_ref *q, const uint32_t *v, uint32_t n)
@@ -83,6 +122,8 @@ uint32_t queue_put(const struct queue_ref *q, const uint32_t *v, uint32_t n)
 	uint64_t t = at_load_relaxed(&ctl->tail), steps = queue_steps_max(q, n);
 	uint32_t done = 0;
 
+	if (q->flags & QUEUE_F_SP)
+		return put_single(q, v, n);
 	while (done < n && steps-- > 0) {
 		_Atomic uint64_t *s = &q->slots[t & q->mask];
 		uint32_t base = (uint32_t)(t & ~q->mask);
@@ -114,6 +155,8 @@ uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n)
 	uint64_t h = at_load_relaxed(&ctl->head), steps = queue_steps_max(q, n);
 	uint32_t done = 0;
 
+	if (q->flags & QUEUE_F_SC)
+		return get_single(q, v, n);
 	while (done < n && steps-- > 0) {
 		_Atomic uint64_t *s = &q->slots[h & q->mask];
 		uint32_t base = (uint32_t)(h & ~q->mask);
@@ -148,7 +191,43 @@ uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n)
  * sleeper (each sets the flag again before it sleeps again).  A flag left
  * set by a killed sleeper costs one extra wake; a waker killed between its
  * put and its wake costs at most one sleep slice.
+ *
+ * SP/SC sides store their slot without a fence, so the waker's flag load
+ * could pass its slot store.  Either the waker fences first (queue_fence)
+ * or its process is registered for membarrier GLOBAL_EXPEDITED, and then
+ * the sleeper, between its flag store and its retry, issues that
+ * membarrier: every registered waker then runs a full barrier, so either
+ * its slot store was before it (the retry sees the object) or its flag
+ * load is after it (it sees the flag).  A sleeper whose membarrier fails
+ * sleeps short slices (QUEUE_SLICE_NOMB_NS) instead.
  */
+#define QUEUE_SLICE_NOMB_NS (1000ll * 1000)
+
+static _Atomic int mb_state;    /* 0 undecided, 1 registered, 2 not */
+
+int queue_mb_registered(void)
+{
+	int m = at_load_relaxed(&mb_state);
+
+	if (likely(m != 0))
+		return m == 1;
+	m = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0 ? 1 : 2;
+	at_store_relaxed(&mb_state, m);
+	return m == 1;
+}
+
+void queue_mb_forget(void)
+{
+	at_store_relaxed(&mb_state, 0);
+}
+
+/* Order a plain slot store before the waker's flag load (see above). */
+static inline void queue_fence(const struct queue_ref *q, int consumer)
+{
+	if (queue_side_plain(q, consumer) && !queue_mb_registered())
+		at_fence_seqcst();
+}
+
 static void wake(_Atomic uint32_t *flag, _Atomic uint32_t *event)
 {
 	if (at_load_seqcst(flag) == 0)
@@ -161,11 +240,13 @@ static void wake(_Atomic uint32_t *flag, _Atomic uint32_t *event)
 
 void queue_wake_consumers(const struct queue_ref *q)
 {
+	queue_fence(q, 0);
 	wake(&q->ctl->ne_sleep, &q->ctl->ne_event);
 }
 
 void queue_wake_producers(const struct queue_ref *q)
 {
+	queue_fence(q, 1);
 	wake(&q->ctl->nf_sleep, &q->ctl->nf_event);
 }
 
@@ -180,6 +261,12 @@ uint32_t queue_sleep(const struct queue_ref *q, int consumer, int64_t slice_ns,
 	at_store_seqcst(flag, 1);
 	ev = at_load_seqcst(event);
 	at_fence_seqcst();
+	/* The other side stores without a fence: make its wakers' stores and
+	 * loads meet ours (see above). */
+	if (queue_side_plain(q, !consumer) &&
+	    syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0 &&
+	    slice_ns > QUEUE_SLICE_NOMB_NS)
+		slice_ns = QUEUE_SLICE_NOMB_NS;
 	got = retry(q, arg);
 	if (got != 0)
 		return got;

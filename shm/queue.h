@@ -24,12 +24,21 @@
 #define QUEUE_CAP_MIN   2u
 #define QUEUE_CAP_MAX   (1u << 20)
 
+/* Creation flags (struct shm_queue.flags; sheaf.h SHEAF_QUEUE_SP/SC).
+ * SP: one producer at a time, whose slot and tail writes are plain
+ * stores; SC: the same for the consumer, its slot and head (design.md,
+ * "Shared queues": single producer or consumer). */
+#define QUEUE_F_SP      0x1u
+#define QUEUE_F_SC      0x2u
+#define QUEUE_F_ALL     (QUEUE_F_SP | QUEUE_F_SC)
+
 /* One process's view of one queue, from the descriptor (trusted values). */
 struct queue_ref {
 	struct shm_queue_ctl *ctl;
 	_Atomic uint64_t *slots;
 	uint64_t mask;               /* capacity - 1 */
 	uint32_t size;               /* capacity */
+	uint32_t flags;              /* QUEUE_F_* */
 	const struct shm_pool *p;
 };
 
@@ -48,6 +57,7 @@ static inline struct queue_ref queue_ref_of(const struct shm_pool *p,
 	q.slots = (_Atomic uint64_t *)(p->base + qd->off + QUEUE_SLOTS_OFF);
 	q.size = qd->capacity;
 	q.mask = qd->capacity - 1u;
+	q.flags = qd->flags & QUEUE_F_ALL;
 	q.p = p;
 	return q;
 }
@@ -55,12 +65,62 @@ static inline struct queue_ref queue_ref_of(const struct shm_pool *p,
 /*
  * An object's slot value ((off - off_data) / 8 + 1), after checking that
  * @off is an object of a live cache of the pool: in a frame a LIVE cache
- * owns, on an object boundary.  0 when it is not (the caller refuses it).
+ * owns, on an object boundary; *@cflags gets that cache's flags (the
+ * caller skips the owner hooks of plain caches).  0 when it is not (the
+ * caller refuses it).  Inline, on every enqueue and dequeue: one load of
+ * the frame owner map and one line of the cache's (read-shared, META),
+ * and a mask for a power-of-two object size (else a 32-bit remainder).
  */
-uint32_t queue_value_of(const struct shm_pool *p, uint64_t off);
+static inline uint32_t queue_value_flags(const struct shm_pool *p, uint64_t off,
+					 uint32_t *cflags)
+{
+	uint64_t rel = off - p->data_off;
+	const struct shm_cache *c;
+	uint32_t owner, in, size;
+
+	if (unlikely(rel >= p->data_len || (rel >> 3) >= UINT32_MAX - 1u))
+		return 0;
+	owner = at_load_acquire(&p->frame_owner[rel >> SLAB_SHIFT]);
+	if (unlikely(owner >= p->max_caches))
+		return 0;
+	c = &p->caches[owner];
+	if (unlikely(at_load_acquire((_Atomic uint32_t *)&c->state) != CACHE_LIVE))
+		return 0;
+	in = (uint32_t)(rel & (SLAB_SIZE - 1u));
+	size = c->obj_size;
+	if (unlikely(in >= c->slab_bytes || size == 0))
+		return 0;
+	if ((size & (size - 1u)) == 0 ? (in & (size - 1u)) != 0 : in % size != 0)
+		return 0;
+	*cflags = c->flags;
+	return (uint32_t)(rel >> 3) + 1u;
+}
+
+static inline uint32_t queue_value_of(const struct shm_pool *p, uint64_t off)
+{
+	uint32_t cflags;
+
+	return queue_value_flags(p, off, &cflags);
+}
+
 /* The offset of slot value @v, or 0 when it names no object (a spoiled
- * slot): the same checks. */
-uint64_t queue_off_of(const struct shm_pool *p, uint32_t v);
+ * slot): the same checks, the cache's flags in *@cflags. */
+static inline uint64_t queue_off_flags(const struct shm_pool *p, uint32_t v, uint32_t *cflags)
+{
+	uint64_t off;
+
+	if (unlikely(v == 0))
+		return 0;
+	off = p->data_off + ((uint64_t)(v - 1u) << 3);
+	return queue_value_flags(p, off, cflags) == v ? off : 0;
+}
+
+static inline uint64_t queue_off_of(const struct shm_pool *p, uint32_t v)
+{
+	uint32_t cflags;
+
+	return queue_off_flags(p, v, &cflags);
+}
 
 /* Enqueue slot values @v[0..n): the number enqueued (fewer when the queue
  * fills). */
@@ -77,6 +137,18 @@ void queue_wake_producers(const struct queue_ref *q);
 typedef uint32_t (*queue_retry_fn)(const struct queue_ref *q, void *arg);
 uint32_t queue_sleep(const struct queue_ref *q, int consumer, int64_t slice_ns,
 		     queue_retry_fn retry, void *arg);
+/* A waker of an SP (producer side) or SC (consumer side) queue stored its
+ * slot with a plain store; before it loads the sleep flag, either a full
+ * fence or (this process registered for membarrier GLOBAL_EXPEDITED, which
+ * every sleeper of such a queue issues) nothing.  Per process:
+ * queue_mb_registered() registers once (1: registered); a fork() child
+ * decides anew (queue_mb_forget from the atfork handler). */
+int queue_mb_registered(void);
+void queue_mb_forget(void);
+static inline int queue_side_plain(const struct queue_ref *q, int consumer)
+{
+	return (q->flags & (consumer ? QUEUE_F_SC : QUEUE_F_SP)) != 0;
+}
 
 /* The numbers of a queue, every word read once and bounded (untrusted). */
 struct queue_stats {

@@ -34,7 +34,8 @@ static void start_sheafd(struct dmn *d)
 
 /* ---- the calls on a local pool ------------------------------------------- */
 
-START_TEST(test_calls_local)
+/* The calls, on a queue of @flags (one thread: the SP/SC contract holds). */
+static void calls_local(unsigned flags)
 {
 	sheaf_pool_t *p = pool_new(NULL);
 	sheaf_cache_t *c = mkcache(p, "msg", 64, -1, 0), *c2 = mkcache(p, "big", 1024, -1, 0);
@@ -46,10 +47,10 @@ START_TEST(test_calls_local)
 
 	errno = 0;
 	REQUIRE(sheaf_queue_create(p, "", 8, 0) == NULL && errno == EINVAL, "empty name");
-	REQUIRE(sheaf_queue_create(p, "q", 8, 1) == NULL && errno == EINVAL, "flags");
+	REQUIRE(sheaf_queue_create(p, "q", 8, 4) == NULL && errno == EINVAL, "flags");
 	REQUIRE(sheaf_queue_create(p, "q", (1u << 20) + 1, 0) == NULL && errno == EINVAL, "cap");
 	REQUIRE(sheaf_queue_open(p, "q") == NULL && errno == ENOENT, "open before create");
-	q = sheaf_queue_create(p, "q", 30, 0);           /* rounded up to 32 */
+	q = sheaf_queue_create(p, "q", 30, flags);       /* rounded up to 32 */
 	REQUIRE(q != NULL, "create: %s", strerror(errno));
 	REQUIRE(sheaf_queue_create(p, "q", 8, 0) == NULL && errno == EEXIST, "exists");
 	q2 = sheaf_queue_open(p, "q");
@@ -98,13 +99,22 @@ START_TEST(test_calls_local)
 	REQUIRE(sheaf_queue_open(p, "q") == NULL && errno == ENOENT, "gone");
 	sheaf_queue_close(q);
 	/* A new queue takes the slot and its frames again. */
-	q = sheaf_queue_create(p, "q", 1u << 16, 0);
+	q = sheaf_queue_create(p, "q", 1u << 16, flags);
 	REQUIRE(q != NULL, "create again, 2^16 slots (several frames): %s", strerror(errno));
 	REQUIRE(sheaf_enqueue(q, o) == 0 && sheaf_dequeue(q, &got[0]) == 0 && got[0] == o, "again");
 	sheaf_free(c, o);
 	REQUIRE(sheaf_queue_destroy(q) == 0, "destroy");
 	require_pool_ok(p);
 	sheaf_pool_destroy(p);
+}
+
+START_TEST(test_calls_local)
+{
+	static const unsigned fl[] = { 0, SHEAF_QUEUE_SP, SHEAF_QUEUE_SC,
+				       SHEAF_QUEUE_SP | SHEAF_QUEUE_SC };
+
+	for (unsigned i = 0; i < sizeof(fl) / sizeof(fl[0]); i++)
+		calls_local(fl[i]);
 }
 END_TEST
 
@@ -117,6 +127,7 @@ END_TEST
 struct shared {
 	_Atomic uint64_t seen[PRODUCERS * PER_PRODUCER / 64 + 1];
 	_Atomic uint64_t dups, disorder, received;
+	uint32_t nprod;              /* producers of this run */
 	char sock[128];
 };
 
@@ -179,7 +190,7 @@ static int consumer(void *arg)
 			void *o;
 			int rc = sheaf_dequeue_wait(q, &o, 300);
 
-			if (rc == -ETIMEDOUT && sh->received == PRODUCERS * PER_PRODUCER)
+			if (rc == -ETIMEDOUT && sh->received == sh->nprod * PER_PRODUCER)
 				break;
 			if (rc != 0)
 				continue;
@@ -220,7 +231,8 @@ static struct shared *shared_new(const char *sock)
 	return s;
 }
 
-START_TEST(test_mpmc_processes)
+/* @nprod producers and @ncons consumers on a queue of @flags. */
+static void run_processes(unsigned flags, uint32_t nprod, uint32_t ncons)
 {
 	struct dmn d;
 	sheaf_pool_t *p;
@@ -231,27 +243,28 @@ START_TEST(test_mpmc_processes)
 
 	start_sheafd(&d);
 	sh = shared_new(d.sock);
+	sh->nprod = nprod;
 	p = parent_pool = child_connect(d.sock, "test");
 	REQUIRE(sheaf_cache_create(p, "msg", sizeof(struct msg), NULL) != NULL, "cache");
-	q = sheaf_queue_create(p, "work", 256, 0);
+	q = sheaf_queue_create(p, "work", 256, flags);
 	REQUIRE(q != NULL, "queue: %s", strerror(errno));
-	for (int i = 0; i < CONSUMERS; i++)
-		pid[PRODUCERS + i] = fork_child(consumer, NULL);
-	for (int i = 0; i < PRODUCERS; i++)
+	for (uint32_t i = 0; i < ncons; i++)
+		pid[nprod + i] = fork_child(consumer, NULL);
+	for (uint32_t i = 0; i < nprod; i++)
 		pid[i] = fork_child(producer, (void *)(uintptr_t)i);
-	for (int i = 0; i < PRODUCERS + CONSUMERS; i++)
+	for (uint32_t i = 0; i < nprod + ncons; i++)
 		reap_ok(pid[i], 120000, "queue client");
-	REQUIRE(sh->received == PRODUCERS * PER_PRODUCER, "received %llu",
+	REQUIRE(sh->received == nprod * PER_PRODUCER, "received %llu",
 		(unsigned long long)sh->received);
 	REQUIRE(sh->dups == 0 && sh->disorder == 0, "%llu duplicates, %llu out of order",
 		(unsigned long long)sh->dups, (unsigned long long)sh->disorder);
-	for (uint64_t id = 0; id < PRODUCERS * PER_PRODUCER; id++)
+	for (uint64_t id = 0; id < nprod * PER_PRODUCER; id++)
 		REQUIRE(sh->seen[id / 64] & (1ull << (id % 64)), "message %llu lost",
 			(unsigned long long)id);
 	REQUIRE(sheaf_queue_stats(q, &st) == 0 && st.depth == 0 &&
-		st.enqueued == PRODUCERS * PER_PRODUCER && st.dropped == 0, "stats");
-	printf("  %u messages, %llu consumer waits, %llu producer waits\n",
-	       PRODUCERS * PER_PRODUCER, (unsigned long long)st.dequeue_waits,
+		st.enqueued == nprod * PER_PRODUCER && st.dropped == 0, "stats");
+	printf("  flags %u, %u+%u processes: %u messages, %llu consumer waits, %llu producer waits\n",
+	       flags, nprod, ncons, nprod * PER_PRODUCER, (unsigned long long)st.dequeue_waits,
 	       (unsigned long long)st.enqueue_waits);
 	REQUIRE(sheaf_pool_check(p, err, sizeof(err)) == 0, "check: %s", err);
 	REQUIRE(sheaf_queue_destroy(q) == 0, "destroy");
@@ -259,6 +272,20 @@ START_TEST(test_mpmc_processes)
 	parent_pool = NULL;
 	munmap(sh, sizeof(*sh));
 	dmn_end(&d);
+}
+
+START_TEST(test_mpmc_processes)
+{
+	run_processes(0, PRODUCERS, CONSUMERS);
+}
+END_TEST
+
+/* SP and SC: one producer or consumer (a process) on its side. */
+START_TEST(test_single_processes)
+{
+	run_processes(SHEAF_QUEUE_SP | SHEAF_QUEUE_SC, 1, 1);
+	run_processes(SHEAF_QUEUE_SP, 1, CONSUMERS);
+	run_processes(SHEAF_QUEUE_SC, PRODUCERS, 1);
 }
 END_TEST
 
@@ -295,7 +322,9 @@ static int full_producer(void *arg)
 	return 0;
 }
 
-START_TEST(test_waits)
+/* Waits on a queue of @flags: the parent and one child take turns (the
+ * SP/SC contract holds). */
+static void waits(unsigned flags)
 {
 	struct dmn d;
 	sheaf_pool_t *p;
@@ -312,7 +341,7 @@ START_TEST(test_waits)
 	sh = shared_new(d.sock);
 	p = parent_pool = child_connect(d.sock, "test");
 	c = sheaf_cache_create(p, "msg", 64, NULL);
-	q = sheaf_queue_create(p, "w", 4, 0);
+	q = sheaf_queue_create(p, "w", 4, flags);
 	REQUIRE(c != NULL && q != NULL, "create");
 
 	/* A consumer waiting on an empty queue sleeps. */
@@ -327,8 +356,8 @@ START_TEST(test_waits)
 	t0 = now_ms();
 	REQUIRE(sheaf_enqueue(q, o) == 0, "enqueue");
 	reap_ok(pid, 5000, "idle consumer");
-	printf("  idle consumer: %.3f s CPU in 1 s; woken in %lld ms\n", cpu,
-	       (long long)(now_ms() - t0));
+	printf("  flags %u: idle consumer: %.3f s CPU in 1 s; woken and reaped in %lld ms\n",
+	       flags, cpu, (long long)(now_ms() - t0));
 
 	/* Timeout. */
 	t0 = now_ms();
@@ -358,6 +387,12 @@ START_TEST(test_waits)
 	parent_pool = NULL;
 	munmap(sh, sizeof(*sh));
 	dmn_end(&d);
+}
+
+START_TEST(test_waits)
+{
+	waits(0);
+	waits(SHEAF_QUEUE_SP | SHEAF_QUEUE_SC);
 }
 END_TEST
 
@@ -418,6 +453,7 @@ int main(void)
 	require_binaries("test_queue");
 	ADD_ALONE(s, test_calls_local, 60);
 	ADD_ALONE(s, test_mpmc_processes, 300);
+	ADD_ALONE(s, test_single_processes, 300);
 	ADD_ALONE(s, test_waits, 60);
 	ADD_ALONE(s, test_sheafctl_queues, 60);
 	return run_suite(s);

@@ -1,8 +1,8 @@
 /*
  * test_queue_crash.c - shared queues under SIGKILL: producer and consumer
  * processes of a real sheafd are killed at random points of their
- * enqueue/dequeue loops (>= 1000 kills; SHEAF_QUEUE_KILLS=N for more) and
- * replaced.  Afterwards every message is accounted exactly once: freed by
+ * enqueue/dequeue loops (>= 1000 kills on an MPMC queue, as many again on
+ * SP/SC, SP and SC queues; SHEAF_QUEUE_KILLS=N for more) and replaced.  Afterwards every message is accounted exactly once: freed by
  * a consumer, still in the queue, or in flight in a dead process (a
  * producer killed between allocating and enqueuing, a consumer between
  * dequeuing and recording), never twice; the in-flight count is bounded by
@@ -40,6 +40,7 @@ struct shared {
 	_Atomic uint64_t next_id;
 	_Atomic uint64_t dups, bad, freed;
 	_Atomic uint32_t ready[NPROC];
+	int nprod;                   /* slots 0..nprod-1 produce, the rest consume */
 	char sock[128];
 	_Atomic uint64_t seen[MAX_IDS / 64];
 };
@@ -127,7 +128,7 @@ static int consumer(void *arg)
 static pid_t spawn(int slot)
 {
 	sh->ready[slot] = 0;
-	return fork_child(slot < 2 ? producer : consumer, (void *)(uintptr_t)slot);
+	return fork_child(slot < sh->nprod ? producer : consumer, (void *)(uintptr_t)slot);
 }
 
 static void kill_reap(pid_t pid)
@@ -140,12 +141,18 @@ static void kill_reap(pid_t pid)
 		"a client ended on its own (status 0x%x): see its message above", st);
 }
 
-START_TEST(test_kills)
+/*
+ * @nprod producers and @ncons consumers on a queue of @flags, @kills_want
+ * kills.  With SHEAF_QUEUE_SP (SC) there is one producer (consumer), and
+ * its successor starts only once it is reaped: the contract of the flag,
+ * so what is tested is the takeover after a death at any instruction.
+ */
+static void kills_run(unsigned flags, int nprod, int ncons, unsigned kills_want)
 {
 	const char *argv[] = { NULL, "--foreground", "--socket", NULL, "--nodes", "1",
 			       "--size", "256M", NULL };
-	const char *env = getenv("SHEAF_QUEUE_KILLS");
-	unsigned kills_want = env != NULL ? (unsigned)atoi(env) : 2000, kills = 0;
+	int nproc = nprod + ncons;
+	unsigned kills = 0;
 	uint64_t rnd = 0x1234567, accounted = 0, drained = 0, in_flight;
 	struct sheaf_queue_stats st;
 	struct dmn d;
@@ -162,15 +169,16 @@ START_TEST(test_kills)
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	REQUIRE(sh != MAP_FAILED, "mmap");
 	snprintf(sh->sock, sizeof(sh->sock), "%s", d.sock);
+	sh->nprod = nprod;
 	parent_pool = child_connect(d.sock, "test");
 	c = sheaf_cache_create(parent_pool, "msg", sizeof(struct msg), NULL);
-	q = sheaf_queue_create(parent_pool, "kq", CAPACITY, 0);
+	q = sheaf_queue_create(parent_pool, "kq", CAPACITY, flags);
 	REQUIRE(c != NULL && q != NULL, "create: %s", strerror(errno));
 
-	for (int i = 0; i < NPROC; i++)
+	for (int i = 0; i < nproc; i++)
 		pid[i] = spawn(i);
 	while (kills < kills_want) {
-		int v = (int)(xorshift(&rnd) % NPROC);
+		int v = (int)(xorshift(&rnd) % (unsigned)nproc);
 		int64_t until = now_ms() + 5000;
 
 		while (!sh->ready[v]) {     /* connected: now in its loop */
@@ -182,7 +190,7 @@ START_TEST(test_kills)
 		kills++;
 		pid[v] = spawn(v);
 	}
-	for (int i = 0; i < NPROC; i++) {
+	for (int i = 0; i < nproc; i++) {
 		kill_reap(pid[i]);
 		kills++;
 	}
@@ -196,8 +204,8 @@ START_TEST(test_kills)
 	for (uint64_t w = 0; w < (sh->next_id + 63) / 64; w++)
 		accounted += (uint64_t)__builtin_popcountll(sh->seen[w]);
 	in_flight = sh->next_id - accounted;
-	printf("  %u kills in %lld ms: %llu messages, %llu freed by consumers, %llu left in "
-	       "the queue, %llu in flight in killed processes\n", kills,
+	printf("  flags %u, %d+%d: %u kills in %lld ms: %llu messages, %llu freed by consumers, %llu left in "
+	       "the queue, %llu in flight in killed processes\n", flags, nprod, ncons, kills,
 	       (long long)(now_ms() - t0), (unsigned long long)sh->next_id,
 	       (unsigned long long)sh->freed, (unsigned long long)drained,
 	       (unsigned long long)in_flight);
@@ -205,7 +213,7 @@ START_TEST(test_kills)
 	REQUIRE(sh->bad == 0, "%llu bad messages", (unsigned long long)sh->bad);
 	REQUIRE(in_flight <= (uint64_t)kills * BULK_MAX, "%llu messages lost (%u kills)",
 		(unsigned long long)in_flight, kills);
-	REQUIRE(sh->next_id > 10000, "too little traffic: %llu messages",
+	REQUIRE(sh->next_id > 5000, "too little traffic: %llu messages",
 		(unsigned long long)sh->next_id);
 
 	/* Not wedged: FIFO through the whole capacity, twice. */
@@ -232,6 +240,30 @@ START_TEST(test_kills)
 	munmap(sh, sizeof(*sh));
 	dmn_end(&d);
 }
+
+/* SHEAF_QUEUE_KILLS=N: the MPMC run's kills (default 1000); the SP/SC
+ * runs take 2/5, 1/5 and 1/5 of that. */
+static unsigned kills_env(void)
+{
+	const char *env = getenv("SHEAF_QUEUE_KILLS");
+
+	return env != NULL ? (unsigned)atoi(env) : 1000;
+}
+
+START_TEST(test_kills)
+{
+	kills_run(0, 2, 2, kills_env());
+}
+END_TEST
+
+START_TEST(test_kills_single)
+{
+	unsigned k = kills_env();
+
+	kills_run(SHEAF_QUEUE_SP | SHEAF_QUEUE_SC, 1, 1, k * 2 / 5);
+	kills_run(SHEAF_QUEUE_SP, 1, 2, k / 5);
+	kills_run(SHEAF_QUEUE_SC, 2, 1, k / 5);
+}
 END_TEST
 
 int main(void)
@@ -240,5 +272,6 @@ int main(void)
 
 	require_binaries("test_queue_crash");
 	ADD_ALONE(s, test_kills, 600);
+	ADD_ALONE(s, test_kills_single, 600);
 	return run_suite(s);
 }

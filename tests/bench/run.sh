@@ -67,9 +67,12 @@
 #                     of 1024-message chunks, see w7.h) and ping-pong round trip
 #                     p50/p99 (us).  Contenders: sheaf (sheaf_alloc +
 #                     sheaf_enqueue / sheaf_dequeue + sheaf_free, one at a
-#                     time) and sheaf_b32 (the bulk calls, 32 at a time);
+#                     time) and sheaf_b32 (the bulk calls, 32 at a time),
+#                     both on SHEAF_QUEUE_SP | SHEAF_QUEUE_SC queues (one
+#                     producer, one consumer: the fastest correct mode,
+#                     like DPDK's SP/SC rings; w7bench --mpmc for MPMC);
 #                     dpdk_mp and dpdk_mp_b32 (w7dpdk: rte_mempool +
-#                     rte_ring between a primary and a secondary process:
+#                     SP/SC rte_ring between a primary and a secondary process:
 #                     needs root and hugepages, which run.sh raises by what
 #                     is missing and gives back at the end); iceoryx (w7iox:
 #                     loan/publish/take/release through an iox-roudi that

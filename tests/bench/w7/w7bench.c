@@ -9,6 +9,10 @@
  *                      on a shared queue (1024 slots); the consumer
  *                      sheaf_dequeue()s, reads it whole, sheaf_free()s it.
  *                      Each process connects to sheafd on its own (--socket).
+ *                      The queues are SHEAF_QUEUE_SP | SHEAF_QUEUE_SC (one
+ *                      producer, one consumer: the fastest correct mode, as
+ *                      DPDK's rings here are RING_F_SP_ENQ | RING_F_SC_DEQ);
+ *                      --mpmc makes them MPMC (flags 0) instead.
  *   --peer sheaf_b32   the same with sheaf_alloc_bulk / sheaf_enqueue_bulk /
  *                      sheaf_dequeue_bulk / sheaf_free_bulk, 32 at a time
  *   --peer socket      the copy baseline: the producer writes the message
@@ -31,7 +35,7 @@
  * their CPUs without starving anyone (not SCHED_FIFO: a real-time spinner
  * waiting on something of normal priority stalls the machine).
  * Usage: w7bench --peer P [--count N] [--pp N] [--socket PATH]
- *        [--cpus A,B] [--exec PATH] [--nice N] [--quick] [--json]
+ *        [--cpus A,B] [--exec PATH] [--nice N] [--mpmc] [--quick] [--json]
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -59,6 +63,7 @@ static int cpu[2] = { 0, 1 };
 static struct w7_shared *sh;
 static int shm_fd = -1;
 static char qname[2][48];
+static unsigned qflags = SHEAF_QUEUE_SP | SHEAF_QUEUE_SC;  /* --mpmc: 0 */
 
 static void die(const char *m)
 {
@@ -195,7 +200,7 @@ static void sheaf_setup(void)
 		sheaf_queue_t *q;
 
 		snprintf(qname[d], sizeof(qname[d]), "w7.%d.%s", (int)getpid(), d ? "back" : "to");
-		if ((q = sheaf_queue_create(p, qname[d], 1024, 0)) == NULL)
+		if ((q = sheaf_queue_create(p, qname[d], 1024, qflags)) == NULL)
 			die("sheaf_queue_create");
 		sheaf_queue_close(q);
 	}
@@ -452,7 +457,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: w7bench --peer sheaf|sheaf_b32|socket|dpdk|dpdk_b32|iceoryx\n"
 		"       [--count N] [--pp N] [--socket PATH] [--cpus A,B] [--exec PATH]\n"
-		"       [--nice N] [--quick] [--json]\n");
+		"       [--nice N] [--mpmc] [--quick] [--json]\n");
 	exit(2);
 }
 
@@ -463,6 +468,7 @@ int main(int argc, char **argv)
 		{ "pp", required_argument, NULL, 'P' }, { "socket", required_argument, NULL, 's' },
 		{ "cpus", required_argument, NULL, 'c' }, { "exec", required_argument, NULL, 'e' },
 		{ "nice", required_argument, NULL, 'N' }, { "quick", no_argument, NULL, 'q' }, { "json", no_argument, NULL, 'j' },
+		{ "mpmc", no_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t count = 2000000, pp = 20000;
@@ -482,6 +488,7 @@ int main(int argc, char **argv)
 		case 'e': exec_path = optarg; break;
 		case 'N': nice_to = atoi(optarg); break;
 		case 'q': quick = 1; break;
+		case 'M': qflags = 0; break;
 		case 'j': break;         /* the output is always one JSON line */
 		default: usage();
 		}
@@ -536,6 +543,8 @@ int main(int argc, char **argv)
 	if (sh->batch == 1 && pp > 0)
 		printf(",\"p50_64\":%.3f,\"p99_64\":%.3f,\"p50_1024\":%.3f,\"p99_1024\":%.3f",
 		       sh->p50[0], sh->p99[0], sh->p50[1], sh->p99[1]);
+	if (is_sheaf)
+		printf(",\"queue_flags\":%u", qflags);
 	printf("}\n");
 	return 0;
 }
