@@ -5,8 +5,6 @@
  * those of docs/design.md, section 3 ("Memory orders of the ring").
  */
 #include <errno.h>
-#include <sched.h>
-#include <time.h>
 #include "debug.h"
 #include "ring.h"
 
@@ -237,38 +235,6 @@ void rr_reset(const struct ring_ref *rr)
 	r->nsheaves = rr->nsheaves;
 }
 
-/* Sheaf @s is marked "in r" (owners[]) but sits in no slot of r. */
-static int in_window(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t s)
-{
-	return at_load_acquire(&owners[s]) == OWNER_RING(rr->id) && !rr_holds(rr, s);
-}
-
-/*
- * Whether @s is still in that window after a moment (REPAIR_SETTLE_NS).  A
- * live peer's put or get of @s passes through the same window, for a few
- * instructions unless its thread is preempted, and a dead client's intent
- * may name its sheaf (stale, or written by a hostile client): taking the
- * sheaf over then would leave the live put's slot stale.  A dead client's
- * own window never closes, so waiting costs its repair this moment only.
- */
-#define REPAIR_SETTLE_NS 2000000ll
-
-static int settled(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t s)
-{
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		sched_yield();
-		if (!in_window(rr, owners, s))
-			return 0;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) >=
-		    REPAIR_SETTLE_NS)
-			return 1;
-	}
-}
-
 uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
 			  struct ring_intent *in, uint32_t dead_owner)
 {
@@ -284,11 +250,9 @@ uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
 		 * Marked "in r" but in no slot of r: a put whose slot CAS
 		 * never happened, or a get between its slot CAS and its owner
 		 * CAS.  A live peer can be in the same window with this sheaf
-		 * (a stale or forged intent): the repair first lets such a
-		 * window close (settled), then the owner CAS arbitrates:
-		 * whoever loses forgets the sheaf (ring_put returns 0,
-		 * ring_get looks on). */
-		if (in_window(rr, owners, s) && settled(rr, owners, s) &&
+		 * (a stale intent); the owner CAS arbitrates: whoever loses
+		 * forgets the sheaf (ring_put returns 0, ring_get looks on). */
+		if (at_load_acquire(&owners[s]) == exp && !rr_holds(rr, s) &&
 		    at_cas_acqrel(&owners[s], &exp, dead_owner))
 			got = s;
 	}
