@@ -26,29 +26,15 @@
 
 START_TEST(prefork_server)
 {
-	char dest[PATH_MAX], tool[PATH_MAX], cmd[4 * PATH_MAX];
-	char pcpath[PATH_MAX + 32], sysroot[PATH_MAX + 32], ldpath[PATH_MAX + 32];
+	char dest[PATH_MAX], cmd[4 * PATH_MAX], ldpath[PATH_MAX + 32];
 	char sockenv[PATH_MAX + 16];
-	const char *pcenv[] = { pcpath, sysroot, "-PKG_CONFIG_LIBDIR", NULL };
 	const char *runenv[] = { ldpath, sockenv, NULL };
 	struct dmn d;
 	char *out;
 	int st;
 
-	if (!find_tool("pkg-config", tool, sizeof(tool)))
-		SKIP("pkg-config not found");
-	if (!find_tool("cc", tool, sizeof(tool)))
-		SKIP("no C compiler (cc) found");
-	make_test_dir();
-	install_tree(dest, sizeof(dest));
-	fmt(pcpath, sizeof(pcpath), "PKG_CONFIG_PATH=%s/usr/local/lib/pkgconfig", dest);
-	fmt(sysroot, sizeof(sysroot), "PKG_CONFIG_SYSROOT_DIR=%s", dest);
-	fmt(cmd, sizeof(cmd), "cd '%s' && cc -O2 %s -o prefork_server "
-	    "'%s/tests/examples/prefork_server.c' $(pkg-config --cflags --libs sheaf)",
-	    test_dir, san_cflags(), root_dir());
-	out = capture(cmd, pcenv, &st);
-	REQUIRE(exited_ok(st), "building the example against the installed tree:\n%s", out);
-	free(out);
+	if (build_example("prefork_server", dest, sizeof(dest), ldpath, sizeof(ldpath)) != 0)
+		SKIP("pkg-config or cc not found");
 
 	dmn_init_at(&d, "/tmp/sheaf-prefork-XXXXXX", "log");
 	{
@@ -56,7 +42,6 @@ START_TEST(prefork_server)
 				       "--nodes", "2", "--size", "64M", NULL };
 		dmn_start_argv(&d, (char *const *)argv);
 	}
-	fmt(ldpath, sizeof(ldpath), "LD_LIBRARY_PATH=%s/usr/local/lib", dest);
 	fmt(sockenv, sizeof(sockenv), "SHEAF_SOCKET=%s", d.sock);
 	fmt(cmd, sizeof(cmd), "'%s/prefork_server' 4 %d", test_dir, test_san() ? 2000 : 20000);
 	out = capture(cmd, runenv, &st);

@@ -20,34 +20,19 @@
 
 START_TEST(rcu_table_killed)
 {
-	char pkgconfig[PATH_MAX], cc[PATH_MAX], dest[PATH_MAX], cmd[4 * PATH_MAX];
-	char pcpath[PATH_MAX + 32], sysroot[PATH_MAX + 32], ldpath[PATH_MAX + 32];
+	char dest[PATH_MAX], cmd[4 * PATH_MAX], ldpath[PATH_MAX + 32];
 	char sockenv[PATH_MAX + 16];
-	const char *pcenv[] = { pcpath, sysroot, "-PKG_CONFIG_LIBDIR", NULL };
 	const char *runenv[] = { ldpath, sockenv, NULL };
 	const char *kills = getenv("RCU_TABLE_KILLS");
 	struct dmn d;
 	char *out;
 	int st;
 
-	if (!find_tool("pkg-config", pkgconfig, sizeof(pkgconfig)))
-		SKIP("pkg-config not found");
-	if (!find_tool("cc", cc, sizeof(cc)))
-		SKIP("no C compiler (cc) found");
-	make_test_dir();
-	install_tree(dest, sizeof(dest));
-	fmt(pcpath, sizeof(pcpath), "PKG_CONFIG_PATH=%s/usr/local/lib/pkgconfig", dest);
-	fmt(sysroot, sizeof(sysroot), "PKG_CONFIG_SYSROOT_DIR=%s", dest);
-	fmt(cmd, sizeof(cmd),
-	    "cd '%s' && cc -O2 %s -o rcu_table '%s/tests/examples/rcu_table.c' "
-	    "$(pkg-config --cflags --libs sheaf)", test_dir, san_cflags(), root_dir());
-	out = capture(cmd, pcenv, &st);
-	REQUIRE(exited_ok(st), "compiling rcu_table failed:\n%s", out);
-	free(out);
+	if (build_example("rcu_table", dest, sizeof(dest), ldpath, sizeof(ldpath)) != 0)
+		SKIP("pkg-config or cc not found");
 
 	dmn_init(&d);
 	dmn_start(&d, NULL);
-	fmt(ldpath, sizeof(ldpath), "LD_LIBRARY_PATH=%s/usr/local/lib", dest);
 	fmt(sockenv, sizeof(sockenv), "SHEAF_SOCKET=%s", d.sock);
 	fmt(cmd, sizeof(cmd), "'%s/rcu_table' test 15 2 %s", test_dir, kills ? kills : "1000");
 	out = capture(cmd, runenv, &st);

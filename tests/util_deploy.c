@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/util_check.h"
@@ -217,5 +218,29 @@ int has_line(const char *settings, const char *line)
 	for (const char *p = settings; (p = strstr(p, line)) != NULL; p += n)
 		if ((p == settings || p[-1] == '\n') && p[n] == '\n')
 			return 1;
+	return 0;
+}
+
+int build_example(const char *name, char *dest, size_t len, char *ldenv, size_t ldlen)
+{
+	char tool[PATH_MAX], cmd[4 * PATH_MAX];
+	char pcpath[PATH_MAX + 32], sysroot[PATH_MAX + 32];
+	const char *pcenv[] = { pcpath, sysroot, "-PKG_CONFIG_LIBDIR", NULL };
+	char *out;
+	int st;
+
+	if (!find_tool("pkg-config", tool, sizeof(tool)) || !find_tool("cc", tool, sizeof(tool)))
+		return -1;
+	make_test_dir();
+	install_tree(dest, len);
+	fmt(pcpath, sizeof(pcpath), "PKG_CONFIG_PATH=%s/usr/local/lib/pkgconfig", dest);
+	fmt(sysroot, sizeof(sysroot), "PKG_CONFIG_SYSROOT_DIR=%s", dest);
+	fmt(cmd, sizeof(cmd), "cd '%s' && cc -O2 %s -o '%s' '%s/tests/examples/%s.c' "
+	    "$(pkg-config --cflags --libs sheaf)", test_dir, san_cflags(), name, root_dir(), name);
+	out = capture(cmd, pcenv, &st);
+	REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		"building the example %s against the installed tree:\n%s", name, out);
+	free(out);
+	fmt(ldenv, ldlen, "LD_LIBRARY_PATH=%s/usr/local/lib", dest);
 	return 0;
 }

@@ -68,6 +68,15 @@ char *capture(const char *cmd, const char *const env[], int *status);
 void make_target(const char *target, const char *destdir, const char *extra, const char *log);
 /* Install into TEST_DIR/dest (PREFIX /usr/local): its path in @dest. */
 void install_tree(char *dest, size_t len);
+/*
+ * Make the test directory, install into it (install_tree: the prefix in
+ * @dest) and build tests/examples/@name.c against the installed files as a
+ * user would, `cc -O2 $(pkg-config --cflags --libs sheaf)`, into
+ * TEST_DIR/@name (REQUIREs success).  0, or -1 when pkg-config or cc is
+ * missing (the caller SKIPs).  @ldenv gets "LD_LIBRARY_PATH=<the installed
+ * lib>" for running it.
+ */
+int build_example(const char *name, char *dest, size_t len, char *ldenv, size_t ldlen);
 
 /* The settings of a unit file: its lines without comments and blank lines
  * (a new string). */
