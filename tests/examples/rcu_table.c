@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,6 +215,11 @@ static pid_t spawn(int role)          /* -1: writer; else reader id */
 
 	if (pid != 0)
 		return pid;
+	/* Readers and writers loop for ever: they die with this process
+	 * (killed, or a test that gave up), never left spinning. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		_exit(4);
 	if (bench)
 		pin(role);
 	sheaf_disconnect(pool);
