@@ -91,10 +91,13 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 	}
 	sh = pool_sheaf(p, s);
 	sheaf_set_size(sh, 0);
-	sh->capacity = cap <= SHEAF_CAP_MAX ? cap : SHEAF_CAP_MAX;
-	sh->cache = (uint16_t)cache;
-	sh->node = (uint8_t)node;
-	sh->id = s;
+	/* Relaxed atomic stores (plain on x86): sheafd's dead-client repair
+	 * reads every sheaf's header meanwhile (owner.c, drop_in_sheaves). */
+	__atomic_store_n(&sh->capacity, cap <= SHEAF_CAP_MAX ? cap : SHEAF_CAP_MAX,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->cache, (uint16_t)cache, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->node, (uint8_t)node, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->id, s, __ATOMIC_RELAXED);
 	return s;
 }
 
