@@ -346,11 +346,19 @@ static void *reserve(void *want, uint64_t size)
  * different addresses and one process can map both without relocating;
  * the others follow in turn when it is taken here.
  */
+#ifndef __SANITIZE_THREAD__
 #define POOL_ADDR_LO  0x200000000000ull
 #define POOL_ADDR_HI  0x600000000000ull
+#else
+/* TSan allows application memory only where its shadow mapping says: of
+ * its ranges, [64 GiB, 512 GiB) of the low one holds nothing by default
+ * (the kernel's choice, in the mmap area, collided with a dlopen()ed
+ * library's mapping in another process: test_link). */
+#define POOL_ADDR_LO  0x1000000000ull
+#define POOL_ADDR_HI  0x8000000000ull
+#endif
 static void *reserve_new_region(uint64_t size, uint64_t seed)
 {
-#ifndef __SANITIZE_THREAD__     /* TSan allows application memory only where it says */
 	uint64_t slot = 1ull << 30, nslots;
 
 	while (slot < size)
@@ -363,9 +371,6 @@ static void *reserve_new_region(uint64_t size, uint64_t seed)
 		if (at != MAP_FAILED)
 			return at;
 	}
-#else
-	(void)seed;
-#endif
 	return reserve(NULL, size);
 }
 
