@@ -923,23 +923,29 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
  * its top (the immediate double free, as glibc's fasttop test): the slow
  * path then returns -EALREADY.
  */
+/* Push @obj (checked by SHEAF__FAST_VALID) on @f's main sheaf: 1, or 0
+ * when it is full or @obj is on its top (sheaf_free, sheaf_free_any).  A
+ * macro: an extern inline function may not call a static one. */
+#define SHEAF__PUSH(f, obj) __extension__ ({                                 \
+	struct sheaf__sheaf *m_ = (f)->main;                                \
+	uint64_t w_ = __atomic_load_n(&m_->word, __ATOMIC_RELAXED);         \
+	uint64_t n_ = w_ & SHEAF__WORD_SIZE;                                \
+	uint64_t o_ = (uint64_t)((char *)(obj) - (f)->base);                \
+	int ok_ = __builtin_expect(n_ < m_->capacity, 1) &&                 \
+		  __builtin_expect(n_ == 0 || m_->objs[n_ - 1] != o_, 1);   \
+	if (ok_) {                                                          \
+		m_->objs[n_] = o_;                                          \
+		__atomic_store_n(&m_->word, w_ + (SHEAF__WORD_OP + 1),      \
+				 __ATOMIC_RELAXED);                         \
+	}                                                                   \
+	ok_; })
+
 inline int sheaf_free(sheaf_cache_t *cache, void *obj)
 {
 	struct sheaf__fast *f = SHEAF__FAST(cache);
 
-	if (__builtin_expect(SHEAF__FAST_VALID(f, obj), 1)) {
-		struct sheaf__sheaf *m = f->main;
-		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-		uint64_t n = w & SHEAF__WORD_SIZE;
-		uint64_t off = (uint64_t)((char *)obj - f->base);
-
-		if (__builtin_expect(n < m->capacity, 1) &&
-		    __builtin_expect(n == 0 || m->objs[n - 1] != off, 1)) {
-			m->objs[n] = off;
-			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP + 1), __ATOMIC_RELAXED);
-			return 0;
-		}
-	}
+	if (__builtin_expect(SHEAF__FAST_VALID(f, obj) && SHEAF__PUSH(f, obj), 1))
+		return 0;
 	return sheaf__free_slow(cache, obj);
 }
 #endif
@@ -1051,18 +1057,8 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 			ok = c != NULL && SHEAF__FAST_VALID(f, obj);
 		}
 		if (__builtin_expect(ok, 1)) {
-			struct sheaf__sheaf *m = f->main;
-			uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-			uint64_t n = w & SHEAF__WORD_SIZE;
-			uint64_t off = (uint64_t)((char *)obj - f->base);
-
-			if (__builtin_expect(n < m->capacity, 1) &&
-			    __builtin_expect(n == 0 || m->objs[n - 1] != off, 1)) {
-				m->objs[n] = off;
-				__atomic_store_n(&m->word, w + (SHEAF__WORD_OP + 1),
-						 __ATOMIC_RELAXED);
+			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
 				return 0;
-			}
 			/* the guess was right: sheaf_free's slow path */
 			return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)
 						    ((uintptr_t)f - sheaf__tls_bias));
