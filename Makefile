@@ -272,9 +272,10 @@ FUZZ_DMN_OBJ   := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out daemon/main.c,$(
 FUZZ_LIB_OBJ   := $(FUZZ_SHM_OBJ) $(FUZZ_NOCOV_OBJ) $(FUZZ_DMN_OBJ) $(FUZZ_BUILD)/proto/sheaf.pb-c.o
 FUZZ_TARGETS   := $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_BUILD)/fuzz_shm
 # fuzz_shm: the readers that walk every lane, sheaf and object each input
-# (checker, stats, lane counts) keep edge coverage but lose comparison
+# (checker, stats, lane counts, the owner tags' and the names' scans) keep edge coverage but lose comparison
 # tracing, which cost fuzz_shm half its time in their loops.
-FUZZ_SHM_NOCMP := $(FUZZ_BUILD)/shm/check.o $(FUZZ_BUILD)/shm/stats.o $(FUZZ_BUILD)/shm/clients.o
+FUZZ_SHM_NOCMP := $(FUZZ_BUILD)/shm/check.o $(FUZZ_BUILD)/shm/stats.o $(FUZZ_BUILD)/shm/clients.o \
+                  $(FUZZ_BUILD)/shm/owner.o $(FUZZ_BUILD)/shm/names.o
 $(FUZZ_SHM_NOCMP): FUZZ_CFLAGS += -fno-sanitize-coverage=trace-cmp
 
 .PHONY: fuzz fuzz-build fuzz-corpus fuzz-regress
