@@ -61,6 +61,12 @@ int main(int argc, char **argv)
 	Sheaf__V1__ShrinkRequest sh = SHEAF__V1__SHRINK_REQUEST__INIT;
 	Sheaf__V1__TuneRequest tu = SHEAF__V1__TUNE_REQUEST__INIT;
 	Sheaf__V1__ClientsRequest cs = SHEAF__V1__CLIENTS_REQUEST__INIT;
+	Sheaf__V1__NameSetRequest ns = SHEAF__V1__NAME_SET_REQUEST__INIT;
+	Sheaf__V1__NameDelRequest nd = SHEAF__V1__NAME_DEL_REQUEST__INIT;
+	Sheaf__V1__NameListRequest nl = SHEAF__V1__NAME_LIST_REQUEST__INIT;
+	Sheaf__V1__QueueCreateRequest qc = SHEAF__V1__QUEUE_CREATE_REQUEST__INIT;
+	Sheaf__V1__QueueDestroyRequest qd = SHEAF__V1__QUEUE_DESTROY_REQUEST__INIT;
+	Sheaf__V1__QueueListRequest ql = SHEAF__V1__QUEUE_LIST_REQUEST__INIT;
 	Sheaf__V1__Setting set[3] = {
 		SHEAF__V1__SETTING__INIT, SHEAF__V1__SETTING__INIT, SHEAF__V1__SETTING__INIT,
 	};
@@ -174,6 +180,67 @@ int main(int argc, char **argv)
 	one("check", &rq);
 	len = put_frame(buf, len, &rq);
 
+	/* An owned cache (flags 2: SHEAF_CACHE_OWNED), then names and
+	 * queues: each request alone, and in the session. */
+	rq.id = 17;
+	cc.name = "fuzz-owned";
+	cc.size = 128;
+	cc.align = 16;
+	cc.capacity = 8;
+	cc.flags = 2;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_CACHE_CREATE;
+	rq.cache_create = &cc;
+	one("cache_create_owned", &rq);
+	len = put_frame(buf, len, &rq);
+
+	rq.id = 18;
+	ns.name = "fuzz-name";
+	ns.offset = 4u << 20;        /* not an object's: refused, as most are */
+	rq.body_case = SHEAF__V1__REQUEST__BODY_NAME_SET;
+	rq.name_set = &ns;
+	one("name_set", &rq);
+	len = put_frame(buf, len, &rq);
+
+	rq.id = 19;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_NAME_LIST;
+	rq.name_list = &nl;
+	one("name_list", &rq);
+	len = put_frame(buf, len, &rq);
+
+	rq.id = 20;
+	nd.name = "fuzz-name";
+	rq.body_case = SHEAF__V1__REQUEST__BODY_NAME_DEL;
+	rq.name_del = &nd;
+	one("name_del", &rq);
+	len = put_frame(buf, len, &rq);
+
+	rq.id = 21;
+	qc.name = "fuzz-queue";
+	qc.capacity = 64;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_QUEUE_CREATE;
+	rq.queue_create = &qc;
+	one("queue_create", &rq);
+	len = put_frame(buf, len, &rq);
+
+	rq.id = 22;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_QUEUE_LIST;
+	rq.queue_list = &ql;
+	one("queue_list", &rq);
+	len = put_frame(buf, len, &rq);
+
+	rq.id = 23;
+	st.cache = "";               /* every cache, and every queue */
+	rq.body_case = SHEAF__V1__REQUEST__BODY_STATS;
+	rq.stats = &st;
+	len = put_frame(buf, len, &rq);
+
+	rq.id = 24;
+	qd.name = "fuzz-queue";
+	rq.body_case = SHEAF__V1__REQUEST__BODY_QUEUE_DESTROY;
+	rq.queue_destroy = &qd;
+	one("queue_destroy", &rq);
+	len = put_frame(buf, len, &rq);
+
 	rq.id = 16;
 	cd.name = "fuzz-cache";
 	rq.body_case = SHEAF__V1__REQUEST__BODY_CACHE_DESTROY;
@@ -182,7 +249,8 @@ int main(int argc, char **argv)
 	len = put_frame(buf, len, &rq);
 
 	/* Attach, create, open, list, stats, tune, shrink, clients, info,
-	 * check, destroy: one connection's whole life. */
+	 * check, an owned cache, names, queues, destroy: one connection's
+	 * whole life. */
 	write_file("session", buf, len);
 	return 0;
 }
