@@ -18,6 +18,7 @@ struct check_report {
 	uint64_t sheaves_in_rings;
 	uint64_t sheaves_held;   /* owned by a client or the engine */
 	uint64_t slabs;
+	uint64_t ring_holes;     /* consumed or stale slots in [head, tail): gets skip them */
 };
 
 /*

@@ -503,6 +503,12 @@ START_TEST(test_ring_count_wrong)
 	expect_broken("full ring tail one ahead", IN_USE, "count");
 	atomic_fetch_sub(&r->tail, 1);
 	EXPECT_CLEAN(IN_USE);
+	if (atomic_load(&r->tail) != atomic_load(&r->head)) {   /* one behind */
+		atomic_fetch_sub(&r->tail, 1);
+		expect_broken("full ring tail one behind", IN_USE, "count");
+		atomic_fetch_add(&r->tail, 1);
+		EXPECT_CLEAN(IN_USE);
+	}
 }
 END_TEST
 
