@@ -20,6 +20,7 @@
 #include "shm/slab.h"
 #include "shm/untrusted.h"
 #include "client/internal.h"
+#include "client/vet.h"
 
 /* sheaf.h's inline fast paths see these structures through its private
  * ABI: keep the two in step. */
@@ -69,61 +70,6 @@ static uint32_t barn_capacity(const struct tcache *t)
 }
 
 /* ---- getting sheaves --------------------------------------------------- */
-
-/*
- * A full sheaf just taken from a barn was filled by whoever put it there:
- * the engine, or a peer process, which may be broken or hostile.  Before
- * any of its objects is returned, each offset must lie in a frame this
- * cache owns (the frame owner map: engine-owned, read-only here) on an
- * object boundary (the free fast path's exact division test, struct
- * sheaf__fast), and the size must fit objs[].  Bad entries are dropped
- * (counted: UT_OBJECT, shm/untrusted.h); the header fields the fast paths
- * trust are set again.  Once per exchange, never per alloc: a multiply and
- * one load of frame_owner per object.  Returns @s.
- */
-static struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
-{
-	const struct shm_pool *p = tshm(t);
-	const struct sheaf__fast *f = t->f;
-	uint32_t n = (uint32_t)(ut_load64(&s->word) & SHEAF_WORD_SIZE), kept = 0;
-	const uint64_t len = p->data_len, base = p->data_off;
-	const uint32_t inv = f->div_inv, sh = f->div_shift, per = f->per_slab;
-	const uint16_t id = f->cache_id;
-
-	if (n > SHEAF_CAP_MAX) {
-		untrusted_note(UT_SHEAF_SIZE, 1);
-		n = SHEAF_CAP_MAX;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t off = ut_load64(&s->objs[i]), rel = off - base;
-		uint32_t q = ((uint32_t)rel & (SLAB_SIZE - 1)) * inv;
-		int ok;
-
-		q = (q >> sh) | (q << ((0u - sh) & 31));
-		/* Without branches but the rare one (a misprediction per
-		 * object would cost more than the test): an offset out of
-		 * the data reads frame 0's owner, then is refused anyway. */
-		ok = (rel < len) & (q < per);
-		ok &= at_load_relaxed(&p->frame_owner[ok ? rel >> SLAB_SHIFT : 0]) == id;
-		if (unlikely(!ok))
-			continue;
-		if (unlikely(kept != i))    /* compact only after a drop */
-			s->objs[kept] = off;
-		kept++;
-	}
-	if (unlikely(kept != n || (ut_load64(&s->word) & SHEAF_WORD_SIZE) != n)) {
-		untrusted_note(UT_OBJECT, n - kept);
-		sheaf_set_size(s, kept);
-	}
-	if (unlikely(s->capacity > SHEAF_CAP_MAX || s->node >= p->nodes ||
-		     s->cache != f->cache_id)) {
-		untrusted_note(UT_SHEAF_HDR, 1);
-		s->capacity = SHEAF_CAP_MAX;
-		s->node = (uint8_t)t->node;
-		s->cache = f->cache_id;
-	}
-	return s;
-}
 
 /*
  * A full sheaf of node @node's barn, vetted (vet_full), or NULL when the

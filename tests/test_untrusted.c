@@ -651,6 +651,68 @@ START_TEST(barn_sheaf_foreign_offsets)
 }
 END_TEST
 
+/* One bad offset in each full sheaf of A's barn, at a different place in
+ * each (every lane of vet.c's four-at-a-time test) and of a different kind
+ * each: inside one of A's objects, B's object, before the data, past it,
+ * huge, a frame nobody owns.  Each is dropped, the rest served. */
+START_TEST(barn_sheaf_one_bad_offset)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *a = mkcache(p, "a", 64, 32, 0), *b = mkcache(p, "b", 64, 32, 0);
+	struct shm_pool *sp = &p->shm;
+	struct ring_ref full = pool_full_ref(sp, a->id, 0);
+	void *bo = sheaf_alloc(b);
+	uint64_t before, kinds[6];
+	int64_t t0 = now_ms();
+	unsigned scribbled = 0;
+	struct grab g = { a, 2000, 0 };
+	pthread_t t;
+
+	ck_assert_ptr_nonnull(bo);
+	at_store_relaxed(&a->sc->barn_low, 8);
+	at_store_relaxed(&a->sc->barn_high, 8);
+	churn(a, 10);
+	while (rr_count(&full) < 8 && now_ms() - t0 < 5000) {
+		node_ring_doorbell(sp, 0);
+		sleep_us(1000);
+	}
+	ck_assert_uint_ge(rr_count(&full), 4);
+	before = refusals();
+	for (uint32_t i = 0; i <= full.mask; i++) {
+		uint64_t v = at_load_relaxed(&full.r->slots[i]);
+		uint32_t s = (uint32_t)v, n, k;
+		struct shm_sheaf *sh;
+
+		if (((uint32_t)(v >> 32) & full.mask) != 1 || s >= sp->sheaf_count ||
+		    at_load_relaxed(&sp->owners[s]) != OWNER_RING(full.id))
+			continue;
+		sh = &sp->sheaves[s];
+		n = sheaf_size(sh);
+		if (n == 0)
+			continue;
+		k = (scribbled * 5 + 1) % n;
+		kinds[0] = sh->objs[(k + 1) % n] + 8;                /* inside an object of A */
+		kinds[1] = (uint64_t)((char *)bo - sp->base);          /* B's */
+		kinds[2] = sp->data_off - 64;                          /* before the data */
+		kinds[3] = sp->data_off + sp->data_len;                /* just past it */
+		kinds[4] = 1ull << 63;
+		kinds[5] = sp->data_off + sp->data_len - SLAB_SIZE;   /* last frame: nobody's */
+		sh->objs[k] = kinds[scribbled % 6];
+		scribbled++;
+	}
+	ck_assert_uint_ge(scribbled, 4);
+	ck_assert_uint_ne(at_load_relaxed(&sp->frame_owner[sp->frames_total - 1]), a->id);
+	ck_assert_int_eq(pthread_create(&t, NULL, grab_thread, &g), 0);
+	pthread_join(t, NULL);
+	ck_assert_msg(g.bad == 0, "%u bad objects returned", g.bad);
+	ck_assert_uint_ge(refusals() - before, scribbled);
+	printf("one bad offset: %u sheaves, %llu refusals\n", scribbled,
+	       (unsigned long long)(refusals() - before));
+	ck_assert_int_eq(sheaf_free(b, bo), 0);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* ---- adoption -------------------------------------------------------------- */
 
 /*
@@ -893,6 +955,7 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(client, 60);
 	tcase_add_test(client, barn_sheaf_foreign_offsets);
+	tcase_add_test(client, barn_sheaf_one_bad_offset);
 	tcase_add_test(client, ring_positions_and_slots);
 	tcase_add_test(client, spoiled_depot_rebuilt);
 	suite_add_tcase(s, client);

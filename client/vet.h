@@ -1,0 +1,21 @@
+/*
+ * vet.h - a client's check of the full sheaves it takes from a barn
+ * (client/vet.c).  Who may call: alloc.c.
+ */
+#ifndef SHEAF_CLIENT_VET_H
+#define SHEAF_CLIENT_VET_H
+
+#include <stdint.h>
+
+struct tcache;
+struct shm_sheaf;
+
+/*
+ * @s, a full sheaf just taken from a barn of @t's cache, made safe to pop:
+ * offsets that are not objects of the cache are dropped (counted:
+ * UT_OBJECT, shm/untrusted.h), the size is clamped to objs[], and the header
+ * fields the fast paths trust are set again.  Returns @s.
+ */
+struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s);
+
+#endif
