@@ -317,6 +317,9 @@ fuzz-corpus: $(FUZZ_BUILD)/gen_corpus_rpc
 # fuzz_rpc's inputs stay short (512 bytes: a few dozen requests) so that it
 # runs fast; fuzz_shm's are patches, up to 4 KiB of them.
 FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# FUZZ_RUNS=N: N inputs per target instead of FUZZ_SECONDS (the long form,
+# e.g. `make fuzz FUZZ_RUNS=10000000`: the issue-14 run of 10^7 each).
+FUZZ_LIMIT = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS))
 
 # The inputs that once crashed a target, run once each: any crash, sanitizer
 # report or hang (5 s) fails.  `make fuzz` starts with it.
@@ -326,11 +329,11 @@ fuzz-regress: fuzz-build
 
 fuzz: fuzz-regress
 	@mkdir -p $(FUZZ_BUILD)/corpus_rpc $(FUZZ_BUILD)/corpus_shm $(FUZZ_BUILD)/artifacts
-	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_rpc -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_LIMIT) -timeout=10 \
 		-max_len=512 -dict=tests/fuzz/rpc.dict -print_final_stats=1 \
 		-artifact_prefix=$(FUZZ_BUILD)/artifacts/rpc- \
 		$(FUZZ_BUILD)/corpus_rpc tests/fuzz/corpus_rpc
-	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm $(FUZZ_LIMIT) -timeout=10 \
 		-max_len=4096 -print_final_stats=1 \
 		-artifact_prefix=$(FUZZ_BUILD)/artifacts/shm- \
 		$(FUZZ_BUILD)/corpus_shm tests/fuzz/corpus_shm
