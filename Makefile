@@ -59,13 +59,13 @@ PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
 LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c proto/peer.c) \
               $(BUILD)/proto/sheaf.pb-c.o
 # Test hooks (-DSHEAF_TEST_HOOKS: the stop points of the ring and of the
-# lane fold) exist only in libsheaf-test.a, which the test programs link: the
+# lane fold, vet.c's two tests side by side) exist only in libsheaf-test.a, which the test programs link: the
 # sources below are built a second time under $(BUILD)/test-hooks/ and
 # replace their release objects.
-HOOK_SRC   := shm/ring.c shm/clients.c
+HOOK_SRC   := shm/ring.c shm/clients.c client/vet.c
 HOOK_OBJ   := $(patsubst %.c,$(BUILD)/test-hooks/%.o,$(HOOK_SRC))
 TEST_LIB   := $(BUILD)/libsheaf-test.a
-HOOK_SYMS  := ring_stop_hook\|lane_fold_hook
+HOOK_SYMS  := ring_stop_hook\|lane_fold_hook\|vet_test_compare
 DAEMON_SRC := $(wildcard daemon/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
 SHEAFD     := $(BUILD)/daemon/sheafd

@@ -58,7 +58,7 @@ static uint32_t scan_scalar(const struct vet *v, const uint64_t *objs, uint32_t 
 	return all;
 }
 
-#if defined(__x86_64__) && !defined(SHEAF_SANITIZE)
+#if defined(__x86_64__)
 /*
  * The same test, four offsets at a time.  The offsets are loaded once each
  * (a vector load; a value checked is the value a later scalar pass or pop
@@ -67,9 +67,12 @@ static uint32_t scan_scalar(const struct vet *v, const uint64_t *objs, uint32_t 
  * so four offsets in the frame of the group before need no lookup (that
  * frame passed); others are looked up one by one.  No gather: with the
  * mitigation of gather data sampling (2023), a gather costs more than four
- * loads.  Signed compares serve: the data's length is below 2^62.
+ * loads.  Signed compares serve: the data's length is below 2^62.  TSan
+ * does not instrument it: its loads are of memory a peer may write at any
+ * time, by design; the compaction that decides reads each offset once,
+ * atomically (ut_load64).
  */
-__attribute__((target("avx2")))
+__attribute__((target("avx2"), no_sanitize("thread")))
 static uint32_t scan_avx2(const struct vet *v, const uint64_t *objs, uint32_t n)
 {
 	const __m256i base = _mm256_set1_epi64x((long long)v->base);
@@ -115,20 +118,62 @@ static uint32_t scan_avx2(const struct vet *v, const uint64_t *objs, uint32_t n)
 	return (_mm_movemask_epi8(acc) == 0xffff) & own & scan_scalar(v, objs + i, n - i);
 }
 
+/* 1 when the CPU runs AVX2 (asked once; every thread finds the same). */
+static int have_avx2(void)
+{
+	static _Atomic int avx2 = -1;
+	int a = at_load_relaxed(&avx2);
+
+	if (unlikely(a < 0)) {
+		__builtin_cpu_init();    /* also before libgcc's constructor */
+		a = __builtin_cpu_supports("avx2") ? 1 : 0;
+		at_store_relaxed(&avx2, a);
+	}
+	return a;
+}
+
 static uint32_t scan(const struct vet *v, const uint64_t *objs, uint32_t n)
 {
-	static int avx2 = -1;        /* racy first use: every thread agrees */
-
-	if (unlikely(avx2 < 0))
-		avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-	return avx2 ? scan_avx2(v, objs, n) : scan_scalar(v, objs, n);
+	return have_avx2() ? scan_avx2(v, objs, n) : scan_scalar(v, objs, n);
 }
+#define VET_HAVE_AVX2 1
 #else
-/* Sanitizer builds (and other CPUs) take the scalar test: TSan and ASan
- * see each offset's load as the code's own. */
+/* Other CPUs take the scalar test. */
 static uint32_t scan(const struct vet *v, const uint64_t *objs, uint32_t n)
 {
 	return scan_scalar(v, objs, n);
+}
+#endif
+
+/* The test's parameters for @t's cache. */
+static struct vet vet_of(const struct tcache *t)
+{
+	const struct shm_pool *p = &t->cache->pool->shm;
+	const struct sheaf__fast *f = t->f;
+
+	return (struct vet){
+		.owner = p->frame_owner, .len = p->data_len, .base = p->data_off,
+		.inv = f->div_inv, .sh = f->div_shift, .per = f->per_slab, .id = f->cache_id,
+	};
+}
+
+#ifdef SHEAF_TEST_HOOKS
+int vet_test_compare(sheaf_cache_t *c, const uint64_t *objs, uint32_t n)
+{
+	struct tcache *t = tcache_get(c);
+
+	if (t == NULL)
+		return -1;
+#ifdef VET_HAVE_AVX2
+	if (have_avx2()) {
+		struct vet v = vet_of(t);
+
+		return scan_avx2(&v, objs, n) == scan_scalar(&v, objs, n);
+	}
+#endif
+	(void)objs;
+	(void)n;
+	return -1;
 }
 #endif
 
@@ -136,10 +181,7 @@ struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
 {
 	const struct shm_pool *p = &t->cache->pool->shm;
 	const struct sheaf__fast *f = t->f;
-	const struct vet v = {
-		.owner = p->frame_owner, .len = p->data_len, .base = p->data_off,
-		.inv = f->div_inv, .sh = f->div_shift, .per = f->per_slab, .id = f->cache_id,
-	};
+	const struct vet v = vet_of(t);
 	uint32_t n = (uint32_t)(ut_load64(&s->word) & SHEAF_WORD_SIZE), kept = 0;
 
 	if (n > SHEAF_CAP_MAX) {

@@ -18,4 +18,12 @@ struct shm_sheaf;
  */
 struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s);
 
+#ifdef SHEAF_TEST_HOOKS
+typedef struct sheaf_cache sheaf_cache_t;
+/* Tests only (libsheaf-test.a): the four-at-a-time test and the scalar one
+ * over objs[0, @n) for @c's parameters (the calling thread's): 1 when they
+ * agree, 0 when not, -1 when the CPU has no AVX2 (or no tcache). */
+int vet_test_compare(sheaf_cache_t *c, const uint64_t *objs, uint32_t n);
+#endif
+
 #endif

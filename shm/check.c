@@ -55,10 +55,13 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 		if (span > rr_size(&rr))
 			span = rr_size(&rr);
 		for (uint32_t k = 0; k < span; k++) {
-			uint32_t pos = head + k, i = pos & rr.mask;
+			uint32_t pos = head + k, i = pos & rr.mask, base = pos - i;
 			uint64_t v = at_load_relaxed(&rr.r->slots[i]);
 			uint32_t s = (uint32_t)v;
-			int full = ((uint32_t)(v >> 32) & rr.mask) == 1;
+			/* Full for this lap exactly: a full slot of another
+			 * lap is one a get stops at (an earlier one) or skips
+			 * (a later one), judged below like any other. */
+			int full = (uint32_t)(v >> 32) == base + 1;
 
 			if (full && s < p->sheaf_count &&
 			    at_load_relaxed(&p->owners[s]) == OWNER_RING(r)) {
@@ -75,7 +78,6 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 				 * (helping head past it); or one never filled for
 				 * this lap, at which a get stops: sheaves behind it
 				 * are out of reach. */
-				uint32_t base = pos - i;
 				if ((int32_t)((uint32_t)(v >> 32) - (base + 1)) >= 0)
 					holes++;
 				else

@@ -222,6 +222,8 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	work += flushed < regular ? flushed : regular;
 	if (waiters || starved || work || flushed)
 		barn_publish(p, c, n, starved);
+	if (waiters && work)
+		e->served_waiter[n] = 1;
 	return work;
 }
 
@@ -287,16 +289,19 @@ static void *worker_main(void *arg)
 		 * bumps the doorbell (a worker about to sleep sees one). */
 		if (at_load_seqcst(&e->stop))
 			break;
+		e->served_waiter[node] = 0;
 		if (engine_node_pass(e, node, in) != 0) {
 			idle = 0;
-			worked = 1;
+			worked |= e->served_waiter[node];
 			continue;
 		}
-		/* After passes that did work, stay awake WORKER_SPIN_NS: the
-		 * client that took what they stocked often rings again soon,
-		 * and waking a sleeping worker costs tens of microseconds on a
-		 * VM (W6's tail).  Only after work: a doorbell rung for nothing
-		 * never buys a spin. */
+		/* After passes that did work for a client that waited (a
+		 * miss), stay awake WORKER_SPIN_NS: that client often misses
+		 * again soon, and waking a sleeping worker costs tens of
+		 * microseconds on a VM (W6's tail).  Routine stocking buys no
+		 * spin (a one-way flow keeps the worker stocking now and then:
+		 * a spinning worker would take the CPU its clients need), nor
+		 * does a doorbell rung for nothing. */
 		if (worked) {
 			int64_t end = clock_ns() + WORKER_SPIN_NS;
 

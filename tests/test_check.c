@@ -503,6 +503,17 @@ START_TEST(test_ring_count_wrong)
 	expect_broken("full ring tail one ahead", IN_USE, "count");
 	atomic_fetch_sub(&r->tail, 1);
 	EXPECT_CLEAN(IN_USE);
+	if (atomic_load(&r->tail) != atomic_load(&r->head)) {
+		/* The slot at head full, but for the lap before: a get stops
+		 * there, whatever its owner entry says. */
+		uint32_t i = atomic_load(&r->head) & r->mask;
+		uint64_t v = atomic_load(&r->slots[i]);
+
+		atomic_store(&r->slots[i], v - ((uint64_t)r->size << 32));
+		expect_broken("full ring slot of the lap before", IN_USE, "never filled");
+		atomic_store(&r->slots[i], v);
+		EXPECT_CLEAN(IN_USE);
+	}
 	if (atomic_load(&r->tail) != atomic_load(&r->head)) {   /* one behind */
 		atomic_fetch_sub(&r->tail, 1);
 		expect_broken("full ring tail one behind", IN_USE, "count");

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "client/sheaf.h"
+#include "client/vet.h"
 #include "client/internal.h"
 #include "shm/barn.h"
 #include "shm/check.h"
@@ -713,6 +714,69 @@ START_TEST(barn_sheaf_one_bad_offset)
 }
 END_TEST
 
+/* vet.c's four-at-a-time test against its scalar one (vet_test_compare,
+ * libsheaf-test.a), on offsets of every kind in random mixtures and
+ * lengths: valid objects of A from several slabs, B's, inside objects,
+ * before, past and far from the data, frame edges.  Without AVX2 the case
+ * says so and passes only when SHEAF_TEST_SKIP_OK=1 (util_check.h). */
+START_TEST(vet_avx2_matches_scalar)
+{
+	sheaf_pool_t *p = mkpool(1);
+	sheaf_cache_t *a = mkcache(p, "va", 48, 32, 0), *b = mkcache(p, "vb", 64, 32, 0);
+	struct shm_pool *sp = &p->shm;
+	enum { NA = 20000, NB = 64, ROUNDS = 20000 };
+	void **ao = malloc(NA * sizeof(*ao)), *bo[NB];
+	uint64_t objs[SHEAF_CAP_MAX], rng = 0x9e3779b97f4a7c15ull, valid_all = 0;
+
+	ck_assert_ptr_nonnull(ao);
+	ck_assert_ptr_nonnull(ao[0] = sheaf_alloc(a));
+	if (vet_test_compare(a, objs, 0) < 0) {
+		ck_assert_int_eq(sheaf_free(a, ao[0]), 0);
+		free(ao);
+		sheaf_pool_destroy(p);
+		SKIP("vet_avx2_matches_scalar: no AVX2 on this CPU");
+	}
+	for (int i = 1; i < NA; i++)           /* A spans several slab frames */
+		ck_assert_ptr_nonnull(ao[i] = sheaf_alloc(a));
+	for (int i = 0; i < NB; i++)
+		ck_assert_ptr_nonnull(bo[i] = sheaf_alloc(b));
+	for (int r = 0; r < ROUNDS; r++) {
+		uint32_t n = (uint32_t)(xorshift(&rng) % (SHEAF_CAP_MAX + 1));
+		/* Most rounds all valid (one bad entry at most): the case the
+		 * fast test must not get wrong either way. */
+		uint32_t bad_every = r % 4 == 0 ? 0 : r % 4 == 1 ? n + 1 : 7;
+
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t x = xorshift(&rng);
+			uint64_t aoff = (uint64_t)((char *)ao[x % NA] - sp->base);
+
+			objs[i] = aoff;
+			if (bad_every && (i % bad_every == 0 || (bad_every == n + 1 && i == x % (n ? n : 1))))
+				switch ((x >> 20) % 8) {
+				case 0: objs[i] = aoff + 1 + (x >> 40) % 47; break;
+				case 1: objs[i] = (uint64_t)((char *)bo[x % NB] - sp->base); break;
+				case 2: objs[i] = sp->data_off - 1 - (x >> 40) % 4096; break;
+				case 3: objs[i] = sp->data_off + sp->data_len + (x >> 40) % 4096; break;
+				case 4: objs[i] = x; break;
+				case 5: objs[i] = (aoff & ~(uint64_t)(SLAB_SIZE - 1)) + SLAB_SIZE - 8; break;
+				case 6: objs[i] = 1ull << (40 + (x >> 40) % 24); break;
+				default: objs[i] = aoff - sp->data_off; break;
+				}
+		}
+		ck_assert_msg(vet_test_compare(a, objs, n) == 1,
+			      "round %d: the tests disagree (n %u)", r, n);
+		valid_all += bad_every == 0;
+	}
+	ck_assert_uint_gt(valid_all, ROUNDS / 8);
+	for (int i = 0; i < NA; i++)
+		ck_assert_int_eq(sheaf_free(a, ao[i]), 0);
+	for (int i = 0; i < NB; i++)
+		ck_assert_int_eq(sheaf_free(b, bo[i]), 0);
+	free(ao);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* ---- adoption -------------------------------------------------------------- */
 
 /*
@@ -956,6 +1020,7 @@ int main(void)
 	tcase_set_timeout(client, 60);
 	tcase_add_test(client, barn_sheaf_foreign_offsets);
 	tcase_add_test(client, barn_sheaf_one_bad_offset);
+	tcase_add_test(client, vet_avx2_matches_scalar);
 	tcase_add_test(client, ring_positions_and_slots);
 	tcase_add_test(client, spoiled_depot_rebuilt);
 	suite_add_tcase(s, client);
