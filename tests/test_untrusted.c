@@ -452,8 +452,8 @@ START_TEST(stale_intent_races_live_put)
 	int c = bare_cache("race", 64);
 	int live = client_attach(&P, 999996, 0, "live");
 	int dead = client_attach(&P, 999995, 0, "dead");
-	uint32_t rid = ring_empty_id((uint32_t)c, 0, P.nodes);
-	struct ring_ref depot = pool_depot_ref(&P), ring = pool_empty_ref(&P, (uint32_t)c, 0);
+	uint32_t rid = ring_full_id((uint32_t)c, 0, P.nodes);
+	struct ring_ref depot = pool_depot_ref(&P), ring = pool_full_ref(&P, (uint32_t)c, 0);
 	struct ring_intent in = { 0 };
 	struct shm_lane *dl = lane_acquire(&P, (uint32_t)dead, 0);
 	struct check_report rep;
@@ -462,12 +462,21 @@ START_TEST(stale_intent_races_live_put)
 
 	ck_assert_int_ge(live, 0);
 	ck_assert_ptr_nonnull(dl);
-	ck_assert_uint_eq(rr_count(&ring), 0);
+	ck_assert_uint_eq(rr_count(&ring), 0);     /* no worker: nothing stocked */
+	/* Three full sheaves of the live client, as its frees fill them. */
 	for (int k = 0; k < 3; k++) {
+		struct shm_sheaf *sh;
+
 		s[k] = rr_get(&depot, P.owners, (uint32_t)live, &in);
 		ck_assert_uint_ne(s[k], SHEAF_ID_NONE);
-		sheaf_set_size(pool_sheaf(&P, s[k]), 0);
+		sh = pool_sheaf(&P, s[k]);
+		sh->cache = (uint16_t)c;
+		sh->node = 0;
+		sh->capacity = 16;
+		ck_assert_uint_eq(slab_alloc_objs(&P, (uint32_t)c, 0, sh->objs, 16, 0), 16);
+		sheaf_set_size(sh, 16);
 	}
+	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_eq(rr_put(&ring, P.owners, s[0], (uint32_t)live, &in), 0);
 	/* The dead client's intent (stale, or written by a hostile one). */
 	at_store_relaxed(&dl->intent.ring, rid);
@@ -478,20 +487,22 @@ START_TEST(stale_intent_races_live_put)
 	ck_assert_int_eq(rr_put(&ring, P.owners, s[1], (uint32_t)live, &in), 0);
 	ring_stop_hook = NULL;
 	ck_assert_int_eq(race_dead, -1);
-	/* The repair gave s[1] back to the pool; the live put forgot it. */
+	/* The repair gave s[1] back to the pool, its objects to the slabs;
+	 * the live put forgot it. */
 	ck_assert_uint_eq(at_load_relaxed(&P.owners[s[1]]), OWNER_RING(RING_DEPOT));
 	ck_assert_int_eq(rr_put(&ring, P.owners, s[2], (uint32_t)live, &in), 0);
 	ck_assert_uint_eq(rr_count(&ring), 3);
 	ck_assert_msg(pool_check_cache(&P, (uint32_t)c, &rep, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_msg(pool_check(&P, -1, -1, &rep, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(rep.in_use, 0);
+	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
 	/* Gets skip the stale slot: s[0], s[2], then nothing. */
 	ck_assert_uint_eq(rr_get(&ring, P.owners, (uint32_t)live, &in), s[0]);
 	ck_assert_uint_eq(rr_get(&ring, P.owners, (uint32_t)live, &in), s[2]);
 	ck_assert_uint_eq(rr_get(&ring, P.owners, (uint32_t)live, &in), SHEAF_ID_NONE);
 	ck_assert_uint_eq(rr_count(&ring), 0);
-	ck_assert_int_eq(rr_put(&depot, P.owners, s[0], (uint32_t)live, &in), 0);
-	ck_assert_int_eq(rr_put(&depot, P.owners, s[2], (uint32_t)live, &in), 0);
-	ck_assert_msg(pool_check(&P, -1, -1, &rep, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(rr_put(&ring, P.owners, s[0], (uint32_t)live, &in), 0);
+	ck_assert_int_eq(rr_put(&ring, P.owners, s[2], (uint32_t)live, &in), 0);
+	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
 }
 END_TEST
 
