@@ -614,6 +614,33 @@ static void *grab_thread(void *arg)
 	return NULL;
 }
 
+/* Stock cache @a's barn on node 0 (its churn, the worker's refill) until it
+ * holds @want full sheaves or 5 s pass; then the sheaves in its full ring's
+ * valid slots, at most @max of them, into @out.  Returns their number. */
+static unsigned barn_full_sheaves(sheaf_cache_t *a, uint32_t want,
+				  struct shm_sheaf **out, unsigned max)
+{
+	struct shm_pool *sp = &a->pool->shm;
+	struct ring_ref full = pool_full_ref(sp, a->id, 0);
+	int64_t t0 = now_ms();
+	unsigned n = 0;
+
+	churn(a, 10);
+	while (rr_count(&full) < want && now_ms() - t0 < 5000) {
+		node_ring_doorbell(sp, 0);
+		sleep_us(1000);
+	}
+	for (uint32_t i = 0; i <= full.mask && n < max; i++) {
+		uint64_t v = at_load_relaxed(&full.r->slots[i]);
+		uint32_t s = (uint32_t)v;
+
+		if (((uint32_t)(v >> 32) & full.mask) == 1 && s < sp->sheaf_count &&
+		    at_load_relaxed(&sp->owners[s]) == OWNER_RING(full.id))
+			out[n++] = &sp->sheaves[s];
+	}
+	return n;
+}
+
 /* The full sheaves of cache A's barn get offsets of cache B's objects (and
  * garbage): sheaf_alloc on A never returns them (it did on the base code). */
 START_TEST(barn_sheaf_foreign_offsets)
@@ -621,34 +648,22 @@ START_TEST(barn_sheaf_foreign_offsets)
 	sheaf_pool_t *p = mkpool(1);
 	sheaf_cache_t *a = mkcache(p, "a", 64, 32, 0), *b = mkcache(p, "b", 64, 32, 0);
 	struct shm_pool *sp = &p->shm;
-	struct ring_ref full = pool_full_ref(sp, a->id, 0);
+	struct shm_sheaf *shv[64];
 	void *bo[64];
 	uint64_t before = refusals();
-	int64_t t0 = now_ms();
-	unsigned scribbled = 0;
+	unsigned scribbled;
 	struct grab g = { a, 2000, 0 };
 	pthread_t t;
 
 	for (int i = 0; i < 64; i++)
 		ck_assert_ptr_nonnull(bo[i] = sheaf_alloc(b));
-	churn(a, 10);                          /* the barn fills */
-	while (rr_count(&full) < 2 && now_ms() - t0 < 5000) {
-		node_ring_doorbell(sp, 0);
-		sleep_us(1000);
-	}
-	for (uint32_t i = 0; i <= full.mask; i++) {
-		uint64_t v = at_load_relaxed(&full.r->slots[i]);
-		uint32_t s = (uint32_t)v;
-		struct shm_sheaf *sh;
+	scribbled = barn_full_sheaves(a, 2, shv, 64);
+	for (unsigned j = 0; j < scribbled; j++) {
+		struct shm_sheaf *sh = shv[j];
 
-		if (((uint32_t)(v >> 32) & full.mask) != 1 || s >= sp->sheaf_count ||
-		    at_load_relaxed(&sp->owners[s]) != OWNER_RING(full.id))
-			continue;
-		sh = &sp->sheaves[s];
 		for (uint32_t k = 0; k < sheaf_size(sh); k++)
 			sh->objs[k] = k % 3 == 0 ? (uint64_t)((char *)bo[k % 64] - sp->base) :
 				      k % 3 == 1 ? 0xdeadbeefull : sp->data_off + 8;
-		scribbled++;
 	}
 	ck_assert_uint_gt(scribbled, 0);
 	ck_assert_int_eq(pthread_create(&t, NULL, grab_thread, &g), 0);
@@ -672,34 +687,23 @@ START_TEST(barn_sheaf_one_bad_offset)
 	sheaf_pool_t *p = mkpool(1);
 	sheaf_cache_t *a = mkcache(p, "a", 64, 32, 0), *b = mkcache(p, "b", 64, 32, 0);
 	struct shm_pool *sp = &p->shm;
-	struct ring_ref full = pool_full_ref(sp, a->id, 0);
+	struct shm_sheaf *shv[64];
 	void *bo = sheaf_alloc(b);
 	uint64_t before, kinds[6];
-	int64_t t0 = now_ms();
-	unsigned scribbled = 0;
+	unsigned scribbled = 0, got;
 	struct grab g = { a, 2000, 0 };
 	pthread_t t;
 
 	ck_assert_ptr_nonnull(bo);
 	at_store_relaxed(&a->sc->barn_low, 8);
 	at_store_relaxed(&a->sc->barn_high, 8);
-	churn(a, 10);
-	while (rr_count(&full) < 8 && now_ms() - t0 < 5000) {
-		node_ring_doorbell(sp, 0);
-		sleep_us(1000);
-	}
-	ck_assert_uint_ge(rr_count(&full), 4);
+	got = barn_full_sheaves(a, 8, shv, 64);
+	ck_assert_uint_ge(got, 4);
 	before = refusals();
-	for (uint32_t i = 0; i <= full.mask; i++) {
-		uint64_t v = at_load_relaxed(&full.r->slots[i]);
-		uint32_t s = (uint32_t)v, n, k;
-		struct shm_sheaf *sh;
+	for (unsigned j = 0; j < got; j++) {
+		struct shm_sheaf *sh = shv[j];
+		uint32_t n = sheaf_size(sh), k;
 
-		if (((uint32_t)(v >> 32) & full.mask) != 1 || s >= sp->sheaf_count ||
-		    at_load_relaxed(&sp->owners[s]) != OWNER_RING(full.id))
-			continue;
-		sh = &sp->sheaves[s];
-		n = sheaf_size(sh);
 		if (n == 0)
 			continue;
 		k = (scribbled * 5 + 1) % n;
