@@ -128,6 +128,18 @@ void node_ring_doorbell(struct shm_pool *p, uint32_t node)
 		futex_wake(&nd->doorbell, 1);
 }
 
+/* How long a waiter spins before it sleeps on supply. */
+#define BARN_SPIN_NS 50000
+
+static inline void barn_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 		     int64_t timeout_ns)
 {
@@ -138,6 +150,13 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 
 	at_fetch_add_seqcst(&b->waiters, 1);
 	node_ring_doorbell(p, node);
+	/* First a short spin (BARN_SPIN_NS): a worker awake publishes within
+	 * it, and a waiter asleep would wait for a wake-up of its own too
+	 * (tens of microseconds on a VM: W6).  seq_cst: as below. */
+	for (int64_t spin_end = clock_ns() + BARN_SPIN_NS;
+	     at_load_seqcst(&b->supply) == seq && clock_ns() < spin_end; )
+		for (int k = 0; k < 32; k++)
+			barn_pause();
 	/* seq_cst: pairs with the seq_cst bump of supply in barn_publish
 	 * (a release, so the waiter sees starved and the rings as of that
 	 * pass), and with the seq_cst waiters++ above orders against

@@ -34,6 +34,9 @@ struct engine {
 	struct shm_lane *worker_lane[SHEAF_MAX_NODES];
 	pthread_t worker[SHEAF_MAX_NODES];
 	uint32_t nworkers;
+	/* Each node's worker alone: its last pass served a waiting client
+	 * (engine_worker.c: only then does it stay awake a while). */
+	uint8_t served_waiter[SHEAF_MAX_NODES];
 	_Atomic int stop;                  /* seq_cst: asks the workers to exit */
 	uint32_t *ids;                     /* under ctl_lock: sheaf id buffer */
 	struct grace *grace;               /* deferred frees (grace.h) */

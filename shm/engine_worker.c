@@ -222,6 +222,8 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	work += flushed < regular ? flushed : regular;
 	if (waiters || starved || work || flushed)
 		barn_publish(p, c, n, starved);
+	if (waiters && work)
+		e->served_waiter[n] = 1;
 	return work;
 }
 
@@ -254,6 +256,16 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
  */
 #define IDLE_RINGS_MAX 64u
 #define IDLE_PAUSE_NS  1000000L
+#define WORKER_SPIN_NS 100000
+
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
 
 static void *worker_main(void *arg)
 {
@@ -264,6 +276,7 @@ static void *worker_main(void *arg)
 	struct shm_node *nd = &p->node[node];
 	struct ring_intent *in = &e->worker_lane[node]->intent;
 	uint32_t idle = 0;
+	int worked = 0;
 
 	free(wa);
 	if (!p->hdr->simulated && p->nodes > 1)
@@ -276,9 +289,29 @@ static void *worker_main(void *arg)
 		 * bumps the doorbell (a worker about to sleep sees one). */
 		if (at_load_seqcst(&e->stop))
 			break;
+		e->served_waiter[node] = 0;
 		if (engine_node_pass(e, node, in) != 0) {
 			idle = 0;
+			worked |= e->served_waiter[node];
 			continue;
+		}
+		/* After passes that did work for a client that waited (a
+		 * miss), stay awake WORKER_SPIN_NS: that client often misses
+		 * again soon, and waking a sleeping worker costs tens of
+		 * microseconds on a VM (W6's tail).  Routine stocking buys no
+		 * spin (a one-way flow keeps the worker stocking now and then:
+		 * a spinning worker would take the CPU its clients need), nor
+		 * does a doorbell rung for nothing. */
+		if (worked) {
+			int64_t end = clock_ns() + WORKER_SPIN_NS;
+
+			worked = 0;
+			while (at_load_acquire(&nd->doorbell) == bell && clock_ns() < end &&
+			       !at_load_relaxed(&e->stop))
+				for (int k = 0; k < 32; k++)
+					spin_pause();
+			if (at_load_acquire(&nd->doorbell) != bell)
+				continue;
 		}
 		at_store_seqcst(&nd->sleeping, 1);          /* Dekker pair, above */
 		if (at_load_seqcst(&nd->doorbell) == bell && !at_load_seqcst(&e->stop)) {
