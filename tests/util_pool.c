@@ -3,8 +3,11 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "client/internal.h"
+#include "shm/slab.h"
 #include "tests/util_pool.h"
 
 sheaf_pool_t *pool_new(const struct sheaf_pool_config *cfg)
@@ -59,4 +62,32 @@ void require_pool_ok(sheaf_pool_t *p)
 	int rc = sheaf_pool_check(p, err, sizeof(err));
 
 	ck_assert_msg(rc == 0, "pool check: %s", err);
+}
+
+sheaf_pool_t *pool_small(unsigned nodes)
+{
+	struct sheaf_pool_config cfg = { .nodes = nodes, .size = 64ull << 20,
+					  .sheaf_count = 1024, .wait_ms = 100 };
+
+	return pool_new(&cfg);
+}
+
+void churn_checked(sheaf_cache_t *c, unsigned n)
+{
+	struct shm_pool *sp = &c->pool->shm;
+	void **o = calloc(n, sizeof(*o));
+	unsigned got = 0;
+
+	ck_assert_ptr_nonnull(o);
+	for (unsigned i = 0; i < n; i++) {
+		o[i] = sheaf_alloc(c);
+		if (o[i] == NULL)
+			break;
+		ck_assert_int_eq(slab_validate(sp, c->id, (uint64_t)((char *)o[i] - sp->base)), 0);
+		got++;
+	}
+	ck_assert_uint_gt(got, 0);
+	for (unsigned i = 0; i < got; i++)
+		ck_assert_int_eq(sheaf_free(c, o[i]), 0);
+	free(o);
 }

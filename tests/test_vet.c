@@ -1,0 +1,247 @@
+/*
+ * test_vet.c - a client's check of the full sheaves it takes from a barn
+ * (client/vet.c, docs/design.md 9.2): whatever a peer wrote into a sheaf's
+ * offsets, sheaf_alloc returns only objects of its own cache's slabs.  A
+ * barn's sheaves get another cache's objects and junk; one bad offset of
+ * each kind lands in each lane of the four-at-a-time test; and that test
+ * runs side by side with the scalar one over random mixtures.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "client/sheaf.h"
+#include "client/internal.h"
+#include "client/vet.h"
+#include "shm/barn.h"
+#include "shm/slab.h"
+#include "shm/untrusted.h"
+#include "tests/util_check.h"
+#include "tests/util_pool.h"
+#include "tests/util_proc.h"
+
+/* Offsets the clients of this process refused so far (every kind). */
+static uint64_t refusals(void)
+{
+	return untrusted_total();
+}
+
+struct grab {
+	sheaf_cache_t *c;
+	unsigned n, bad;
+};
+
+/* In a fresh thread (no sheaf of its own yet): @n allocs, each checked. */
+static void *grab_thread(void *arg)
+{
+	struct grab *g = arg;
+	struct shm_pool *sp = &g->c->pool->shm;
+
+	for (unsigned i = 0; i < g->n; i++) {
+		void *o = sheaf_alloc(g->c);
+
+		if (o == NULL)
+			break;
+		if (slab_validate(sp, g->c->id, (uint64_t)((char *)o - sp->base)) != 0)
+			g->bad++;
+	}
+	return NULL;
+}
+
+/* Stock cache @a's barn on node 0 (its churn, the worker's refill) until it
+ * holds @want full sheaves or 5 s pass; then the sheaves in its full ring's
+ * valid slots, at most @max of them, into @out.  Returns their number. */
+static unsigned barn_full_sheaves(sheaf_cache_t *a, uint32_t want,
+				  struct shm_sheaf **out, unsigned max)
+{
+	struct shm_pool *sp = &a->pool->shm;
+	struct ring_ref full = pool_full_ref(sp, a->id, 0);
+	int64_t t0 = now_ms();
+	unsigned n = 0;
+
+	churn_checked(a, 10);
+	while (rr_count(&full) < want && now_ms() - t0 < 5000) {
+		node_ring_doorbell(sp, 0);
+		sleep_us(1000);
+	}
+	for (uint32_t i = 0; i <= full.mask && n < max; i++) {
+		uint64_t v = at_load_relaxed(&full.r->slots[i]);
+		uint32_t s = (uint32_t)v;
+
+		if (((uint32_t)(v >> 32) & full.mask) == 1 && s < sp->sheaf_count &&
+		    at_load_relaxed(&sp->owners[s]) == OWNER_RING(full.id))
+			out[n++] = &sp->sheaves[s];
+	}
+	return n;
+}
+
+/* The full sheaves of cache A's barn get offsets of cache B's objects (and
+ * garbage): sheaf_alloc on A never returns them (it did on the base code). */
+START_TEST(barn_sheaf_foreign_offsets)
+{
+	sheaf_pool_t *p = pool_small(1);
+	sheaf_cache_t *a = mkcache(p, "a", 64, 32, 0), *b = mkcache(p, "b", 64, 32, 0);
+	struct shm_pool *sp = &p->shm;
+	struct shm_sheaf *shv[64];
+	void *bo[64];
+	uint64_t before = refusals();
+	unsigned scribbled;
+	struct grab g = { a, 2000, 0 };
+	pthread_t t;
+
+	for (int i = 0; i < 64; i++)
+		ck_assert_ptr_nonnull(bo[i] = sheaf_alloc(b));
+	scribbled = barn_full_sheaves(a, 2, shv, 64);
+	for (unsigned j = 0; j < scribbled; j++) {
+		struct shm_sheaf *sh = shv[j];
+
+		for (uint32_t k = 0; k < sheaf_size(sh); k++)
+			sh->objs[k] = k % 3 == 0 ? (uint64_t)((char *)bo[k % 64] - sp->base) :
+				      k % 3 == 1 ? 0xdeadbeefull : sp->data_off + 8;
+	}
+	ck_assert_uint_gt(scribbled, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, grab_thread, &g), 0);
+	pthread_join(t, NULL);
+	ck_assert_msg(g.bad == 0, "%u objects of another cache or nowhere returned", g.bad);
+	ck_assert_uint_gt(refusals(), before);
+	printf("barn scribble: %u sheaves, %llu refusals\n", scribbled,
+	       (unsigned long long)(refusals() - before));
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(sheaf_free(b, bo[i]), 0);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* One bad offset in each full sheaf of A's barn, at a different place in
+ * each (every lane of vet.c's four-at-a-time test) and of a different kind
+ * each: inside one of A's objects, B's object, before the data, past it,
+ * huge, a frame nobody owns.  Each is dropped, the rest served. */
+START_TEST(barn_sheaf_one_bad_offset)
+{
+	sheaf_pool_t *p = pool_small(1);
+	sheaf_cache_t *a = mkcache(p, "a", 64, 32, 0), *b = mkcache(p, "b", 64, 32, 0);
+	struct shm_pool *sp = &p->shm;
+	struct shm_sheaf *shv[64];
+	void *bo = sheaf_alloc(b);
+	uint64_t before, kinds[6];
+	unsigned scribbled = 0, got;
+	struct grab g = { a, 2000, 0 };
+	pthread_t t;
+
+	ck_assert_ptr_nonnull(bo);
+	at_store_relaxed(&a->sc->barn_low, 8);
+	at_store_relaxed(&a->sc->barn_high, 8);
+	got = barn_full_sheaves(a, 8, shv, 64);
+	ck_assert_uint_ge(got, 4);
+	before = refusals();
+	for (unsigned j = 0; j < got; j++) {
+		struct shm_sheaf *sh = shv[j];
+		uint32_t n = sheaf_size(sh), k;
+
+		if (n == 0)
+			continue;
+		k = (scribbled * 5 + 1) % n;
+		kinds[0] = sh->objs[(k + 1) % n] + 8;                /* inside an object of A */
+		kinds[1] = (uint64_t)((char *)bo - sp->base);          /* B's */
+		kinds[2] = sp->data_off - 64;                          /* before the data */
+		kinds[3] = sp->data_off + sp->data_len;                /* just past it */
+		kinds[4] = 1ull << 63;
+		kinds[5] = sp->data_off + sp->data_len - SLAB_SIZE;   /* last frame: nobody's */
+		sh->objs[k] = kinds[scribbled % 6];
+		scribbled++;
+	}
+	ck_assert_uint_ge(scribbled, 4);
+	ck_assert_uint_ne(at_load_relaxed(&sp->frame_owner[sp->frames_total - 1]), a->id);
+	ck_assert_int_eq(pthread_create(&t, NULL, grab_thread, &g), 0);
+	pthread_join(t, NULL);
+	ck_assert_msg(g.bad == 0, "%u bad objects returned", g.bad);
+	ck_assert_uint_ge(refusals() - before, scribbled);
+	printf("one bad offset: %u sheaves, %llu refusals\n", scribbled,
+	       (unsigned long long)(refusals() - before));
+	ck_assert_int_eq(sheaf_free(b, bo), 0);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/* vet.c's four-at-a-time test against its scalar one (vet_test_compare,
+ * libsheaf-test.a), on offsets of every kind in random mixtures and
+ * lengths: valid objects of A from several slabs, B's, inside objects,
+ * before, past and far from the data, frame edges.  Without AVX2 the case
+ * says so and passes only when SHEAF_TEST_SKIP_OK=1 (util_check.h). */
+START_TEST(vet_avx2_matches_scalar)
+{
+	sheaf_pool_t *p = pool_small(1);
+	sheaf_cache_t *a = mkcache(p, "va", 48, 32, 0), *b = mkcache(p, "vb", 64, 32, 0);
+	struct shm_pool *sp = &p->shm;
+	enum { NA = 20000, NB = 64, ROUNDS = 20000 };
+	void **ao = malloc(NA * sizeof(*ao)), *bo[NB];
+	uint64_t objs[SHEAF_CAP_MAX], rng = 0x9e3779b97f4a7c15ull, valid_all = 0;
+
+	ck_assert_ptr_nonnull(ao);
+	ck_assert_ptr_nonnull(ao[0] = sheaf_alloc(a));
+	if (vet_test_compare(a, objs, 0) < 0) {
+		ck_assert_int_eq(sheaf_free(a, ao[0]), 0);
+		free(ao);
+		sheaf_pool_destroy(p);
+		SKIP("vet_avx2_matches_scalar: no AVX2 on this CPU");
+	}
+	for (int i = 1; i < NA; i++)           /* A spans several slab frames */
+		ck_assert_ptr_nonnull(ao[i] = sheaf_alloc(a));
+	for (int i = 0; i < NB; i++)
+		ck_assert_ptr_nonnull(bo[i] = sheaf_alloc(b));
+	for (int r = 0; r < ROUNDS; r++) {
+		uint32_t n = (uint32_t)(xorshift(&rng) % (SHEAF_CAP_MAX + 1));
+		/* Most rounds all valid (one bad entry at most): the case the
+		 * fast test must not get wrong either way. */
+		uint32_t bad_every = r % 4 == 0 ? 0 : r % 4 == 1 ? n + 1 : 7;
+
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t x = xorshift(&rng);
+			uint64_t aoff = (uint64_t)((char *)ao[x % NA] - sp->base);
+
+			objs[i] = aoff;
+			if (bad_every && (i % bad_every == 0 || (bad_every == n + 1 && i == x % (n ? n : 1))))
+				switch ((x >> 20) % 8) {
+				case 0: objs[i] = aoff + 1 + (x >> 40) % 47; break;
+				case 1: objs[i] = (uint64_t)((char *)bo[x % NB] - sp->base); break;
+				case 2: objs[i] = sp->data_off - 1 - (x >> 40) % 4096; break;
+				case 3: objs[i] = sp->data_off + sp->data_len + (x >> 40) % 4096; break;
+				case 4: objs[i] = x; break;
+				case 5: objs[i] = (aoff & ~(uint64_t)(SLAB_SIZE - 1)) + SLAB_SIZE - 8; break;
+				case 6: objs[i] = 1ull << (40 + (x >> 40) % 24); break;
+				default: objs[i] = aoff - sp->data_off; break;
+				}
+		}
+		ck_assert_msg(vet_test_compare(a, objs, n) == 1,
+			      "round %d: the tests disagree (n %u)", r, n);
+		valid_all += bad_every == 0;
+	}
+	ck_assert_uint_gt(valid_all, ROUNDS / 8);
+	for (int i = 0; i < NA; i++)
+		ck_assert_int_eq(sheaf_free(a, ao[i]), 0);
+	for (int i = 0; i < NB; i++)
+		ck_assert_int_eq(sheaf_free(b, bo[i]), 0);
+	free(ao);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+static Suite *vet_suite(void)
+{
+	Suite *s = suite_create("vet");
+	TCase *tc = tcase_create("vet");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, barn_sheaf_foreign_offsets);
+	tcase_add_test(tc, barn_sheaf_one_bad_offset);
+	tcase_add_test(tc, vet_avx2_matches_scalar);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return run_suite(vet_suite());
+}
