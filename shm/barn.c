@@ -131,15 +131,6 @@ void node_ring_doorbell(struct shm_pool *p, uint32_t node)
 /* How long a waiter spins before it sleeps on supply. */
 #define BARN_SPIN_NS 50000
 
-static inline void barn_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 		     int64_t timeout_ns)
 {
@@ -156,7 +147,7 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 	for (int64_t spin_end = clock_ns() + BARN_SPIN_NS;
 	     at_load_seqcst(&b->supply) == seq && clock_ns() < spin_end; )
 		for (int k = 0; k < 32; k++)
-			barn_pause();
+			spin_pause();
 	/* seq_cst: pairs with the seq_cst bump of supply in barn_publish
 	 * (a release, so the waiter sees starved and the rings as of that
 	 * pass), and with the seq_cst waiters++ above orders against

@@ -258,15 +258,6 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 #define IDLE_PAUSE_NS  1000000L
 #define WORKER_SPIN_NS 100000
 
-static inline void spin_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
-
 static void *worker_main(void *arg)
 {
 	struct worker_arg *wa = arg;

@@ -45,4 +45,14 @@ static inline int64_t clock_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* One step of a bounded spin-wait (the waits before a futex sleep). */
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 #endif

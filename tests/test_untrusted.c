@@ -461,6 +461,7 @@ START_TEST(stale_intent_races_live_put)
 	ck_assert_uint_eq(rr_count(&ring), 3);
 	ck_assert_msg(pool_check_cache(&P, (uint32_t)c, &rep, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_uint_eq(rep.in_use, 0);
+	ck_assert_uint_eq(rep.ring_holes, 1);        /* s[1]'s stale slot */
 	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
 	/* Gets skip the stale slot: s[0], s[2], then nothing. */
 	ck_assert_uint_eq(rr_get(&ring, P.owners, (uint32_t)live, &in), s[0]);
