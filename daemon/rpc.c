@@ -10,7 +10,9 @@
  * and Check itself is answered later through rpc_check_reply.
  *
  * The handle_* functions each answer one request body into a struct reply
- * whose every allocation is in its arena (arena.h).
+ * whose every allocation is in its arena (rpc_reply.h); the name
+ * directory's and the shared queues' handlers are in rpc_names.c and
+ * rpc_queues.c.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -21,6 +23,7 @@
 #include "arena.h"
 #include "daemon.h"
 #include "log.h"
+#include "rpc_reply.h"
 #include "proto/sheaf.pb-c.h"
 #include "shm/barn.h"
 #include "shm/check.h"
@@ -32,44 +35,6 @@
 #include "shm/stats.h"
 #include "shm/tune.h"
 #include "shm/untrusted.h"
-
-struct reply {
-	Sheaf__V1__Response r;
-	struct arena a;
-	char err[256];
-	int pass_fds[FRAME_MAX_FDS];
-	unsigned npass;
-	int close_after;
-	int later;                   /* rpc_out.later */
-	int deferred;                /* rpc_out.deferred */
-};
-
-static void fail(struct reply *rp, Sheaf__V1__Status st, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void fail(struct reply *rp, Sheaf__V1__Status st, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(rp->err, sizeof(rp->err), fmt, ap);
-	va_end(ap);
-	rp->r.status = st;
-	rp->r.error = rp->err;
-	rp->r.body_case = SHEAF__V1__RESPONSE__BODY__NOT_SET;
-}
-
-static Sheaf__V1__Status status_of(int rc)
-{
-	switch (rc) {
-	case -EEXIST: return SHEAF__V1__STATUS__STATUS_EXISTS;
-	case -ENOENT: return SHEAF__V1__STATUS__STATUS_NOT_FOUND;
-	case -ENOSPC: case -EUSERS: case -ENOMEM: return SHEAF__V1__STATUS__STATUS_NO_SPACE;
-	case -EBUSY: return SHEAF__V1__STATUS__STATUS_BUSY;
-	case -EINVAL: return SHEAF__V1__STATUS__STATUS_BAD_REQUEST;
-	default: return SHEAF__V1__STATUS__STATUS_INTERNAL;
-	}
-}
 
 static Sheaf__V1__Layout *layout_of(struct daemon *d, struct arena *a)
 {
@@ -109,6 +74,30 @@ static Sheaf__V1__CacheInfo *cache_info(struct daemon *d, struct arena *a, uint3
 	return ci->name != NULL ? ci : NULL;
 }
 
+void rpc_fail(struct reply *rp, Sheaf__V1__Status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rp->err, sizeof(rp->err), fmt, ap);
+	va_end(ap);
+	rp->r.status = st;
+	rp->r.error = rp->err;
+	rp->r.body_case = SHEAF__V1__RESPONSE__BODY__NOT_SET;
+}
+
+Sheaf__V1__Status rpc_status(int rc)
+{
+	switch (rc) {
+	case -EEXIST: return SHEAF__V1__STATUS__STATUS_EXISTS;
+	case -ENOENT: return SHEAF__V1__STATUS__STATUS_NOT_FOUND;
+	case -ENOSPC: case -EUSERS: case -ENOMEM: return SHEAF__V1__STATUS__STATUS_NO_SPACE;
+	case -EBUSY: return SHEAF__V1__STATUS__STATUS_BUSY;
+	case -EINVAL: return SHEAF__V1__STATUS__STATUS_BAD_REQUEST;
+	default: return SHEAF__V1__STATUS__STATUS_INTERNAL;
+	}
+}
+
 /* ---- handlers ----------------------------------------------------------- */
 
 static void handle_attach(struct daemon *d, struct conn_info *peer,
@@ -123,7 +112,7 @@ static void handle_attach(struct daemon *d, struct conn_info *peer,
 		log_warn("pid %d: attach with protocol version %u refused (this daemon "
 			 "speaks %u): closing", (int)peer->pid, rq->protocol_version,
 			 SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
-		fail(rp, SHEAF__V1__STATUS__STATUS_UNSUPPORTED,
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_UNSUPPORTED,
 		     "protocol version %u not supported (this daemon speaks %u)",
 		     rq->protocol_version,
 		     SHEAF__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
@@ -131,19 +120,19 @@ static void handle_attach(struct daemon *d, struct conn_info *peer,
 		return;
 	}
 	if (peer->client >= 0) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "already attached as client %d",
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "already attached as client %d",
 		     peer->client);
 		return;
 	}
 	id = rq->resume ? daemon_resume(d, peer, rq->client_id, err, sizeof(err))
 			: daemon_attach(d, peer, rq->name, err, sizeof(err));
 	if (id < 0) {
-		fail(rp, status_of(id), "%s", err);
+		rpc_fail(rp, rpc_status(id), "%s", err);
 		return;
 	}
 	ar = ARENA_NEW(&rp->a, Sheaf__V1__AttachResponse, SHEAF__V1__ATTACH_RESPONSE__INIT);
 	if (ar == NULL || (ar->layout = layout_of(d, &rp->a)) == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	ar->client_id = (uint32_t)id;
@@ -168,7 +157,7 @@ static void handle_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateRe
 	int id = engine_cache_create(&d->engine, rq->name, &cp, err, sizeof(err));
 
 	if (id < 0) {
-		fail(rp, status_of(id), "%s", err);
+		rpc_fail(rp, rpc_status(id), "%s", err);
 		return;
 	}
 	log_info("cache '%s' created: id %d, object size %u", rq->name, id,
@@ -176,7 +165,7 @@ static void handle_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateRe
 	daemon_status(d);
 	cr = ARENA_NEW(&rp->a, Sheaf__V1__CacheCreateResponse, SHEAF__V1__CACHE_CREATE_RESPONSE__INIT);
 	if (cr == NULL || (cr->cache = cache_info(d, &rp->a, (uint32_t)id)) == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CACHE_CREATE;
@@ -190,12 +179,12 @@ static void handle_cache_open(struct daemon *d, const Sheaf__V1__CacheOpenReques
 	int id = pool_cache_find(&d->pool, rq->name);
 
 	if (id < 0) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->name);
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->name);
 		return;
 	}
 	cr = ARENA_NEW(&rp->a, Sheaf__V1__CacheOpenResponse, SHEAF__V1__CACHE_OPEN_RESPONSE__INIT);
 	if (cr == NULL || (cr->cache = cache_info(d, &rp->a, (uint32_t)id)) == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_CACHE_OPEN;
@@ -221,7 +210,7 @@ static void handle_cache_list(struct daemon *d, struct reply *rp)
 	rp->r.cache_list = lr;
 	return;
 oom:
-	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+	rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
 static void handle_cache_destroy(struct daemon *d, const Sheaf__V1__CacheDestroyRequest *rq,
@@ -231,12 +220,12 @@ static void handle_cache_destroy(struct daemon *d, const Sheaf__V1__CacheDestroy
 	int id = pool_cache_find(&d->pool, rq->name), rc;
 
 	if (id < 0) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->name);
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", rq->name);
 		return;
 	}
 	rc = engine_cache_destroy(&d->engine, (uint32_t)id, err, sizeof(err));
 	if (rc != 0) {
-		fail(rp, status_of(rc), "%s", err);
+		rpc_fail(rp, rpc_status(rc), "%s", err);
 		return;
 	}
 	log_info("cache '%s' destroyed", rq->name);
@@ -245,7 +234,7 @@ static void handle_cache_destroy(struct daemon *d, const Sheaf__V1__CacheDestroy
 	rp->r.cache_destroy = ARENA_NEW(&rp->a, Sheaf__V1__CacheDestroyResponse,
 				  SHEAF__V1__CACHE_DESTROY_RESPONSE__INIT);
 	if (rp->r.cache_destroy == NULL)
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
 /* Cache @c's numbers on node @n (stats_cache_node), as a NodeStats. */
@@ -288,12 +277,9 @@ static int cache_scope(struct daemon *d, const char *name, int *cache, struct re
 	*cache = pool_cache_find(&d->pool, name);
 	if (*cache >= 0)
 		return 0;
-	fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", name);
+	rpc_fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no cache named '%s'", name);
 	return -1;
 }
-
-static int queue_infos(struct daemon *d, struct arena *a, Sheaf__V1__QueueInfo ***out,
-		       size_t *n);
 
 static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, struct reply *rp)
 {
@@ -331,13 +317,13 @@ static void handle_stats(struct daemon *d, const Sheaf__V1__StatsRequest *rq, st
 		cs->bytes_in_use = cs->in_use * p->caches[c].obj_size;
 		sr->caches[sr->n_caches++] = cs;
 	}
-	if (only < 0 && queue_infos(d, &rp->a, &sr->queues, &sr->n_queues) != 0)
+	if (only < 0 && rpc_queue_infos(d, &rp->a, &sr->queues, &sr->n_queues) != 0)
 		goto oom;
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_STATS;
 	rp->r.stats = sr;
 	return;
 oom:
-	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+	rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
 /* DaemonInfo's grace-period fields (shm/grace.h): counters from the
@@ -374,116 +360,13 @@ static int daemon_info_grace(struct daemon *d, struct arena *a,
 	return 0;
 }
 
-/* ---- shared queues (issue 10) ---- */
-
-/* Queue @id's descriptor and numbers (its shared words read as untrusted,
- * queue_read_stats). */
-static Sheaf__V1__QueueInfo *queue_info(struct daemon *d, struct arena *a, uint32_t id)
-{
-	const struct shm_queue *qd = &d->pool.queues[id];
-	Sheaf__V1__QueueInfo *qi = ARENA_NEW(a, Sheaf__V1__QueueInfo, SHEAF__V1__QUEUE_INFO__INIT);
-	struct queue_ref q;
-	struct queue_stats st;
-
-	if (qi == NULL)
-		return NULL;
-	q = queue_ref_of(&d->pool, qd);
-	queue_read_stats(&q, &st);
-	qi->id = id;
-	qi->name = arena_strdup(a, qd->name);
-	qi->capacity = qd->capacity;
-	qi->generation = at_load_relaxed(&qd->generation);
-	qi->depth = st.depth;
-	qi->enqueued = st.enqueued;
-	qi->dequeued = st.dequeued;
-	qi->dequeue_waits = st.deq_waits;
-	qi->enqueue_waits = st.enq_waits;
-	qi->dropped = st.dropped;
-	qi->created_at = qd->created_at;
-	return qi->name != NULL ? qi : NULL;
-}
-
-/* Every LIVE queue into *@out (arena array), their count in *@n: 0 or -1. */
-static int queue_infos(struct daemon *d, struct arena *a, Sheaf__V1__QueueInfo ***out, size_t *n)
-{
-	*n = 0;
-	if ((*out = arena_alloc(a, SHEAF_MAX_QUEUES * sizeof(void *))) == NULL)
-		return -1;
-	for (uint32_t i = 0; i < SHEAF_MAX_QUEUES; i++) {
-		if (at_load_acquire(&d->pool.queues[i].state) != QUEUE_LIVE)
-			continue;
-		if (((*out)[(*n)++] = queue_info(d, a, i)) == NULL)
-			return -1;
-	}
-	return 0;
-}
-
-static void handle_queue_create(struct daemon *d, const Sheaf__V1__QueueCreateRequest *rq,
-				struct reply *rp)
-{
-	Sheaf__V1__QueueCreateResponse *cr;
-	char err[160];
-	int id = engine_queue_create(&d->engine, rq->name, rq->capacity, rq->flags, err,
-				     sizeof(err));
-
-	if (id < 0) {
-		fail(rp, status_of(id), "%s", err);
-		return;
-	}
-	log_info("queue '%s' created: id %d, capacity %u", rq->name, id,
-		 d->pool.queues[id].capacity);
-	cr = ARENA_NEW(&rp->a, Sheaf__V1__QueueCreateResponse, SHEAF__V1__QUEUE_CREATE_RESPONSE__INIT);
-	if (cr == NULL || (cr->queue = queue_info(d, &rp->a, (uint32_t)id)) == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
-		return;
-	}
-	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_QUEUE_CREATE;
-	rp->r.queue_create = cr;
-}
-
-static void handle_queue_destroy(struct daemon *d, const Sheaf__V1__QueueDestroyRequest *rq,
-				 struct reply *rp)
-{
-	char err[160];
-	int id = pool_queue_find(&d->pool, rq->name), rc;
-
-	if (id < 0) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_NOT_FOUND, "no queue named '%s'", rq->name);
-		return;
-	}
-	rc = engine_queue_destroy(&d->engine, (uint32_t)id, err, sizeof(err));
-	if (rc != 0) {
-		fail(rp, status_of(rc), "%s", err);
-		return;
-	}
-	log_info("queue '%s' destroyed", rq->name);
-	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_QUEUE_DESTROY;
-	rp->r.queue_destroy = ARENA_NEW(&rp->a, Sheaf__V1__QueueDestroyResponse,
-					SHEAF__V1__QUEUE_DESTROY_RESPONSE__INIT);
-	if (rp->r.queue_destroy == NULL)
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
-}
-
-static void handle_queue_list(struct daemon *d, struct reply *rp)
-{
-	Sheaf__V1__QueueListResponse *lr = ARENA_NEW(&rp->a, Sheaf__V1__QueueListResponse,
-						     SHEAF__V1__QUEUE_LIST_RESPONSE__INIT);
-
-	if (lr == NULL || queue_infos(d, &rp->a, &lr->queues, &lr->n_queues) != 0) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
-		return;
-	}
-	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_QUEUE_LIST;
-	rp->r.queue_list = lr;
-}
-
 static void handle_daemon_info(struct daemon *d, struct reply *rp)
 {
 	Sheaf__V1__DaemonInfoResponse *di = ARENA_NEW(&rp->a, Sheaf__V1__DaemonInfoResponse,
 						SHEAF__V1__DAEMON_INFO_RESPONSE__INIT);
 
 	if (di == NULL || (di->layout = layout_of(d, &rp->a)) == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	di->version = (char *)SHEAF_VERSION;
@@ -496,7 +379,7 @@ static void handle_daemon_info(struct daemon *d, struct reply *rp)
 	di->clients = daemon_live_clients(d);
 	di->max_frame = d->cfg.max_frame;
 	if (daemon_info_grace(d, &rp->a, di) != 0) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_DAEMON_INFO;
@@ -512,7 +395,7 @@ static void fill_check(struct daemon *d, int cache, int rc, const struct check_r
 	int64_t counted = 0;
 
 	if (cr == NULL || (cr->problem = arena_strdup(&rp->a, err)) == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	for (uint32_t c = 0, used = pool_caches_used(&d->pool); c < used; c++)
@@ -565,7 +448,7 @@ static void handle_shrink(struct daemon *d, const Sheaf__V1__ShrinkRequest *rq, 
 	n = engine_shrink(&d->engine, cache, 1);
 	sr = ARENA_NEW(&rp->a, Sheaf__V1__ShrinkResponse, SHEAF__V1__SHRINK_RESPONSE__INIT);
 	if (sr == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	sr->slabs_released = (uint32_t)n;
@@ -587,7 +470,7 @@ static void handle_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, stru
 		return;
 	set = arena_alloc(&rp->a, (rq->n_settings + 1) * sizeof(*set));
 	if (set == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	for (size_t i = 0; i < rq->n_settings; i++) {
@@ -596,7 +479,7 @@ static void handle_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, stru
 	}
 	rc = tune_check(p, cache, set, rq->n_settings, err, sizeof(err));
 	if (rc != 0) {
-		fail(rp, status_of(rc), "%s", err);
+		rpc_fail(rp, rpc_status(rc), "%s", err);
 		return;
 	}
 	for (size_t i = 0; i < rq->n_settings; i++) {
@@ -609,7 +492,7 @@ static void handle_tune(struct daemon *d, const Sheaf__V1__TuneRequest *rq, stru
 		node_ring_doorbell(p, n);
 	tr = ARENA_NEW(&rp->a, Sheaf__V1__TuneResponse, SHEAF__V1__TUNE_RESPONSE__INIT);
 	if (tr == NULL || (cache >= 0 && (tr->cache = cache_info(d, &rp->a, (uint32_t)cache)) == NULL)) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	tr->mem_cap = at_load_relaxed(&p->hdr->mem_cap);
@@ -715,89 +598,7 @@ static void handle_clients(struct daemon *d, struct reply *rp)
 	rp->r.clients = cr;
 	return;
 oom:
-	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
-}
-
-/* ---- the name directory (shm/names.h) --------------------------------- */
-
-static Sheaf__V1__NameInfo *name_info(struct daemon *d, struct arena *a,
-				      const struct name_rec *r)
-{
-	Sheaf__V1__NameInfo *ni = ARENA_NEW(a, Sheaf__V1__NameInfo, SHEAF__V1__NAME_INFO__INIT);
-
-	if (ni == NULL || (ni->name = arena_strdup(a, r->name)) == NULL ||
-	    (ni->cache = arena_strdup(a, d->pool.caches[r->cache].name)) == NULL)
-		return NULL;
-	ni->offset = r->off;
-	ni->cache_id = r->cache;
-	ni->cache_generation = r->cache_gen;
-	ni->object_size = d->pool.caches[r->cache].obj_size;
-	ni->created_at = r->created_at;
-	return ni;
-}
-
-static Sheaf__V1__Status name_status(int rc)
-{
-	return rc == -ENAMETOOLONG ? SHEAF__V1__STATUS__STATUS_BAD_REQUEST : status_of(rc);
-}
-
-static void handle_name_set(struct daemon *d, const Sheaf__V1__NameSetRequest *rq,
-			    struct reply *rp)
-{
-	Sheaf__V1__NameSetResponse *nr;
-	struct name_rec r;
-	char err[160];
-	int rc = engine_name_set(&d->engine, rq->name, rq->offset, err, sizeof(err));
-
-	if (rc != 0) {
-		fail(rp, name_status(rc), "%s", err);
-		return;
-	}
-	nr = ARENA_NEW(&rp->a, Sheaf__V1__NameSetResponse, SHEAF__V1__NAME_SET_RESPONSE__INIT);
-	if (nr == NULL || names_lookup(&d->pool, rq->name, &r) != 0 ||
-	    (nr->name = name_info(d, &rp->a, &r)) == NULL) {
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
-		return;
-	}
-	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_NAME_SET;
-	rp->r.name_set = nr;
-}
-
-static void handle_name_del(struct daemon *d, const Sheaf__V1__NameDelRequest *rq,
-			    struct reply *rp)
-{
-	char err[160];
-	int rc = engine_name_del(&d->engine, rq->name, err, sizeof(err));
-
-	if (rc != 0) {
-		fail(rp, name_status(rc), "%s", err);
-		return;
-	}
-	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_NAME_DEL;
-	rp->r.name_del = ARENA_NEW(&rp->a, Sheaf__V1__NameDelResponse,
-				   SHEAF__V1__NAME_DEL_RESPONSE__INIT);
-	if (rp->r.name_del == NULL)
-		fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
-}
-
-static void handle_name_list(struct daemon *d, struct reply *rp)
-{
-	Sheaf__V1__NameListResponse *lr = ARENA_NEW(&rp->a, Sheaf__V1__NameListResponse,
-						    SHEAF__V1__NAME_LIST_RESPONSE__INIT);
-	struct name_rec r;
-
-	if (lr == NULL ||
-	    (lr->names = arena_alloc(&rp->a, SHEAF_DIR_ENTRIES * sizeof(void *))) == NULL)
-		goto oom;
-	for (uint32_t i = 0; i < SHEAF_DIR_ENTRIES; i++)
-		if (names_read(&d->pool, i, &r) &&
-		    (lr->names[lr->n_names++] = name_info(d, &rp->a, &r)) == NULL)
-			goto oom;
-	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_NAME_LIST;
-	rp->r.name_list = lr;
-	return;
-oom:
-	fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+	rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
@@ -859,7 +660,7 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 		d->n.bad_frames++;
 		log_warn("client pid %d: request %llu has unknown field %d", (int)peer->pid,
 			 (unsigned long long)rq->id, tag);
-		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST,
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST,
 		     "unknown field %d (newer client?)", tag);
 		return;
 	}
@@ -879,17 +680,17 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 	case SHEAF__V1__REQUEST__BODY_SHRINK: handle_shrink(d, rq->shrink, rp); break;
 	case SHEAF__V1__REQUEST__BODY_TUNE: handle_tune(d, rq->tune, rp); break;
 	case SHEAF__V1__REQUEST__BODY_CLIENTS: handle_clients(d, rp); break;
-	case SHEAF__V1__REQUEST__BODY_NAME_SET: handle_name_set(d, rq->name_set, rp); break;
-	case SHEAF__V1__REQUEST__BODY_NAME_DEL: handle_name_del(d, rq->name_del, rp); break;
-	case SHEAF__V1__REQUEST__BODY_NAME_LIST: handle_name_list(d, rp); break;
-	case SHEAF__V1__REQUEST__BODY_QUEUE_CREATE: handle_queue_create(d, rq->queue_create, rp); break;
-	case SHEAF__V1__REQUEST__BODY_QUEUE_DESTROY: handle_queue_destroy(d, rq->queue_destroy, rp); break;
-	case SHEAF__V1__REQUEST__BODY_QUEUE_LIST: handle_queue_list(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_NAME_SET: rpc_name_set(d, rq->name_set, rp); break;
+	case SHEAF__V1__REQUEST__BODY_NAME_DEL: rpc_name_del(d, rq->name_del, rp); break;
+	case SHEAF__V1__REQUEST__BODY_NAME_LIST: rpc_name_list(d, rp); break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_CREATE: rpc_queue_create(d, rq->queue_create, rp); break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_DESTROY: rpc_queue_destroy(d, rq->queue_destroy, rp); break;
+	case SHEAF__V1__REQUEST__BODY_QUEUE_LIST: rpc_queue_list(d, rp); break;
 	default:
 		d->n.bad_frames++;
 		log_warn("client pid %d: request %llu has no known body", (int)peer->pid,
 			 (unsigned long long)rq->id);
-		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "request has no known body");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "request has no known body");
 		break;
 	}
 }
@@ -928,7 +729,7 @@ int rpc_handle(struct daemon *d, struct conn_info *peer, const uint8_t *buf,
 	if (rq == NULL) {
 		d->n.bad_frames++;
 		log_warn("client pid %d: unparsable request (%zu bytes)", (int)peer->pid, len);
-		fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "unparsable request");
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "unparsable request");
 	} else {
 		rp->r.id = rq->id;
 		dispatch(d, peer, rq, rp);
