@@ -88,10 +88,19 @@ int rr_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
 	at_store_relaxed(&in->sheaf, sheaf);
 	at_store_relaxed(&in->op, RING_OP_PUT);
 	STOP(RS_PUT_INTENT);
-	/* [R1] release: publishes the sheaf's contents (written by its owner
-	 * @me); pairs with [A3], the consumer's owner CAS in ring_get, and
-	 * with the repair's acquire of owners[] (ring_repair_intent). */
-	at_store_release(&owners[sheaf], mine);
+	/* [R1] release CAS from @me: publishes the sheaf's contents (written
+	 * by its owner @me); pairs with [A3], the consumer's owner CAS in
+	 * ring_get, and with the repair's acquire of owners[]
+	 * (ring_repair_intent).  A CAS, not a store: owners[] is client-
+	 * writable, and a sheaf whose entry no longer names @me was passed on
+	 * meanwhile (a peer moved the entry, a rebuild or the depot claimed
+	 * it) and is someone else's now; the caller forgets it (0, as when a
+	 * repair took it) and never takes it back into a ring of its own. */
+	uint32_t held = me;
+	if (unlikely(!at_cas_release(&owners[sheaf], &held, mine))) {
+		intent_clear(in);
+		return 0;
+	}
 	STOP(RS_PUT_OWNER);
 	for (uint32_t step = 0;; step++) {
 		uint32_t p = at_load_relaxed(&r->tail);   /* a hint: relaxed */

@@ -138,7 +138,8 @@ void ring_init(struct shm_ring *r, uint32_t id, uint32_t slots,
 /*
  * Put sheaf @sheaf, owned by @me (owners[sheaf] == @me), into @rr.
  * Returns 0: the sheaf is in the ring (or, if a repair took it meanwhile,
- * no longer the caller's: either way the caller must forget it).
+ * or its owner entry no longer named @me at the call, no longer the
+ * caller's: either way the caller must forget it).
  * Returns -ENOBUFS: the ring is full, or too broken to take it within
  * ring_steps_max steps; the sheaf is still the caller's.
  */

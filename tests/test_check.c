@@ -488,6 +488,8 @@ START_TEST(test_sheaf_in_two_slots)
 {
 	struct shm_ring *r = pool_full_ring(&P, C, 0);
 
+	/* Its entry as if the engine held it (a put is a CAS from it). */
+	at_store_relaxed(&P.owners[S1], OWNER_ENGINE);
 	ck_assert_int_eq(ring_put(r, P.owners, S1, OWNER_ENGINE, &IN), 0);
 	ck_assert_uint_eq(ring_count(r), 2);
 	expect_broken("sheaf in two ring slots", IN_USE, "two ring slots");

@@ -511,8 +511,10 @@ START_TEST(test_repair_put_slot_never_written)
 	struct ring_intent in;
 	int rc = 0;
 
-	/* Died after marking the sheaf "in ring" but before the slot CAS. */
+	/* Died after marking the sheaf "in ring" but before the slot CAS
+	 * (its own sheaf: a put is a CAS from the putter's entry). */
 	intent_zero(&in);
+	atomic_store(&owners[2], OW_DEAD);
 	ck_assert(put_dying(r, owners, 2, OW_DEAD, &in, RS_PUT_OWNER, 1, &rc));
 	ck_assert_uint_eq(own(owners, 2), OWNER_RING(2));
 	ck_assert(!ring_holds(r, 2));

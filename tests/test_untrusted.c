@@ -474,6 +474,57 @@ START_TEST(stale_intent_races_live_put)
 }
 END_TEST
 
+/*
+ * A client holds a full sheaf; a peer moves its owner entry (to the
+ * depot, as a hostile client can: owners[] is client-writable) and the
+ * pool passes the sheaf on to another client meanwhile.  The first
+ * client's put of "its" sheaf must leave the entry alone and the ring
+ * untouched: an owner store there took the sheaf back from its new holder
+ * into the putter's ring (two holders of one sheaf; test_hostile lost a
+ * good cache's full sheaf into a ring of another cache that way).
+ */
+START_TEST(put_of_a_moved_sheaf_takes_nothing)
+{
+	int c = bare_cache("moved", 64);
+	int a = client_attach(&P, 999994, 0, "a");
+	int b = client_attach(&P, 999993, 0, "b");
+	struct ring_ref depot = pool_depot_ref(&P), ring = pool_full_ref(&P, (uint32_t)c, 0);
+	struct ring_intent in = { 0 };
+	struct check_report rep;
+	char err[256] = "";
+	struct shm_sheaf *sh;
+	uint32_t s, exp;
+
+	ck_assert_int_ge(a, 0);
+	ck_assert_int_ge(b, 0);
+	s = rr_get(&depot, P.owners, (uint32_t)a, &in);
+	ck_assert_uint_ne(s, SHEAF_ID_NONE);
+	sh = pool_sheaf(&P, s);
+	sh->cache = (uint16_t)c;
+	sh->node = 0;
+	sh->capacity = 16;
+	ck_assert_uint_eq(slab_alloc_objs(&P, (uint32_t)c, 0, sh->objs, 16, 0), 16);
+	sheaf_set_size(sh, 16);
+	/* The peer's write, then b takes the sheaf by CAS as a consumer
+	 * would (here: as the depot's next get would). */
+	at_store_relaxed(&P.owners[s], OWNER_RING(RING_DEPOT));
+	exp = OWNER_RING(RING_DEPOT);
+	ck_assert(at_cas_relaxed(&P.owners[s], &exp, (uint32_t)b));
+	/* a forgets it (0, as when a repair took it) and takes nothing. */
+	ck_assert_int_eq(rr_put(&ring, P.owners, s, (uint32_t)a, &in), 0);
+	ck_assert_uint_eq(at_load_relaxed(&P.owners[s]), (uint32_t)b);
+	ck_assert_uint_eq(rr_count(&ring), 0);
+	ck_assert_uint_eq(at_load_relaxed(&in.op), RING_OP_NONE);
+	/* b holds it, with its 16 objects: the walk counts them as b's. */
+	ck_assert_msg(pool_check_cache(&P, (uint32_t)c, &rep, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(rep.in_use, 0);
+	/* And b's own put works. */
+	ck_assert_int_eq(rr_put(&ring, P.owners, s, (uint32_t)b, &in), 0);
+	ck_assert_uint_eq(rr_count(&ring), 1);
+	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
+}
+END_TEST
+
 /* A sheaf capacity over SHEAF_CAP_MAX in the descriptor (engine-owned,
  * but it was writable through the memfd): a refill wrote objs[capacity]
  * past the sheaf (neighbours overwritten on the base code). */
@@ -807,6 +858,7 @@ int main(void)
 	tcase_add_test(bare, repair_intent_bounded_by_pool);
 	tcase_add_test(bare, repair_stale_intent_scribbled_size);
 	tcase_add_test(bare, stale_intent_races_live_put);
+	tcase_add_test(bare, put_of_a_moved_sheaf_takes_nothing);
 	tcase_add_test(bare, adopt_quarantines_bad_descriptors);
 	tcase_add_test(bare, adopt_spoiled_shared_part);
 	suite_add_tcase(s, bare);
