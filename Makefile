@@ -134,7 +134,13 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(BUILD)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $
 	ar rcs $@ $^
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_EXTRA) $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
+
+# A test program's own extra objects (TEST_EXTRA, empty for the others):
+# test_hostile's hostile client (tests/hostile_client.c).
+HOSTILE_OBJ := $(BUILD)/tests/hostile_client.o
+$(BUILD)/tests/test_hostile: $(HOSTILE_OBJ)
+$(BUILD)/tests/test_hostile: TEST_EXTRA := $(HOSTILE_OBJ)
 
 $(SCALE_BENCH): $(BUILD)/tests/bench/scale/walks.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)

@@ -1,10 +1,11 @@
 /*
- * util_slab.h - what the slab tests (test_slab, test_slab_stress) share: a
- * pool made with pool_create and an engine initialised on it but never
- * started (no worker threads), caches made with engine_cache_create, and
- * helpers that call slab_alloc_objs / slab_free_objs on region offsets and
- * check the result.  Every test runs between slab_setup and slab_teardown
- * (a checked fixture); failures go through REQUIRE and ck_assert.
+ * util_slab.h - what the slab tests (test_slab, test_slab_refuse,
+ * test_slab_stress) share: a pool made with pool_create and an engine
+ * initialised on it but never started (no worker threads), caches made
+ * with engine_cache_create, and helpers that call slab_alloc_objs /
+ * slab_free_objs on region offsets and check the result.  Every test runs
+ * between slab_setup and slab_teardown (a checked fixture); failures go
+ * through REQUIRE and ck_assert.
  */
 #ifndef SHEAF_TESTS_UTIL_SLAB_H
 #define SHEAF_TESTS_UTIL_SLAB_H
