@@ -109,6 +109,8 @@ $(BUILD)/test-hooks/%.o: %.c | $(PROTO_GEN)
 
 # Test programs see the hooks' declarations (shm/ring.h).
 $(BUILD)/tests/test_%.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
+# So does the ring crash harness (its children stop through ring_stop_hook).
+$(BUILD)/tests/util_ring_crash.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
 
 $(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)

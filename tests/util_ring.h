@@ -1,8 +1,9 @@
 /*
  * util_ring.h - white-box helpers of the ring tests (test_ring,
- * test_ring_stress, test_ring_crash): a ring and an owner table in private
- * memory, a look at the slots through the encoding documented in
- * shm/ring.h, and the names of the test-hook stop points (enum ring_step).
+ * test_ring_repair, test_ring_stress, test_ring_crash): a ring and an owner
+ * table in private memory, a look at the slots through the encoding
+ * documented in shm/ring.h, and the names of the test-hook stop points
+ * (enum ring_step).
  * Header-only; the allocations fail the test (ck_assert) when they fail.
  */
 #ifndef SHEAF_TESTS_UTIL_RING_H
