@@ -110,7 +110,7 @@ $(BUILD)/test-hooks/%.o: %.c | $(PROTO_GEN)
 # Test programs see the hooks' declarations (shm/ring.h).
 $(BUILD)/tests/test_%.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
 # So does the ring crash harness (its children stop through ring_stop_hook).
-$(BUILD)/tests/util_ring_crash.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
+$(BUILD)/tests/ring_crash_harness.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
 
 $(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)
@@ -138,11 +138,16 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(BUILD)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_EXTRA) $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
 
-# A test program's own extra objects (TEST_EXTRA, empty for the others):
-# test_hostile's hostile client (tests/hostile_client.c).
+# A test program's own extra objects (TEST_EXTRA, empty for the others),
+# linked into that program only: test_hostile's hostile client
+# (tests/hostile_client.c).
 HOSTILE_OBJ := $(BUILD)/tests/hostile_client.o
 $(BUILD)/tests/test_hostile: $(HOSTILE_OBJ)
 $(BUILD)/tests/test_hostile: TEST_EXTRA := $(HOSTILE_OBJ)
+# test_ring_crash's kill-point harness (tests/ring_crash_harness.c).
+RING_CRASH_OBJ := $(BUILD)/tests/ring_crash_harness.o
+$(BUILD)/tests/test_ring_crash: $(RING_CRASH_OBJ)
+$(BUILD)/tests/test_ring_crash: TEST_EXTRA := $(RING_CRASH_OBJ)
 
 $(SCALE_BENCH): $(BUILD)/tests/bench/scale/walks.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
@@ -245,7 +250,7 @@ clean:
 	rm -rf build build-address build-thread build-debug build-address-debug build-thread-debug \
 		build-fuzz
 
-.SECONDARY: $(TEST_UTIL)
+.SECONDARY: $(TEST_UTIL) $(HOSTILE_OBJ) $(RING_CRASH_OBJ)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

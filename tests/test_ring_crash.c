@@ -2,7 +2,7 @@
  * test_ring_crash.c - crash repair of the sheaf ring with real processes:
  * the test cases.  The harness they share (the world in a shared mapping,
  * the children, the repair, the census and the verdict) is in
- * util_ring_crash.c; the single-step machinery of the last case is here.
+ * ring_crash_harness.c; the single-step machinery of the last case is here.
  *
  * Two rings (ids 0 and 1), the owner table of 64 sheaves and one intent
  * record per child live in a MAP_SHARED|MAP_ANONYMOUS mapping.  Forked
@@ -40,7 +40,7 @@
 #include "tests/util_check.h"
 #include "tests/util_proc.h"       /* sleep_us */
 #include "tests/util_ring.h"
-#include "tests/util_ring_crash.h"
+#include "tests/ring_crash_harness.h"
 
 static uint64_t rng_state;
 

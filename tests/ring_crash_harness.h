@@ -1,17 +1,18 @@
 /*
- * util_ring_crash.h - the kill-point harness of test_ring_crash: a world
+ * ring_crash_harness.h - the kill-point harness of test_ring_crash: a world
  * of two rings (ids 0 and 1), an owner table of NSHEAVES sheaves and one
  * intent record per child in a MAP_SHARED|MAP_ANONYMOUS mapping; forked
  * children (owner CHILD_ID(i)) that move sheaves between the rings forever
  * and stop themselves at a chosen stop point; the parent's repair after a
  * death (ring_reclaim, then the put-back into ring 0); the census of the
  * quiescent rings; and the verdict, which collects violations by kind and
- * reports them at the end of a test.  Only test_ring_crash.c includes it;
- * util_ring_crash.c (built with -DSHEAF_TEST_HOOKS) holds the code.  The
+ * reports them at the end of a test.  Only test_ring_crash.c includes it
+ * (and links it: Makefile, TEST_EXTRA);
+ * ring_crash_harness.c (built with -DSHEAF_TEST_HOOKS) holds the code.  The
  * calls fail the test (ck_assert) when a system call fails.
  */
-#ifndef SHEAF_TESTS_UTIL_RING_CRASH_H
-#define SHEAF_TESTS_UTIL_RING_CRASH_H
+#ifndef SHEAF_TESTS_RING_CRASH_HARNESS_H
+#define SHEAF_TESTS_RING_CRASH_HARNESS_H
 
 #include <stdatomic.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /*
- * util_ring_crash.c - the kill-point harness of test_ring_crash (declared,
- * with what each call does, in util_ring_crash.h): the shared world, the
+ * ring_crash_harness.c - the kill-point harness of test_ring_crash (declared,
+ * with what each call does, in ring_crash_harness.h): the shared world, the
  * verdict, the census of the quiescent rings, the repair after a death and
  * the children that move sheaves until they are stopped or killed.  Built
  * with -DSHEAF_TEST_HOOKS (the Makefile): the children stop themselves
@@ -22,7 +22,7 @@
 #include "shm/ring.h"
 #include "tests/util_proc.h"       /* sleep_us */
 #include "tests/util_ring.h"
-#include "tests/util_ring_crash.h"
+#include "tests/ring_crash_harness.h"
 
 int san;                          /* SHEAF_SAN set: scale down */
 _Atomic uint64_t *kills_total;    /* shared by all test processes */
