@@ -1,7 +1,8 @@
 /*
  * bench.h - the pieces shared by sheafbench's source files (sheafbench.c:
- * options, output, the single-process workloads; xproc.c: the workloads that
- * fork processes, w3p and --procs N; miss.c: w6; mpool.c: the mutex pool).
+ * options, contenders, output, main; inproc.c: the single-process workloads
+ * w1, w2, w3; xproc.c: the workloads that fork processes, w3p and --procs N;
+ * miss.c: w6; sizes.c: w8p, w8b; mpool.c: the mutex pool).
  *
  * The hot path (obj_alloc / obj_free) is static inline here so that every
  * workload loop gets its own copy per contender family, with no dispatch
@@ -97,16 +98,20 @@ void die(const char *fmt, ...)
 void die_alloc_failed(const struct contender *c)
 	__attribute__((noreturn, cold));
 void check_refused_frees(const struct contender *c, uint64_t refused);
-void pin_self(int cpu);
-int pick_cpus(int *cpu, int n);
 void contender_open(struct contender *c, const struct options *o);
 void contender_close(struct contender *c);
-struct result run_w1(const struct contender *c, uint64_t pairs);
-struct result run_w2(const struct contender *c, size_t batch,
-		     uint64_t target_ops);
 void sheaf_stats_or_die(const struct contender *c, struct sheaf_stats *st);
 void sheaf_check_or_die(const struct contender *c, const char *when);
 void stats_delta(struct sheaf_stats *after, const struct sheaf_stats *before);
+
+/* ---- inproc.c ---------------------------------------------------------- */
+
+void pin_self(int cpu);
+int pick_cpus(int *cpu, int n);
+struct result run_w1(const struct contender *c, uint64_t pairs);
+struct result run_w2(const struct contender *c, size_t batch,
+		     uint64_t target_ops);
+struct result run_w3(const struct contender *c, uint64_t objects);
 
 /* ---- xproc.c ----------------------------------------------------------- */
 
