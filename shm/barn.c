@@ -4,6 +4,7 @@
  * pool's, never the ring header's.
  */
 #include <limits.h>
+#include <sched.h>
 #include "barn.h"
 #include "futex.h"
 #include "untrusted.h"
@@ -117,15 +118,17 @@ void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *
 	sheaf_set_size(pool_sheaf(p, s), 0);
 	put_or_depot(p, &rr, s, me, in);
 }
-void node_ring_doorbell(struct shm_pool *p, uint32_t node)
+int node_ring_doorbell(struct shm_pool *p, uint32_t node)
 {
 	struct shm_node *nd = &p->node[node];
 
 	at_fetch_add_seqcst(&nd->doorbell, 1);
 	/* seq_cst: the Dekker pair with worker_main's seq_cst store of
 	 * sleeping and load of the doorbell (one side sees the other). */
-	if (at_load_seqcst(&nd->sleeping))
-		futex_wake(&nd->doorbell, 1);
+	if (!at_load_seqcst(&nd->sleeping))
+		return 0;
+	futex_wake(&nd->doorbell, 1);
+	return 1;
 }
 
 /* How long a waiter spins before it sleeps on supply. */
@@ -139,15 +142,26 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 	int64_t end = clock_ns() + timeout_ns;
 	int rc = 0;
 
+	int woke;
+
+	/* Where this waiter runs, for the worker (stock_refill): a hint,
+	 * racing other waiters' is harmless. */
+	at_store_relaxed(&b->waiter_cpu, (uint32_t)(sched_getcpu() + 1));
 	at_fetch_add_seqcst(&b->waiters, 1);
-	node_ring_doorbell(p, node);
+	woke = node_ring_doorbell(p, node);
 	/* First a short spin (BARN_SPIN_NS): a worker awake publishes within
 	 * it, and a waiter asleep would wait for a wake-up of its own too
-	 * (tens of microseconds on a VM: W6).  seq_cst: as below. */
+	 * (tens of microseconds on a VM: W6).  A worker this call woke may
+	 * have been queued on this very CPU, where the spin would keep it
+	 * from running: until it runs (sleeping still set), each turn of
+	 * the spin yields.  seq_cst: as below. */
 	for (int64_t spin_end = clock_ns() + BARN_SPIN_NS;
-	     at_load_seqcst(&b->supply) == seq && clock_ns() < spin_end; )
+	     at_load_seqcst(&b->supply) == seq && clock_ns() < spin_end; ) {
 		for (int k = 0; k < 32; k++)
 			spin_pause();
+		if (woke && at_load_relaxed(&p->node[node].sleeping))
+			sched_yield();
+	}
 	/* seq_cst: pairs with the seq_cst bump of supply in barn_publish
 	 * (a release, so the waiter sees starved and the rings as of that
 	 * pass), and with the seq_cst waiters++ above orders against

@@ -63,8 +63,9 @@ void barn_put_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 /* Put an empty sheaf back into the depot. */
 void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *in);
 
-/* Ring @node's doorbell (wakes its worker only if it sleeps). */
-void node_ring_doorbell(struct shm_pool *p, uint32_t node);
+/* Ring @node's doorbell (wakes its worker only if it sleeps): 1 when it
+ * woke the worker, else 0. */
+int node_ring_doorbell(struct shm_pool *p, uint32_t node);
 
 /*
  * Wait for the engine's next verdict on a barn: returns 0 after a pass of

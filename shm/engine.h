@@ -35,8 +35,13 @@ struct engine {
 	pthread_t worker[SHEAF_MAX_NODES];
 	uint32_t nworkers;
 	/* Each node's worker alone: its last pass served a waiting client
-	 * (engine_worker.c: only then does it stay awake a while). */
+	 * (engine_worker.c: only then does it stay awake a while), and one
+	 * of them waited on the worker's own CPU (then it does not). */
 	uint8_t served_waiter[SHEAF_MAX_NODES];
+	uint8_t served_here[SHEAF_MAX_NODES];
+	/* Each node's worker: odd while it is in a pass (engine_shrink waits
+	 * for a pass that may hold a sheaf it took from a barn). */
+	_Atomic uint32_t pass_seq[SHEAF_MAX_NODES];
 	_Atomic int stop;                  /* seq_cst: asks the workers to exit */
 	uint32_t *ids;                     /* under ctl_lock: sheaf id buffer */
 	struct grace *grace;               /* deferred frees (grace.h) */

@@ -18,6 +18,7 @@
  */
 #include <time.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +502,22 @@ static uint64_t do_shrink_cache_node(struct shm_pool *p, uint32_t c, uint32_t n,
 	return at_load_relaxed(freed) - before;
 }
 
+/*
+ * Wait for each worker's pass in progress, if any, to end: a sheaf it took
+ * from a barn to flush (over barn_limit) meanwhile is in the slabs, and
+ * counted, when Shrink returns.  Bounded: a pass is (engine_worker.c), and
+ * takes no engine lock.  A worker that starts a new pass is not waited for.
+ */
+static void wait_worker_passes(struct engine *e)
+{
+	for (uint32_t n = 0; n < e->nworkers; n++) {
+		uint32_t s = at_load_acquire(&e->pass_seq[n]);
+
+		while ((s & 1) && at_load_acquire(&e->pass_seq[n]) == s)
+			sched_yield();
+	}
+}
+
 int engine_shrink(struct engine *e, int cache, int keep_min)
 {
 	struct shm_pool *p = e->pool;
@@ -518,6 +535,7 @@ int engine_shrink(struct engine *e, int cache, int keep_min)
 	}
 	if (cache < 0)              /* sheaves are the pool's, not a cache's */
 		do_release_idle_sheaves(e, in);
+	wait_worker_passes(e);
 	lock_release(&e->ctl_lock);
 	return (int)released;
 }

@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <numa.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +58,28 @@ static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
 }
 
 /*
+ * Publish barn (@c, @n) for its waiters.  If the last one to wait did on
+ * this worker's CPU (a hint clients write: only compared), note it: the
+ * worker must then not spin after the pass, which would keep that client
+ * off its CPU (worker_main).
+ */
+static void serve_waiters(struct engine *e, uint32_t c, uint32_t n)
+{
+	struct shm_pool *p = e->pool;
+
+	barn_publish(p, c, n, 0);
+	e->served_waiter[n] = 1;
+	if (ut_barn_waiter_on(pool_barn(p, c, n), sched_getcpu()))
+		e->served_here[n] = 1;
+}
+
+/*
  * Refill up to @want empty sheaves into barn (@c, @n) and put them in its
- * full ring; the first one wakes the barn's waiters when @waiters.  Returns
- * the sheaves refilled; *@starved is set when none could be.
+ * full ring.  Each sheaf put while a client waits on the barn wakes it
+ * (@waiters at the start of the pass, then the barn's count read again
+ * after each sheaf: a client that came to wait during the pass is not left
+ * waiting for its end).  Returns the sheaves refilled; *@starved is set
+ * when none could be.
  *
  * The objects are taken into private memory first: if the full ring
  * refuses the sheaf (scribbled: a ring that can hold every sheaf of the
@@ -108,10 +128,12 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 			break;
 		}
 		engine_stat_add(p, c, n, ST_SHEAF_REFILL, 1);
-		/* A client waits on this barn: wake it at the first sheaf,
-		 * before stocking the rest (miss latency). */
-		if (work++ == 0 && waiters)
-			barn_publish(p, c, n, 0);
+		work++;
+		/* A client waits on this barn: wake it now, before stocking
+		 * the rest (miss latency). */
+		if (waiters || ut_barn_waiters(pool_barn(p, c, n)))
+			serve_waiters(e, c, n);
+		waiters = 0;
 	}
 	return work;
 }
@@ -267,7 +289,8 @@ static void *worker_main(void *arg)
 	struct shm_node *nd = &p->node[node];
 	struct ring_intent *in = &e->worker_lane[node]->intent;
 	uint32_t idle = 0;
-	int worked = 0;
+	int64_t awake_until = 0;        /* stay awake until then (see below) */
+	uint32_t work;
 
 	free(wa);
 	if (!p->hdr->simulated && p->nodes > 1)
@@ -281,26 +304,38 @@ static void *worker_main(void *arg)
 		if (at_load_seqcst(&e->stop))
 			break;
 		e->served_waiter[node] = 0;
-		if (engine_node_pass(e, node, in) != 0) {
+		e->served_here[node] = 0;
+		/* Odd during the pass.  seq_cst read-modify-writes (acquire
+		 * and release): the pass's work is seen by an engine_shrink
+		 * that loads the even value after it (acquire). */
+		at_fetch_add_seqcst(&e->pass_seq[node], 1);
+		work = engine_node_pass(e, node, in);
+		at_fetch_add_seqcst(&e->pass_seq[node], 1);
+		if (work != 0) {
 			idle = 0;
-			worked |= e->served_waiter[node];
+			if (e->served_here[node])
+				awake_until = 0;
+			else if (e->served_waiter[node])
+				awake_until = clock_ns() + WORKER_SPIN_NS;
 			continue;
 		}
-		/* After passes that did work for a client that waited (a
-		 * miss), stay awake WORKER_SPIN_NS: that client often misses
+		/* For WORKER_SPIN_NS after a pass that did work for a client
+		 * that waited (a miss), stay awake: that client often misses
 		 * again soon, and waking a sleeping worker costs tens of
-		 * microseconds on a VM (W6's tail).  Routine stocking buys no
-		 * spin (a one-way flow keeps the worker stocking now and then:
-		 * a spinning worker would take the CPU its clients need), nor
-		 * does a doorbell rung for nothing. */
-		if (worked) {
-			int64_t end = clock_ns() + WORKER_SPIN_NS;
-
-			worked = 0;
-			while (at_load_acquire(&nd->doorbell) == bell && clock_ns() < end &&
-			       !at_load_relaxed(&e->stop))
+		 * microseconds on a VM (W6's tail).  The window runs from that
+		 * pass: passes in between (a Shrink's doorbell) do not end it,
+		 * and a doorbell rung for nothing does not extend it.  Routine
+		 * stocking buys no spin (a one-way flow keeps the worker
+		 * stocking now and then: a spinning worker would take the CPU
+		 * its clients need), nor does serving a client that waited on
+		 * this worker's own CPU (the spin would keep it from running). */
+		if (awake_until != 0) {
+			while (at_load_acquire(&nd->doorbell) == bell &&
+			       clock_ns() < awake_until && !at_load_relaxed(&e->stop))
 				for (int k = 0; k < 32; k++)
 					spin_pause();
+			if (clock_ns() >= awake_until)
+				awake_until = 0;
 			if (at_load_acquire(&nd->doorbell) != bell)
 				continue;
 		}

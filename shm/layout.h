@@ -388,7 +388,9 @@ struct shm_barn {
 	_Atomic uint32_t supply;     /* futex: engine bumps after stocking */
 	_Atomic uint32_t waiters;    /* clients sleeping on supply */
 	_Atomic uint32_t starved;    /* engine found nothing to refill with */
-	uint32_t pad;
+	_Atomic uint32_t waiter_cpu; /* the last waiter's CPU + 1, 0: none; a
+					hint the worker only compares with its
+					own (engine_worker.c: served_here) */
 	char pad1[SHEAF_CACHELINE - 16];
 };
 _Static_assert(sizeof(struct shm_barn) == SHEAF_CACHELINE, "barn size");

@@ -188,6 +188,14 @@ static inline uint32_t ut_barn_waiters(const struct shm_barn *b)
 	return SHEAF_MAX_LANES;
 }
 
+/* Whether the last client to wait on barn @b ran on CPU @cpu (clients
+ * write the hint: any value only makes the worker spin, or not, after
+ * serving it; engine_worker.c). */
+static inline int ut_barn_waiter_on(const struct shm_barn *b, int cpu)
+{
+	return at_load_relaxed((_Atomic uint32_t *)&b->waiter_cpu) == (uint32_t)cpu + 1;
+}
+
 /* Whether lane @l's client field names a live client slot: only then can
  * a thread be inside an operation through it.  A free lane, or one whose
  * client field a client overwrote (the repair of its client never finds
