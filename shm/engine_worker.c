@@ -278,7 +278,7 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
  */
 #define IDLE_RINGS_MAX 64u
 #define IDLE_PAUSE_NS  1000000L
-#define WORKER_SPIN_NS 100000
+#define WORKER_SPIN_NS 1000000
 
 static void *worker_main(void *arg)
 {
