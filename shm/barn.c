@@ -151,16 +151,23 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 	woke = node_ring_doorbell(p, node);
 	/* First a short spin (BARN_SPIN_NS): a worker awake publishes within
 	 * it, and a waiter asleep would wait for a wake-up of its own too
-	 * (tens of microseconds on a VM: W6).  A worker this call woke may
-	 * have been queued on this very CPU, where the spin would keep it
-	 * from running: until it runs (sleeping still set), each turn of
-	 * the spin yields.  seq_cst: as below. */
+	 * (tens of microseconds on a VM: W6).  But never on the worker's CPU,
+	 * where the spin would keep it from running: a worker this call woke
+	 * may have been queued here, so until it runs (sleeping still set)
+	 * each turn yields; once it runs on this CPU (its cpu hint), the
+	 * waiter sleeps at once.  seq_cst: as below. */
 	for (int64_t spin_end = clock_ns() + BARN_SPIN_NS;
 	     at_load_seqcst(&b->supply) == seq && clock_ns() < spin_end; ) {
+		struct shm_node *nd = &p->node[node];
+
 		for (int k = 0; k < 32; k++)
 			spin_pause();
-		if (woke && at_load_relaxed(&p->node[node].sleeping))
-			sched_yield();
+		if (at_load_relaxed(&nd->sleeping)) {
+			if (woke)
+				sched_yield();
+		} else if (at_load_relaxed(&nd->cpu) == (uint32_t)sched_getcpu() + 1) {
+			break;
+		}
 	}
 	/* seq_cst: pairs with the seq_cst bump of supply in barn_publish
 	 * (a release, so the waiter sees starved and the rings as of that

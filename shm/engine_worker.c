@@ -59,9 +59,10 @@ static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
 
 /*
  * Publish barn (@c, @n) for its waiters.  If the last one to wait did on
- * this worker's CPU (a hint clients write: only compared), note it: the
- * worker must then not spin after the pass, which would keep that client
- * off its CPU (worker_main).
+ * this worker's CPU (a hint clients write: only compared), it cannot run
+ * while the worker does: yield to it now, before stocking the rest, and
+ * note it, so that the worker does not spin after the pass either
+ * (worker_main).
  */
 static void serve_waiters(struct engine *e, uint32_t c, uint32_t n)
 {
@@ -69,8 +70,10 @@ static void serve_waiters(struct engine *e, uint32_t c, uint32_t n)
 
 	barn_publish(p, c, n, 0);
 	e->served_waiter[n] = 1;
-	if (ut_barn_waiter_on(pool_barn(p, c, n), sched_getcpu()))
+	if (ut_barn_waiter_on(pool_barn(p, c, n), sched_getcpu())) {
 		e->served_here[n] = 1;
+		sched_yield();
+	}
 }
 
 /*
@@ -309,6 +312,7 @@ static void *worker_main(void *arg)
 		 * and release): the pass's work is seen by an engine_shrink
 		 * that loads the even value after it (acquire). */
 		at_fetch_add_seqcst(&e->pass_seq[node], 1);
+		at_store_relaxed(&nd->cpu, (uint32_t)sched_getcpu() + 1);
 		work = engine_node_pass(e, node, in);
 		at_fetch_add_seqcst(&e->pass_seq[node], 1);
 		if (work != 0) {
@@ -331,9 +335,11 @@ static void *worker_main(void *arg)
 		 * this worker's own CPU (the spin would keep it from running). */
 		if (awake_until != 0) {
 			while (at_load_acquire(&nd->doorbell) == bell &&
-			       clock_ns() < awake_until && !at_load_relaxed(&e->stop))
+			       clock_ns() < awake_until && !at_load_relaxed(&e->stop)) {
 				for (int k = 0; k < 32; k++)
 					spin_pause();
+				at_store_relaxed(&nd->cpu, (uint32_t)sched_getcpu() + 1);
+			}
 			if (clock_ns() >= awake_until)
 				awake_until = 0;
 			if (at_load_acquire(&nd->doorbell) != bell)

@@ -399,7 +399,11 @@ struct shm_node {
 	_Atomic uint32_t doorbell;   /* futex: clients bump, worker waits */
 	char pad0[SHEAF_CACHELINE - 4];
 	_Atomic uint32_t sleeping;   /* worker is (about to be) in futex_wait */
-	char pad1[SHEAF_CACHELINE - 4];
+	_Atomic uint32_t cpu;        /* the CPU the worker last ran on, + 1
+					(0: not yet): a hint for waiters
+					(barn_wait_supply); sheafd never
+					reads it */
+	char pad1[SHEAF_CACHELINE - 8];
 };
 _Static_assert(sizeof(struct shm_node) == 2 * SHEAF_CACHELINE, "node size");
 
