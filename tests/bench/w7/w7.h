@@ -49,6 +49,7 @@
 #include <time.h>
 
 #define W7_SIZES     2
+#define W7_CAPACITY  256     /* sheaf caches: as the DPDK peer's POOL_CACHE */
 #define W7_BATCH_MAX 32
 #define W7_SPINS     128
 #define W7_PP_WARM   1000

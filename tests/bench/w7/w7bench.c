@@ -9,6 +9,9 @@
  *                      on a shared queue (1024 slots); the consumer
  *                      sheaf_dequeue()s, reads it whole, sheaf_free()s it.
  *                      Each process connects to sheafd on its own (--socket).
+ *                      The caches' sheaves hold W7_CAPACITY (256) objects
+ *                      at both sizes, the depth of the DPDK peer's
+ *                      per-lcore cache (sheaf's default for 1 KiB is 28).
  *                      The queues are SHEAF_QUEUE_SP | SHEAF_QUEUE_SC (one
  *                      producer, one consumer: the fastest correct mode, as
  *                      DPDK's rings here are RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -180,10 +183,13 @@ static int sheaf_side(int producer)
 	return 0;
 }
 
-/* Caches (kept: named by size, reused by later runs) and this run's two
+/* Caches (kept: named by size, reused by later runs; capacity
+ * W7_CAPACITY, set again on one an earlier run made) and this run's two
  * queues (destroyed at the end). */
 static void sheaf_setup(void)
 {
+	const struct sheaf_cache_config cfg = { .capacity = W7_CAPACITY };
+
 	char err[256], name[48];
 	sheaf_pool_t *p = sheaf_connect(sock, "w7", 0, err, sizeof(err));
 
@@ -193,8 +199,12 @@ static void sheaf_setup(void)
 	}
 	for (int s = 0; s < W7_SIZES; s++) {
 		cache_name(name, sizeof(name), s);
-		if (sheaf_cache_create_or_open(p, name, w7_size[s], NULL, NULL) == NULL)
+		sheaf_cache_t *k = sheaf_cache_create_or_open(p, name, w7_size[s], &cfg, NULL);
+
+		if (k == NULL)
 			die("sheaf_cache_create_or_open");
+		if (sheaf_cache_set_capacity(k, W7_CAPACITY) != 0)
+			die("sheaf_cache_set_capacity");
 	}
 	for (int d = 0; d < 2; d++) {
 		sheaf_queue_t *q;
