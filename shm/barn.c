@@ -140,9 +140,7 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 	struct shm_barn *b = pool_barn(p, cache, node);
 	uint32_t seq = at_load_acquire(&b->supply);
 	int64_t end = clock_ns() + timeout_ns;
-	int rc = 0;
-
-	int woke;
+	int rc = 0, woke;
 
 	/* Where this waiter runs, for the worker (stock_refill): a hint,
 	 * racing other waiters' is harmless. */

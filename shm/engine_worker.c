@@ -81,8 +81,9 @@ static void serve_waiters(struct engine *e, uint32_t c, uint32_t n)
  * full ring.  Each sheaf put while a client waits on the barn wakes it
  * (@waiters at the start of the pass, then the barn's count read again
  * after each sheaf: a client that came to wait during the pass is not left
- * waiting for its end).  Returns the sheaves refilled; *@starved is set
- * when none could be.
+ * waiting for its end; a count that stays up, a client's or a scribbled
+ * one, costs a wake-up per sheaf, bounded by the pass).  Returns the
+ * sheaves refilled; *@starved is set when none could be.
  *
  * The objects are taken into private memory first: if the full ring
  * refuses the sheaf (scribbled: a ring that can hold every sheaf of the

@@ -193,7 +193,8 @@ static inline uint32_t ut_barn_waiters(const struct shm_barn *b)
  * serving it; engine_worker.c). */
 static inline int ut_barn_waiter_on(const struct shm_barn *b, int cpu)
 {
-	return at_load_relaxed((_Atomic uint32_t *)&b->waiter_cpu) == (uint32_t)cpu + 1;
+	return cpu >= 0 &&
+	       at_load_relaxed((_Atomic uint32_t *)&b->waiter_cpu) == (uint32_t)cpu + 1;
 }
 
 /* Whether lane @l's client field names a live client slot: only then can
