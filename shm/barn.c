@@ -114,8 +114,16 @@ void barn_put_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *in)
 {
 	struct ring_ref rr = pool_depot_ref(p);
+	struct shm_sheaf *sh = pool_sheaf(p, s);
 
-	sheaf_set_size(pool_sheaf(p, s), 0);
+	/* A depot sheaf is blank.  Its flags too: a deferred sheaf a client
+	 * died with before its first push (size 0) comes here from the
+	 * repair, and a stale SHEAF_F_DEFERRED made its next holder's death
+	 * requeue that one's free objects as deferred frees, counted in
+	 * free_rcu_sheaf (test_rcu_table: in use by the walk N + k, by the
+	 * counters N). */
+	sheaf_set_size(sh, 0);
+	__atomic_store_n(&sh->flags, 0, __ATOMIC_RELAXED);
 	put_or_depot(p, &rr, s, me, in);
 }
 int node_ring_doorbell(struct shm_pool *p, uint32_t node)

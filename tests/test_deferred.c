@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "client/sheaf.h"
+#include "client/internal.h"
 #include "tests/util_check.h"
 #include "tests/util_daemon.h"
 #include "tests/util_pool.h"
@@ -248,7 +249,8 @@ END_TEST
 struct carg {
 	const char *sock;
 	int fd;                      /* write end: "ready" */
-	int what;                    /* 0: reader; 1: writer */
+	int what;                    /* 0: reader; 1: writer; 2: writer
+					dead before its first push */
 	sheaf_pool_t *inherited;     /* the parent's pool: released first */
 };
 
@@ -264,6 +266,29 @@ static int child_main(void *arg)
 	if (a->what == 0) {
 		if (sheaf_read_lock(p) != 0)
 			return 2;
+	} else if (a->what == 2) {
+		/* As if killed between taking a deferred sheaf and its first
+		 * push (client/deferred.c, deferred_slow_in): push one object
+		 * and take it off again (size 0; the object is this client's
+		 * leak, in use by the walk and by the counters alike). */
+		sheaf_cache_t *c = sheaf_cache_open(p, "w");
+		struct shm_pool *sp = &p->shm;
+		void *o = c != NULL ? sheaf_alloc(c) : NULL;
+		int found = 0;
+
+		if (o == NULL || sheaf_free_deferred(c, o) != 0)
+			return 3;
+		for (uint32_t s = 0; s < sp->sheaf_count; s++) {
+			struct shm_sheaf *sh = pool_sheaf(sp, s);
+
+			if (at_load_relaxed(&sp->owners[s]) == p->client &&
+			    (sh->flags & SHEAF_F_DEFERRED) && sheaf_size(sh) == 1) {
+				sheaf_set_size(sh, 0);
+				found++;
+			}
+		}
+		if (found != 1)
+			return 4;
 	} else {
 		sheaf_cache_t *c = sheaf_cache_open(p, "w");
 		if (c == NULL)
@@ -404,6 +429,56 @@ START_TEST(killed_writer_loses_nothing)
 }
 END_TEST
 
+/* A deferred sheaf its writer died with before the first push goes back
+ * blank: no stale SHEAF_F_DEFERRED, which made the next holder's death
+ * requeue that one's free objects as deferred frees (counted in
+ * free_rcu_sheaf: the counters then fell below the walk). */
+START_TEST(killed_writer_empty_deferred_sheaf)
+{
+	struct dmn d;
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+	struct shm_pool *sp;
+	char err[256];
+	uint32_t stale = 0;
+	pid_t w;
+	int64_t end;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	p = sheaf_connect(d.sock, "main", 0, err, sizeof(err));
+	ck_assert_msg(p != NULL, "connect: %s", err);
+	sp = &p->shm;
+	c = sheaf_cache_create(p, "w", 64, NULL);
+	ck_assert_ptr_nonnull(c);
+	w = start_child(&d, p, 2);
+	ck_assert_int_eq(kill(w, SIGKILL), 0);
+	waitpid(w, NULL, 0);
+	/* Repaired: the client's sheaves are all back (no sheaf owned by a
+	 * client any more: we hold none). */
+	end = now_ms() + 10000;
+	for (;;) {
+		uint32_t held = 0;
+
+		for (uint32_t s = 0; s < sp->sheaf_count; s++)
+			held += at_load_acquire(&sp->owners[s]) < sp->max_clients;
+		if (held == 0)
+			break;
+		ck_assert_msg(now_ms() < end, "%u sheaves still held by clients", held);
+		sleep_ms(10);
+	}
+	for (uint32_t s = 0; s < sp->sheaf_count; s++)
+		stale += (pool_sheaf(sp, s)->flags & SHEAF_F_DEFERRED) != 0;
+	ck_assert_msg(stale == 0, "%u sheaves left marked deferred", stale);
+	/* The writer's one object is its leak: in use, by both counts. */
+	ck_assert_uint_eq(stat_count(c, -1, "free_rcu_sheaf"), 0);
+	ck_assert_msg(sheaf_pool_check(p, err, sizeof(err)) == 0, "check: %s", err);
+	sheaf_disconnect(p);
+	dmn_stop(&d, 5000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("deferred");
@@ -415,5 +490,6 @@ int main(void)
 	ADD_ALONE(s, reader_holds_grace, 60);
 	ADD_ALONE(s, stopped_reader_reported, 60);
 	ADD_ALONE(s, killed_writer_loses_nothing, 60);
+	ADD_ALONE(s, killed_writer_empty_deferred_sheaf, 60);
 	return run_suite(s);
 }
