@@ -57,6 +57,19 @@ static inline void stat_inc(struct tcache *t, enum sheaf_stat s)
 	at_counter_add(&tstat(t)[s], 1);
 }
 
+/* A push or pop of the slow path and its count (shm/clients.h). */
+static void count_stage(struct tcache *t, struct shm_sheaf *s, uint32_t size,
+			enum sheaf_stat st)
+{
+	lane_count_stage(&t->cache->pool->shm, t->tp->lane, t->f->cache_id, st,
+			 sheaf_index(t, s), size);
+}
+
+static void count_commit(struct tcache *t)
+{
+	lane_count_commit(&t->cache->pool->shm, t->tp->lane);
+}
+
 static uint32_t cache_capacity(const struct tcache *t)
 {
 	return at_load_relaxed(&t->cache->sc->sheaf_capacity);
@@ -377,17 +390,25 @@ static int owned_free_fast(sheaf_cache_t *c, void *obj, int *rc)
 
 /* Take the object on top of @s (it holds one); debug caches mark it in use
  * first (see above), owned caches tag it ours first (shm/owner.h). */
-static void *take(struct tcache *t, struct shm_sheaf *s)
+static void *take(struct tcache *t, struct shm_sheaf *s, enum sheaf_stat st)
 {
+	uint32_t n = sheaf_size(s);
+	void *obj;
+
 	if (is_owned(t))
-		owner_alloc(tag_of(t, s->objs[sheaf_size(s) - 1]), me_of(t));
+		owner_alloc(tag_of(t, s->objs[n - 1]), me_of(t));
 	if (is_debug(t)) {
 		uint64_t bit;
-		_Atomic uint64_t *w = inuse_word(t, s->objs[sheaf_size(s) - 1], &bit);
+		_Atomic uint64_t *w = inuse_word(t, s->objs[n - 1], &bit);
 
 		at_fetch_or_acqrel(w, bit);
 	}
-	return t->f->base + sheaf_pop(s);
+	/* Counted in @st with the pop, exactly if the thread dies between
+	 * the two (shm/clients.h, lane_count_stage). */
+	count_stage(t, s, n - 1, st);
+	obj = t->f->base + sheaf_pop(s);
+	count_commit(t);
+	return obj;
 }
 
 /* Sheaves disabled: every alloc takes a sheaf from the barn and puts it back. */
@@ -398,7 +419,7 @@ static void *alloc_nosheaf(struct tcache *t)
 
 	if (s == NULL)
 		return NULL;
-	obj = take(t, s);
+	obj = take(t, s, ST_ALLOC_SLOWPATH);
 	put_sheaf(t, s);
 	return obj;
 }
@@ -409,15 +430,12 @@ static void *alloc_slow(struct tcache *t)
 	void *obj;
 
 	m = tmain(t);
-	if (sheaf_size(m) > 0) {                /* debug caches come here */
-		stat_inc(t, ST_ALLOC_FASTPATH);
-		return take(t, m);
-	}
+	if (sheaf_size(m) > 0)                  /* debug caches come here */
+		return take(t, m, ST_ALLOC_FASTPATH);
 	if (t->spare != NULL && sheaf_size(t->spare) > 0) {
 		tmain_set(t, t->spare);
 		t->spare = m == &sheaf_dummy ? NULL : m;
-		stat_inc(t, ST_ALLOC_FASTPATH);
-		return take(t, tmain(t));
+		return take(t, tmain(t), ST_ALLOC_FASTPATH);
 	}
 	if (cache_capacity(t) == 0) {
 		tcache_flush(t);                /* capacity tuned to 0 */
@@ -430,13 +448,10 @@ static void *alloc_slow(struct tcache *t)
 		}
 		retire_main(t, m, t->stash_empty, &t->nempty);
 		tmain_set(t, full);
-		obj = take(t, full);
+		obj = take(t, full, ST_ALLOC_SLOWPATH);
 	}
-	if (obj == NULL) {
+	if (obj == NULL)
 		stat_inc(t, ST_ALLOC_FAIL);
-		return NULL;
-	}
-	stat_inc(t, ST_ALLOC_SLOWPATH);
 	return obj;
 }
 
@@ -656,8 +671,16 @@ static int free_slow(struct tcache *t, void *obj)
 	/* Only a timeout waiting for the engine leaves no sheaf. */
 	if (s == NULL)
 		return -EAGAIN;
+	/* Counted with the push, exactly if the thread dies between the
+	 * two; a push taken back (a debug cache's double free) counts
+	 * nothing. */
+	count_stage(t, s, sheaf_size(s) + 1, fast ? ST_FREE_FASTPATH : ST_FREE_SLOWPATH);
 	sheaf_push(s, off);
 	rc = debug_commit_free(t, s, off);
+	if (rc == 0)
+		count_commit(t);
+	else
+		lane_count_drop(t->tp->lane);
 	if (is_owned(t))
 		owner_free_end(tag_of(t, off));
 	if (nosheaf)
@@ -666,7 +689,6 @@ static int free_slow(struct tcache *t, void *obj)
 		stat_inc(t, ST_FREE_INVALID);
 		return rc;
 	}
-	stat_inc(t, fast ? ST_FREE_FASTPATH : ST_FREE_SLOWPATH);
 	return 0;
 }
 

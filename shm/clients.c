@@ -221,11 +221,57 @@ void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
 	STEP(LF_FOLD_DONE);
 }
 
+void lane_count_stage(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
+		      uint32_t stat, uint32_t sheaf, uint32_t size)
+{
+	at_store_relaxed(&l->count_stat, stat);
+	at_store_relaxed(&l->count_sheaf, sheaf);
+	at_store_relaxed(&l->count_size, size);
+	at_store_relaxed(&l->count_val, at_load_relaxed(&lane_stat(p, l, cache)[stat]) + 1);
+	/* Release: pairs with the repair's acquire load. */
+	at_store_release(&l->count_cache, cache + 1);
+	STEP(LC_STAGED);
+}
+
+void lane_count_commit(struct shm_pool *p, struct shm_lane *l)
+{
+	uint32_t cache = at_load_relaxed(&l->count_cache) - 1;
+
+	at_store_relaxed(&lane_stat(p, l, cache)[at_load_relaxed(&l->count_stat)],
+			 at_load_relaxed(&l->count_val));
+	STEP(LC_COUNTED);
+	at_store_release(&l->count_cache, 0);
+	STEP(LC_DONE);
+}
+
+void lane_count_drop(struct shm_lane *l)
+{
+	at_store_release(&l->count_cache, 0);
+}
+
+/* A dead thread's staged count (lane_count_stage): done if its sheaf's
+ * size says the push or pop was.  Every field is client-written: bounded
+ * (a counter of the client's own lanes at most). */
+static void count_repair(struct shm_pool *p, struct shm_lane *l, uint32_t caches)
+{
+	uint32_t c = at_load_acquire(&l->count_cache);
+	uint32_t stat = at_load_relaxed(&l->count_stat);
+	uint32_t s = at_load_relaxed(&l->count_sheaf);
+
+	if (c != 0 && c <= caches && s < p->sheaf_count &&
+	    stat < SHEAF_STAT_ENGINE_FIRST &&
+	    ut_sheaf_size(&p->sheaves[s]) == at_load_relaxed(&l->count_size))
+		at_store_relaxed(&lane_stat(p, l, c - 1)[stat], at_load_relaxed(&l->count_val));
+	at_store_release(&l->count_cache, 0);
+}
+
 void lane_live_repair(struct shm_pool *p, struct shm_lane *l)
 {
 	uint32_t staged = at_load_acquire(&l->fold_cache);
 
 	uint32_t caches = pool_caches_used(p);
+
+	count_repair(p, l, caches);
 
 	if (staged != 0 && staged <= caches) {
 		/* Died inside a staged fold: complete it. */

@@ -55,6 +55,22 @@ void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache);
 
 /*
+ * A slow path's push onto or pop from a sheaf its thread holds, counted in
+ * counter @stat (alloc_slowpath...) exactly whatever instruction the thread
+ * dies at: lane_count_stage stages the counter's next value and the size
+ * sheaf @sheaf has once the push or pop is done; the thread does it, then
+ * lane_count_commit stores the value and disarms (lane_count_drop: the
+ * operation was taken back, count nothing).  The repair of a dead thread
+ * stores the staged value if the sheaf's size says the operation was done.
+ * The sheaf must stay the thread's until the commit.
+ * Who may call: the lane's thread, in its slow path (tcache_enter).
+ */
+void lane_count_stage(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
+		      uint32_t stat, uint32_t sheaf, uint32_t size);
+void lane_count_commit(struct shm_pool *p, struct shm_lane *l);
+void lane_count_drop(struct shm_lane *l);
+
+/*
  * A dead client's lane: fold what its thread left, however it stopped.  The
  * counts are then exact whatever instruction of lane_live_install or
  * lane_live_fold the thread died at (the fold is staged in the lane's fold
@@ -68,15 +84,18 @@ void lane_live_repair(struct shm_pool *p, struct shm_lane *l);
  * Test-only stop points, compiled only with -DSHEAF_TEST_HOOKS (the copy of
  * clients.o in libsheaf-test.a; release builds have none): when non-NULL,
  * called after every store of lane_live_install and lane_live_fold (and of
- * the repair's completion of a fold), so a test can stop a thread there as
- * if it died.
+ * the repair's completion of a fold), and after the arming store of
+ * lane_count_stage and each store of lane_count_commit, so a test can stop
+ * a thread there as if it died.
  */
 extern void (*lane_fold_hook)(int step);
 #endif
 enum lane_fold_step {
 	LF_INSTALL_OPEN = 1, LF_INSTALL_WORD, LF_INSTALL_SHEAF, LF_INSTALL_DONE,
 	LF_STAGE_ALLOC, LF_STAGE_FREE, LF_STAGED, LF_FOLD_OPEN, LF_FOLD_ALLOC,
-	LF_FOLD_FREE, LF_FOLD_SHEAF, LF_FOLD_CLOSED, LF_FOLD_DONE, LF_NR
+	LF_FOLD_FREE, LF_FOLD_SHEAF, LF_FOLD_CLOSED, LF_FOLD_DONE, LF_NR,
+	/* lane_count_stage and lane_count_commit (the same hook) */
+	LC_STAGED = LF_NR, LC_COUNTED, LC_DONE
 };
 
 /* A thread is done with its lane: it stays the client's, idle. */

@@ -480,7 +480,17 @@ struct shm_lane {
 	_Atomic uint32_t rcu_fold_cache;
 	_Atomic uint32_t rcu_fold_sheaf;
 	_Atomic uint64_t rcu_fold_val;
-	char rcu_pad[SHEAF_CACHELINE - 24];
+	/* A staged count of a slow path's push or pop (clients.c,
+	 * lane_count_stage): 0, or the cache + 1 whose counter @count_stat
+	 * must become @count_val if sheaf @count_sheaf holds @count_size
+	 * objects (the push or pop done); the dead-client repair completes
+	 * it.  Former padding (zero in older pools: nothing staged). */
+	_Atomic uint32_t count_cache;
+	_Atomic uint32_t count_stat;
+	_Atomic uint32_t count_sheaf;
+	_Atomic uint32_t count_size;
+	_Atomic uint64_t count_val;
+	char rcu_pad[SHEAF_CACHELINE - 48];
 };
 _Static_assert(sizeof(struct shm_lane) == 2 * SHEAF_CACHELINE, "lane size");
 _Static_assert(offsetof(struct shm_lane, fold_alloc) == 40, "lane header");

@@ -10,6 +10,10 @@
  *                          did, the counted in-use equals the objects it
  *                          really holds (pool check), and 0 once they are
  *                          freed; then the cache can be destroyed.
+ *   slow_count_death_every_step  the same for the slow paths' staged counts
+ *                          (lane_count_stage): a death between a pop or push
+ *                          and its count leaves alloc_slowpath and
+ *                          free_slowpath exact.
  *   destroy_by_slabs       counters left off by a death (no object behind
  *                          them) do not block destroy; an object really in
  *                          use does.
@@ -201,6 +205,95 @@ START_TEST(fold_death_every_step)
 }
 END_TEST
 
+/*
+ * Victim of the slow paths' counts: a client thread pops 3 objects off a
+ * full sheaf and pushes 2 back, each as client/alloc.c does it (staged
+ * count, the pop or push, commit), and dies at the @die-th stop point: the
+ * hook's (LC_STAGED, LC_COUNTED, LC_DONE) or the one right after each pop
+ * or push (a death between the operation and its count).
+ */
+#define SLOW_STEPS (5 * 4)
+
+static void slow_victim(struct shm_pool *sp, uint32_t cache, int die, uint32_t *client)
+{
+	int id = client_attach(sp, (uint32_t)getpid(), (uint32_t)getuid(), "victim");
+	struct shm_lane *l;
+	struct shm_sheaf *sh;
+	uint32_t s;
+
+	ck_assert_int_ge(id, 0);
+	l = lane_acquire(sp, (uint32_t)id, 0);
+	ck_assert_ptr_nonnull(l);
+	*client = (uint32_t)id;
+	s = take_full(sp, cache, (uint32_t)id, &l->intent);
+	sh = pool_sheaf(sp, s);
+	ck_assert_uint_ge(sheaf_size(sh), 4);
+	hook_calls = 0;
+	die_at = die;
+	lane_fold_hook = die_hook;
+	if (setjmp(death) == 0) {
+		for (int k = 0; k < 5; k++) {
+			int pop = k < 3;
+
+			lane_count_stage(sp, l, cache, pop ? ST_ALLOC_SLOWPATH : ST_FREE_SLOWPATH,
+					 s, sheaf_size(sh) + (pop ? -1u : 1u));
+			if (pop) {
+				held[nheld++] = sheaf_pop(sh);
+				allocs_done++;
+			} else {
+				sheaf_push(sh, held[--nheld]);
+				frees_done++;
+			}
+			die_hook(0);
+			lane_count_commit(sp, l);
+		}
+		ck_assert_int_eq(die, 0);
+		ck_assert_int_eq(hook_calls, SLOW_STEPS);
+	}
+	lane_fold_hook = NULL;
+}
+
+/* One victim per stop point of the slow paths' counts; the books must
+ * match what each did. */
+START_TEST(slow_count_death_every_step)
+{
+	sheaf_pool_t *p = mkpool();
+	sheaf_cache_t *c = mkcache(p, "slow", 64, 16, 0);
+	struct shm_pool *sp = &p->shm;
+	uint64_t leaked[4 * (SLOW_STEPS + 1)];
+	unsigned nleaked = 0;
+
+	allocs_done = frees_done = 0;
+	for (int die = 0; die <= SLOW_STEPS; die++) {
+		uint32_t client;
+		struct sheaf_stats s;
+
+		nheld = 0;
+		slow_victim(sp, c->id, die, &client);
+		ck_assert_int_ge(engine_reclaim_client(&p->engine, client), 1);
+		s = cache_stats_of(c, -1);
+		ck_assert_msg(s.stat[ST_ALLOC_SLOWPATH] == allocs_done &&
+			      s.stat[ST_FREE_SLOWPATH] == frees_done,
+			      "death at stop point %d: counted %llu allocs %llu frees, did %llu %llu",
+			      die, (unsigned long long)s.stat[ST_ALLOC_SLOWPATH],
+			      (unsigned long long)s.stat[ST_FREE_SLOWPATH],
+			      (unsigned long long)allocs_done, (unsigned long long)frees_done);
+		memcpy(leaked + nleaked, held, nheld * sizeof(held[0]));
+		nleaked += nheld;
+		ck_assert_msg(s.in_use == nleaked, "death at stop point %d: in use %llu, held %u",
+			      die, (unsigned long long)s.in_use, nleaked);
+		check_pool(p, __LINE__);        /* the walk agrees with the counters */
+	}
+	ck_assert_uint_gt(nleaked, 0);
+	for (unsigned k = 0; k < nleaked; k++)
+		ck_assert_int_eq(sheaf_free(c, sp->base + leaked[k]), 0);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	check_pool(p, __LINE__);
+	sheaf_thread_exit();
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* A lane of the engine's to drift counters on, as a killed client leaves
  * them (the books no longer match any object). */
 static _Atomic uint64_t *counter(sheaf_pool_t *p, uint32_t cache, enum sheaf_stat st)
@@ -351,6 +444,7 @@ int main(void)
 	Suite *s = suite_create("counts");
 
 	ADD_ALONE(s, fold_death_every_step, 120);
+	ADD_ALONE(s, slow_count_death_every_step, 120);
 	ADD_ALONE(s, destroy_by_slabs, 60);
 	ADD_ALONE(s, reconcile_counts, 60);
 	ADD_ALONE(s, bad_watermarks_idle, 120);
