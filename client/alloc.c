@@ -723,29 +723,83 @@ extern inline int sheaf_free(sheaf_cache_t *cache, void *obj);
 
 /* ---- bulk --------------------------------------------------------------- */
 
+/*
+ * The bulk calls take and put runs of objects on the thread's main sheaf
+ * at once: one store of its word per run (the size and the operation count
+ * move by the run's length, so the fast-path counts come out as for single
+ * calls), and the slow path, through a single call, when the sheaf runs
+ * empty or full.  Each object freed passes the inline path's test and may
+ * not equal the object below it (the sheaf's top, as sheaf_free refuses);
+ * the first that fails goes through sheaf_free alone.  A thread killed
+ * part-way leaves a prefix done, as a loop of single calls would.
+ */
 int sheaf_alloc_bulk(sheaf_cache_t *c, void **objs, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		objs[i] = sheaf_alloc(c);
-		if (objs[i] == NULL) {
-			int rc = -errno;
-			sheaf_free_bulk(c, objs, i);
-			for (size_t k = 0; k < i; k++)
-				objs[k] = NULL;
-			return rc;
+	size_t i = 0;
+
+	while (i < n) {
+		struct sheaf__fast *f = SHEAF__FAST(c);
+		struct sheaf__sheaf *m = f->main;
+		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+		uint64_t have = w & SHEAF__WORD_SIZE, k;
+
+		if (have == 0) {
+			if ((objs[i] = sheaf_alloc(c)) == NULL) {
+				int rc = -errno;
+
+				sheaf_free_bulk(c, objs, i);
+				for (size_t j = 0; j < i; j++)
+					objs[j] = NULL;
+				return rc;
+			}
+			i++;
+			continue;
 		}
+		k = have < n - i ? have : n - i;
+		for (uint64_t j = 0; j < k; j++)  /* the order of k sheaf_alloc calls */
+			objs[i + j] = f->base + m->objs[have - 1 - j];
+		__atomic_store_n(&m->word, w - k + k * SHEAF__WORD_OP, __ATOMIC_RELAXED);
+		i += k;
 	}
 	return 0;
 }
 
 int sheaf_free_bulk(sheaf_cache_t *c, void **objs, size_t n)
 {
+	size_t i = 0;
 	int first = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		int rc = sheaf_free(c, objs[i]);
-		if (rc != 0 && first == 0)
-			first = rc;
+	while (i < n) {
+		struct sheaf__fast *f = SHEAF__FAST(c);
+		struct sheaf__sheaf *m = f->main;
+		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
+		uint64_t size = w & SHEAF__WORD_SIZE, k = 0;
+		uint64_t room = size < m->capacity ? m->capacity - size : 0;
+		uint64_t below = size > 0 ? m->objs[size - 1] : UINT64_MAX;
+
+		while (k < room && i + k < n) {
+			void *obj = objs[i + k];
+			uint64_t off = (uint64_t)((char *)obj - f->base);
+
+			if (!SHEAF__FAST_VALID(f, obj) || off == below)
+				break;
+			m->objs[size + k] = off;     /* above the size: not held yet */
+			below = off;
+			k++;
+		}
+		if (k > 0) {
+			__atomic_store_n(&m->word, w + k + k * SHEAF__WORD_OP, __ATOMIC_RELAXED);
+			i += k;
+		}
+		if (i < n && (k == 0 || k == room)) {
+			/* The sheaf is full, or the run stopped at this object:
+			 * alone, through sheaf_free. */
+			int rc = sheaf_free(c, objs[i]);
+
+			if (rc != 0 && first == 0)
+				first = rc;
+			i++;
+		}
 	}
 	return first;
 }

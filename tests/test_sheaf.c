@@ -332,6 +332,54 @@ START_TEST(prefill_guarantee)
 }
 END_TEST
 
+/* The bulk calls' runs on the main sheaf: counted as single calls, every
+ * object once, a bad pointer or an immediate double free in a run refused
+ * alone (the first error returned) while the rest is freed. */
+START_TEST(bulk_runs)
+{
+	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
+	sheaf_cache_t *c = mkcache(p, "runs", 64, 32, 0);
+	enum { N = 200 };
+	void *o[N], *v[N + 2];
+	struct sheaf_stats st;
+
+	ck_assert_int_eq(sheaf_alloc_bulk(c, o, N), 0);
+	for (int i = 0; i < N; i++)
+		for (int j = i + 1; j < N; j++)
+			ck_assert_ptr_ne(o[i], o[j]);
+	st = cache_stats_of(c, -1);
+	ck_assert_uint_eq(st.stat[ST_ALLOC_FASTPATH] + st.stat[ST_ALLOC_SLOWPATH], N);
+	ck_assert_uint_eq(st.in_use, N);
+	require_pool_ok(p);
+	/* A bad pointer amid a run: -EINVAL, the 100 others freed. */
+	memcpy(v, o, 50 * sizeof(*v));
+	v[50] = (char *)o[0] + 1;              /* not on an object boundary */
+	v[51] = NULL;                            /* as sheaf_free(NULL): 0 */
+	memcpy(v + 52, o + 50, 50 * sizeof(*v));
+	ck_assert_int_eq(sheaf_free_bulk(c, v, 102), -EINVAL);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, N - 100);
+	ck_assert_uint_eq(stat_count(c, -1, "free_invalid"), 1);
+	/* An immediate double free in a run: -EALREADY, freed once. */
+	v[0] = o[100];
+	v[1] = o[100];
+	v[2] = o[101];
+	ck_assert_int_eq(sheaf_free_bulk(c, v, 3), -EALREADY);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, N - 102);
+	/* The rest, across several sheaves' worth. */
+	ck_assert_int_eq(sheaf_free_bulk(c, o + 102, N - 102), 0);
+	st = cache_stats_of(c, -1);
+	ck_assert_uint_eq(st.in_use, 0);
+	ck_assert_uint_eq(st.stat[ST_FREE_FASTPATH] + st.stat[ST_FREE_SLOWPATH], N);
+	/* Again, all of it: the objects come back. */
+	ck_assert_int_eq(sheaf_alloc_bulk(c, o, N), 0);
+	ck_assert_int_eq(sheaf_free_bulk(c, o, N), 0);
+	sheaf_thread_exit();
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(bulk_and_enomem_at_cap)
 {
 	sheaf_pool_t *p = mkpool(1, 64 << 20, 1 << 20);   /* 4 slabs of 4096 */
@@ -855,6 +903,7 @@ int main(void)
 	ADD_ALONE(s, remote_frees_2_nodes, 120);
 	ADD_ALONE(s, remote_frees_4_nodes, 120);
 	ADD_ALONE(s, prefill_guarantee, 120);
+	ADD_ALONE(s, bulk_runs, 60);
 	ADD_ALONE(s, bulk_and_enomem_at_cap, 120);
 	ADD_ALONE(s, bad_frees_detected, 120);
 	ADD_ALONE(s, sheaves_disabled, 120);
