@@ -155,6 +155,38 @@ static void victim(struct shm_pool *sp, uint32_t cache, int die, uint32_t *clien
 	lane_fold_hook = NULL;
 }
 
+/*
+ * After victim number @die's repair: counters @alloc and @free equal what
+ * the victims did, the objects it still held join @leaked, the counted
+ * in-use equals them, and the walk agrees.
+ */
+static void check_books(sheaf_pool_t *p, sheaf_cache_t *c, int die, enum sheaf_stat alloc,
+			enum sheaf_stat free_, uint64_t *leaked, unsigned *nleaked)
+{
+	struct sheaf_stats s = cache_stats_of(c, -1);
+
+	ck_assert_msg(s.stat[alloc] == allocs_done && s.stat[free_] == frees_done,
+		      "death at stop point %d: counted %llu allocs %llu frees, did %llu %llu",
+		      die, (unsigned long long)s.stat[alloc], (unsigned long long)s.stat[free_],
+		      (unsigned long long)allocs_done, (unsigned long long)frees_done);
+	memcpy(leaked + *nleaked, held, nheld * sizeof(held[0]));
+	*nleaked += nheld;
+	ck_assert_msg(s.in_use == *nleaked, "death at stop point %d: in use %llu, held %u",
+		      die, (unsigned long long)s.in_use, *nleaked);
+	check_pool(p, __LINE__);        /* the walk agrees with the counters */
+}
+
+/* The dead victims' objects, freed by this thread: nothing in use. */
+static void free_leaked(sheaf_pool_t *p, sheaf_cache_t *c, const uint64_t *leaked,
+			unsigned nleaked)
+{
+	ck_assert_uint_gt(nleaked, 0);
+	for (unsigned k = 0; k < nleaked; k++)
+		ck_assert_int_eq(sheaf_free(c, p->shm.base + leaked[k]), 0);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	check_pool(p, __LINE__);
+}
+
 /* One victim per stop point (and one that passes them all), each repaired
  * before the next; the books must match what the victims did. */
 START_TEST(fold_death_every_step)
@@ -170,7 +202,6 @@ START_TEST(fold_death_every_step)
 	for (int die = 0; die <= 2 * (LF_NR - 1); die++) {
 		uint32_t client;
 		struct shm_lane *l;
-		struct sheaf_stats s;
 
 		nheld = 0;
 		victim(sp, c->id, die, &client, &l);
@@ -179,25 +210,9 @@ START_TEST(fold_death_every_step)
 		if (die & 1)
 			lane_live_repair(sp, l);
 		ck_assert_int_ge(engine_reclaim_client(&p->engine, client), 1);
-		s = cache_stats_of(c, -1);
-		ck_assert_msg(s.stat[ST_ALLOC_FASTPATH] == allocs_done &&
-			      s.stat[ST_FREE_FASTPATH] == frees_done,
-			      "death at stop point %d: counted %llu allocs %llu frees, did %llu %llu",
-			      die, (unsigned long long)s.stat[ST_ALLOC_FASTPATH],
-			      (unsigned long long)s.stat[ST_FREE_FASTPATH],
-			      (unsigned long long)allocs_done, (unsigned long long)frees_done);
-		memcpy(leaked + nleaked, held, nheld * sizeof(held[0]));
-		nleaked += nheld;
-		ck_assert_msg(s.in_use == nleaked, "death at stop point %d: in use %llu, held %u",
-			      die, (unsigned long long)s.in_use, nleaked);
-		check_pool(p, __LINE__);        /* the walk agrees with the counters */
+		check_books(p, c, die, ST_ALLOC_FASTPATH, ST_FREE_FASTPATH, leaked, &nleaked);
 	}
-	ck_assert_uint_gt(nleaked, 0);
-	/* The dead victims' objects, freed by this thread: nothing in use. */
-	for (unsigned k = 0; k < nleaked; k++)
-		ck_assert_int_eq(sheaf_free(c, sp->base + leaked[k]), 0);
-	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
-	check_pool(p, __LINE__);
+	free_leaked(p, c, leaked, nleaked);
 	sheaf_thread_exit();                    /* this thread's sheaves back */
 	ck_assert_msg(engine_cache_destroy(&p->engine, c->id, err, sizeof(err)) == 0,
 		      "destroy: %s", err);
@@ -266,29 +281,13 @@ START_TEST(slow_count_death_every_step)
 	allocs_done = frees_done = 0;
 	for (int die = 0; die <= SLOW_STEPS; die++) {
 		uint32_t client;
-		struct sheaf_stats s;
 
 		nheld = 0;
 		slow_victim(sp, c->id, die, &client);
 		ck_assert_int_ge(engine_reclaim_client(&p->engine, client), 1);
-		s = cache_stats_of(c, -1);
-		ck_assert_msg(s.stat[ST_ALLOC_SLOWPATH] == allocs_done &&
-			      s.stat[ST_FREE_SLOWPATH] == frees_done,
-			      "death at stop point %d: counted %llu allocs %llu frees, did %llu %llu",
-			      die, (unsigned long long)s.stat[ST_ALLOC_SLOWPATH],
-			      (unsigned long long)s.stat[ST_FREE_SLOWPATH],
-			      (unsigned long long)allocs_done, (unsigned long long)frees_done);
-		memcpy(leaked + nleaked, held, nheld * sizeof(held[0]));
-		nleaked += nheld;
-		ck_assert_msg(s.in_use == nleaked, "death at stop point %d: in use %llu, held %u",
-			      die, (unsigned long long)s.in_use, nleaked);
-		check_pool(p, __LINE__);        /* the walk agrees with the counters */
+		check_books(p, c, die, ST_ALLOC_SLOWPATH, ST_FREE_SLOWPATH, leaked, &nleaked);
 	}
-	ck_assert_uint_gt(nleaked, 0);
-	for (unsigned k = 0; k < nleaked; k++)
-		ck_assert_int_eq(sheaf_free(c, sp->base + leaked[k]), 0);
-	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
-	check_pool(p, __LINE__);
+	free_leaked(p, c, leaked, nleaked);
 	sheaf_thread_exit();
 	sheaf_pool_destroy(p);
 }

@@ -374,6 +374,21 @@ START_TEST(stopped_reader_reported)
 }
 END_TEST
 
+/* A sheafd, a connection to it and the writers' cache "w". */
+static sheaf_pool_t *writer_world(struct dmn *d, sheaf_cache_t **c)
+{
+	char err[256];
+	sheaf_pool_t *p;
+
+	dmn_init(d);
+	dmn_start(d, NULL);
+	p = sheaf_connect(d->sock, "main", 0, err, sizeof(err));
+	ck_assert_msg(p != NULL, "connect: %s", err);
+	*c = sheaf_cache_create(p, "w", 64, NULL);
+	ck_assert_ptr_nonnull(*c);
+	return p;
+}
+
 START_TEST(killed_writer_loses_nothing)
 {
 	struct dmn d;
@@ -384,12 +399,7 @@ START_TEST(killed_writer_loses_nothing)
 	pid_t w;
 	int64_t end;
 
-	dmn_init(&d);
-	dmn_start(&d, NULL);
-	p = sheaf_connect(d.sock, "main", 0, err, sizeof(err));
-	ck_assert_msg(p != NULL, "connect: %s", err);
-	c = sheaf_cache_create(p, "w", 64, NULL);
-	ck_assert_ptr_nonnull(c);
+	p = writer_world(&d, &c);
 	/* Hold a section so that the killed writer's objects must wait. */
 	ck_assert_int_eq(sheaf_read_lock(p), 0);
 	w = start_child(&d, p, 1);
@@ -444,13 +454,8 @@ START_TEST(killed_writer_empty_deferred_sheaf)
 	pid_t w;
 	int64_t end;
 
-	dmn_init(&d);
-	dmn_start(&d, NULL);
-	p = sheaf_connect(d.sock, "main", 0, err, sizeof(err));
-	ck_assert_msg(p != NULL, "connect: %s", err);
+	p = writer_world(&d, &c);
 	sp = &p->shm;
-	c = sheaf_cache_create(p, "w", 64, NULL);
-	ck_assert_ptr_nonnull(c);
 	w = start_child(&d, p, 2);
 	ck_assert_int_eq(kill(w, SIGKILL), 0);
 	waitpid(w, NULL, 0);
