@@ -117,25 +117,34 @@ static uint32_t take_full(struct shm_pool *sp, uint32_t cache, uint32_t me,
  * (0: after all that, between changes).  The objects it still holds stay
  * in held[0..nheld).
  */
-static void victim(struct shm_pool *sp, uint32_t cache, int die, uint32_t *client,
-		   struct shm_lane **lane)
+/* A victim client's start: attached, a lane, a full sheaf of @cache
+ * (returned, holding @min objects at least), the hook armed to stop it at
+ * the @die-th stop point. */
+static uint32_t victim_start(struct shm_pool *sp, uint32_t cache, int die, uint32_t min,
+			     uint32_t *client, struct shm_lane **lane)
 {
 	int id = client_attach(sp, (uint32_t)getpid(), (uint32_t)getuid(), "victim");
-	struct shm_lane *l;
-	struct shm_sheaf *sh;
 	uint32_t s;
 
 	ck_assert_int_ge(id, 0);
-	l = lane_acquire(sp, (uint32_t)id, 0);
-	ck_assert_ptr_nonnull(l);
+	*lane = lane_acquire(sp, (uint32_t)id, 0);
+	ck_assert_ptr_nonnull(*lane);
 	*client = (uint32_t)id;
-	*lane = l;
-	s = take_full(sp, cache, (uint32_t)id, &l->intent);
-	sh = pool_sheaf(sp, s);
-	ck_assert_uint_ge(sheaf_size(sh), 8);
+	s = take_full(sp, cache, (uint32_t)id, &(*lane)->intent);
+	ck_assert_uint_ge(sheaf_size(pool_sheaf(sp, s)), min);
 	hook_calls = 0;
 	die_at = die;
 	lane_fold_hook = die_hook;
+	return s;
+}
+
+static void victim(struct shm_pool *sp, uint32_t cache, int die, uint32_t *client,
+		   struct shm_lane **lane)
+{
+	uint32_t s = victim_start(sp, cache, die, 8, client, lane);
+	struct shm_lane *l = *lane;
+	struct shm_sheaf *sh = pool_sheaf(sp, s);
+
 	if (setjmp(death) == 0) {
 		lane_live_install(sp, l, cache, s);
 		for (int k = 0; k < 5; k++)
@@ -231,21 +240,10 @@ END_TEST
 
 static void slow_victim(struct shm_pool *sp, uint32_t cache, int die, uint32_t *client)
 {
-	int id = client_attach(sp, (uint32_t)getpid(), (uint32_t)getuid(), "victim");
 	struct shm_lane *l;
-	struct shm_sheaf *sh;
-	uint32_t s;
+	uint32_t s = victim_start(sp, cache, die, 4, client, &l);
+	struct shm_sheaf *sh = pool_sheaf(sp, s);
 
-	ck_assert_int_ge(id, 0);
-	l = lane_acquire(sp, (uint32_t)id, 0);
-	ck_assert_ptr_nonnull(l);
-	*client = (uint32_t)id;
-	s = take_full(sp, cache, (uint32_t)id, &l->intent);
-	sh = pool_sheaf(sp, s);
-	ck_assert_uint_ge(sheaf_size(sh), 4);
-	hook_calls = 0;
-	die_at = die;
-	lane_fold_hook = die_hook;
 	if (setjmp(death) == 0) {
 		for (int k = 0; k < 5; k++) {
 			int pop = k < 3;
