@@ -159,18 +159,23 @@ void verdict_report(struct verdict *v, const char *test)
 /*
  * With no child alive, the rings as they are (no ring_clear_stale first:
  * production has no such pass): every sheaf owned by RING(0) or RING(1)
- * and held by exactly one full slot of that ring; any other full slot is a
- * phantom (its sheaf no longer "in" that ring), counted into *@phantoms;
- * a consumed slot between head and tail is a hole, counted into *@holes;
- * ring_count equal to the full slots and holes; no ring wedged.  Returns 0, or 1 with
- * @kind and @why filled in.
+ * and held by exactly one full slot of that ring, or with @copies_ok by
+ * more (the extra ones are phantom copies, counted into *@copies: a
+ * stale-intent repair that won its sheaf from a live re-put, whose slot
+ * CAS then landed, after the reclaimer had put the sheaf back into the
+ * same ring; docs/design.md, "The ring"); any other full slot is a phantom
+ * (its sheaf no longer "in" that ring), counted into *@phantoms; a
+ * consumed slot between head and tail is a hole, counted into *@holes;
+ * ring_count equal to the full slots and holes; no ring wedged.  Returns
+ * 0, or 1 with @kind and @why filled in.
  */
-static int census(struct world *w, uint32_t *phantoms, uint32_t *holes_out,
-		  const char **kind, char *why, size_t len)
+static int census(struct world *w, int copies_ok, uint32_t *phantoms, uint32_t *copies,
+		  uint32_t *holes_out, const char **kind, char *why, size_t len)
 {
-	uint32_t in_ring[2] = { 0, 0 };
+	uint32_t in_ring[2] = { 0, 0 }, copies_in[2] = { 0, 0 };
 
 	*phantoms = 0;
+	*copies = 0;
 	*holes_out = 0;
 	for (uint32_t s = 0; s < NSHEAVES; s++) {
 		uint32_t o = owner_of(w, s), h;
@@ -183,7 +188,7 @@ static int census(struct world *w, uint32_t *phantoms, uint32_t *holes_out,
 			return 1;
 		}
 		h = slots_holding(w->ring[OWNER_RING_ID(o)], s);
-		if (h != 1) {
+		if (h == 0 || (h > 1 && !copies_ok)) {
 			*kind = h == 0 ? "sheaf lost: owner names a ring, no slot holds it"
 				       : "sheaf in two slots (phantom copy)";
 			snprintf(why, len, "sheaf %u owner RING(%u) but in %u slots of "
@@ -193,14 +198,17 @@ static int census(struct world *w, uint32_t *phantoms, uint32_t *holes_out,
 			return 1;
 		}
 		in_ring[OWNER_RING_ID(o)]++;
+		copies_in[OWNER_RING_ID(o)] += h - 1;
 	}
 	for (uint32_t k = 0; k < 2; k++) {
 		struct shm_ring *r = w->ring[k];
 
 		uint32_t full = 0, holes = 0, head = atomic_load(&r->head);
 
-		/* Each sheaf "in" r holds one slot: the rest are phantoms. */
-		*phantoms += full_slots(r) - in_ring[k];
+		/* Each sheaf "in" r holds one slot (and maybe copies): the
+		 * rest are phantoms. */
+		*phantoms += full_slots(r) - in_ring[k] - copies_in[k];
+		*copies += copies_in[k];
 		/* Positions [head, tail): each full for its lap, or a hole (a
 		 * phantom cleared by a repair's ring_clear_stale behind head,
 		 * consumed, costing its slot until head passes it). */
@@ -232,19 +240,20 @@ static int census(struct world *w, uint32_t *phantoms, uint32_t *holes_out,
 	return 0;
 }
 
-/* census() with no phantom allowed, and holes only if @holes_ok. */
+/* census() with no phantom allowed, and copies and holes only if @holes_ok
+ * (ring_clear_stale clears neither: a copy's sheaf is "in" its ring). */
 static int census_exact(struct world *w, int holes_ok, const char **kind, char *why,
 			size_t len)
 {
-	uint32_t ph, holes;
+	uint32_t ph, copies, holes;
 
-	if (census(w, &ph, &holes, kind, why, len))
+	if (census(w, holes_ok, &ph, &copies, &holes, kind, why, len))
 		return 1;
-	if (ph == 0 && (holes == 0 || holes_ok))
+	if (ph == 0 && ((copies == 0 && holes == 0) || holes_ok))
 		return 0;
 	*kind = "phantom slots or holes after ring_clear_stale";
 	snprintf(why, len, "%u full slots hold sheaves no longer in their ring, %u "
-		 "holes between head and tail", ph, holes);
+		 "copies, %u holes between head and tail", ph, copies, holes);
 	return 1;
 }
 
@@ -289,10 +298,10 @@ static int round_trip(struct world *w, char *why, size_t len)
 void check_quiescent(struct world *w, struct verdict *v, const char *ctx)
 {
 	const char *kind = "round trip failed";
-	uint32_t ph = 0, holes = 0, cleared;
+	uint32_t ph = 0, copies = 0, holes = 0, cleared;
 	char why[256];
 
-	if (census(w, &ph, &holes, &kind, why, sizeof(why))) {
+	if (census(w, v->phantoms_ok, &ph, &copies, &holes, &kind, why, sizeof(why))) {
 		violation(v, kind, "%s (as the repair left the rings): %s", ctx, why);
 		world_reset(w);
 		return;
@@ -301,7 +310,7 @@ void check_quiescent(struct world *w, struct verdict *v, const char *ctx)
 		violation(v, "phantom slot left by the repair", "%s: %u full slots hold "
 			  "sheaves no longer in their ring, %u holes between head and "
 			  "tail (production keeps them)", ctx, ph, holes);
-	v->phantoms += ph;
+	v->phantoms += ph + copies;
 	v->holes += holes;
 	cleared = ring_clear_stale(w->ring[0], w->sh->owners) +
 		  ring_clear_stale(w->ring[1], w->sh->owners);
@@ -318,7 +327,13 @@ void check_quiescent(struct world *w, struct verdict *v, const char *ctx)
 
 /*
  * Repair after child @idx died: ring_reclaim, then put what it returns back
- * into ring 0 as the reclaimer.  Safe while other children still run.
+ * into ring 0 as the reclaimer, or into ring 1 when ring 0 is full, as the
+ * children do.  Ring 0 has a slot per sheaf, but a phantom (a copy too) or
+ * a hole costs one until a get passes it (docs/design.md, "The ring"), and
+ * a child that meets ring 0 full cycles its sheaf through ring 1 and no
+ * longer gets from ring 0: so with every other sheaf in ring 0, its last
+ * one does not fit.  A refusal while ring_count says ring 0 is not full is
+ * a violation.  Safe while other children still run.
  */
 void repair(struct world *w, int idx, struct verdict *v, const char *ctx)
 {
@@ -342,10 +357,14 @@ void repair(struct world *w, int idx, struct verdict *v, const char *ctx)
 			continue;
 		}
 		rc = ring_put(w->ring[0], w->sh->owners, s, OW_RECLAIM, &w->sh->parent_in);
+		if (rc == -ENOBUFS && ring_count(w->ring[0]) == w->slots[0])
+			rc = ring_put(w->ring[1], w->sh->owners, s, OW_RECLAIM,
+				      &w->sh->parent_in);
 		if (rc != 0)
-			violation(v, "put-back into ring 0 refused", "%s: sheaf %u "
-				  "-> %d (ring 0: %u full slots, ring_count %u)", ctx, s,
-				  rc, full_slots(w->ring[0]), ring_count(w->ring[0]));
+			violation(v, "put-back refused", "%s: sheaf %u -> %d (ring 0: "
+				  "%u full slots, ring_count %u; ring 1: %u, %u)", ctx, s,
+				  rc, full_slots(w->ring[0]), ring_count(w->ring[0]),
+				  full_slots(w->ring[1]), ring_count(w->ring[1]));
 	}
 	for (uint32_t s = 0; s < NSHEAVES; s++)
 		if (owner_of(w, s) == CHILD_ID(idx))

@@ -103,7 +103,9 @@ void verdict_report(struct verdict *v, const char *test);
  * trip on each ring; a failure is recorded and the world reset. */
 void check_quiescent(struct world *w, struct verdict *v, const char *ctx);
 /* Repair after child @idx died: ring_reclaim, then put what it returns
- * back into ring 0 as the reclaimer.  Safe while other children still run. */
+ * back into ring 0 as the reclaimer (into ring 1 when ring 0 is full by
+ * ring_count: a phantom or hole costs ring 0 a slot).  Safe while other
+ * children still run. */
 void repair(struct world *w, int idx, struct verdict *v, const char *ctx);
 
 /* ---- children ---------------------------------------------------------------- */

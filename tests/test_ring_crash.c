@@ -18,13 +18,15 @@
  *   - after every single instruction of one put or get (ptrace
  *     single-step), for normal, full-ring, stale-slot and empty cases.
  * After each death the parent runs ring_reclaim for the dead owner and puts
- * what it returns back into ring 0; when no child is alive it checks that
- * every sheaf sits in exactly one slot of the ring its owner names, that the
- * counts are exact and that both rings still round-trip a sheaf.  Each
+ * what it returns back into ring 0 (ring 1 when ring 0 is full); when no
+ * child is alive it checks that every sheaf sits in exactly one slot of the
+ * ring its owner names (with two children, maybe more: a phantom copy), that
+ * the counts are exact and that both rings still round-trip a sheaf.  Each
  * violation is recorded (then the state is reset and the run continues) and
  * reported at the end of its test.  SHEAF_SAN (non-empty) scales down.
  */
 #include <check.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +114,93 @@ START_TEST(test_random_kills)
 		world_fini(&w);
 	}
 	verdict_report(&v, "random kills");
+}
+END_TEST
+
+/* ---- the stale-intent race, in one process ---------------------------------- */
+
+static jmp_buf die_jmp;
+static struct world *race_w;
+static struct verdict *race_v;
+
+/* Y "dies" at RS_PUT_SLOT: its slot CAS is done, its PUT intent stays. */
+static void die_at_put_slot(int step)
+{
+	if (step == RS_PUT_SLOT)
+		longjmp(die_jmp, 1);
+}
+
+/* X is between its owner CAS and its slot CAS: Y's whole repair runs. */
+static void repair_y_mid_put(int step)
+{
+	if (step != RS_PUT_OWNER)
+		return;
+	ring_stop_hook = NULL;
+	repair(race_w, 1, race_v, "Y repaired while X re-puts its sheaf");
+}
+
+/*
+ * The race behind a rare test_two_children failure, made deterministic.  Y
+ * put sheaf B into ring 0 and died after its slot CAS (its PUT intent
+ * stale); X took B and is re-putting it into ring 0 when Y's repair runs:
+ * the repair wins the owner CAS and the reclaimer puts B back, then X's
+ * slot CAS lands too, so two slots of ring 0 hold B (docs/design.md, "The
+ * ring": a phantom copy).  Then all the other sheaves come back into ring
+ * 0 and X dies holding one, A: ring 0 (64 slots for 64 sheaves) holds 63
+ * sheaves and the copy, so A's put-back into it is refused and must go to
+ * ring 1 (as the children do), and the census must take the copy for the
+ * phantom it is.
+ */
+START_TEST(test_put_back_past_a_phantom_copy)
+{
+	const uint32_t a = NSHEAVES - 2, b = NSHEAVES - 1;
+	struct shared *sh;
+	struct verdict v;
+	struct world w;
+	uint32_t s;
+
+	verdict_start(&v, 0, 1);
+	world_init(&w, 64, 64);
+	sh = w.sh;
+	/* Everything but A and B into ring 1; X takes A, Y takes B. */
+	for (uint32_t k = 0; k < NSHEAVES - 2; k++) {
+		s = ring_get(w.ring[0], sh->owners, OW_SETUP, &sh->parent_in);
+		ck_assert_uint_eq(s, k);
+		ck_assert_int_eq(ring_put(w.ring[1], sh->owners, s, OW_SETUP,
+					  &sh->parent_in), 0);
+	}
+	ck_assert_uint_eq(ring_get(w.ring[0], sh->owners, CHILD_ID(0), &sh->intent[0]), a);
+	ck_assert_uint_eq(ring_get(w.ring[0], sh->owners, CHILD_ID(1), &sh->intent[1]), b);
+	/* Y puts B and dies after its slot CAS. */
+	ring_stop_hook = die_at_put_slot;
+	if (setjmp(die_jmp) == 0)
+		ck_abort_msg("Y's put of B did not reach RS_PUT_SLOT: %d",
+			     ring_put(w.ring[0], sh->owners, b, CHILD_ID(1), &sh->intent[1]));
+	ring_stop_hook = NULL;
+	ck_assert_uint_eq(atomic_load(&sh->intent[1].op), RING_OP_PUT);
+	/* X takes B; Y's repair runs while X puts it back. */
+	ck_assert_uint_eq(ring_get(w.ring[0], sh->owners, CHILD_ID(0), &sh->intent[0]), b);
+	race_w = &w;
+	race_v = &v;
+	ring_stop_hook = repair_y_mid_put;
+	ck_assert_int_eq(ring_put(w.ring[0], sh->owners, b, CHILD_ID(0), &sh->intent[0]), 0);
+	ring_stop_hook = NULL;
+	ck_assert_uint_eq(owner_of(&w, b), OWNER_RING(0));
+	ck_assert_uint_eq(slots_holding(w.ring[0], b), 2);
+	/* The rest back into ring 0: 63 sheaves and B's copy fill its 64 slots. */
+	while ((s = ring_get(w.ring[1], sh->owners, OW_SETUP, &sh->parent_in)) !=
+	       SHEAF_ID_NONE)
+		ck_assert_int_eq(ring_put(w.ring[0], sh->owners, s, OW_SETUP,
+					  &sh->parent_in), 0);
+	ck_assert_uint_eq(full_slots(w.ring[0]), 64);
+	/* X dies holding A. */
+	ck_assert_uint_eq(owner_of(&w, a), CHILD_ID(0));
+	repair(&w, 0, &v, "X died holding A, ring 0 full with B's copy");
+	if (owner_of(&w, a) != OWNER_RING(1))
+		violation(&v, "A not put back into ring 1", "owner %#x", owner_of(&w, a));
+	check_quiescent(&w, &v, "after X's repair");
+	world_fini(&w);
+	verdict_report(&v, "put-back past a phantom copy");
 }
 END_TEST
 
@@ -510,6 +599,7 @@ static Suite *crash_suite(void)
 	tcase_add_test(tc, test_stop_point_kills);
 	tcase_add_test(tc, test_random_kills);
 	tcase_add_test(tc, test_two_children);
+	tcase_add_test(tc, test_put_back_past_a_phantom_copy);
 	tcase_add_test(tc, test_stall_then_resume);
 	tcase_add_test(tc, test_kill_at_every_instruction);
 	suite_add_tcase(su, tc);
