@@ -237,6 +237,7 @@ void lane_count_commit(struct shm_pool *p, struct shm_lane *l)
 {
 	uint32_t cache = at_load_relaxed(&l->count_cache) - 1;
 
+	SHEAF_ASSERT(cache < p->max_caches);     /* staged by this thread */
 	at_store_relaxed(&lane_stat(p, l, cache)[at_load_relaxed(&l->count_stat)],
 			 at_load_relaxed(&l->count_val));
 	STEP(LC_COUNTED);
