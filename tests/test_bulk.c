@@ -2,11 +2,12 @@
  * test_bulk.c - the calls that move many objects at once, on a local pool
  * (engine threads in this process): a prefill's guarantee, the bulk calls'
  * runs on the main sheaf (counts, a bad pointer and an immediate double
- * free amid a run), and bulk alloc all-or-nothing at the pool's memory cap
- * (ENOMEM, promptly).
+ * free amid a run, another node's objects amid a run), and bulk alloc
+ * all-or-nothing at the pool's memory cap (ENOMEM, promptly).
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -115,6 +116,53 @@ START_TEST(bulk_runs)
 }
 END_TEST
 
+struct node1_arg {
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+	void **o;                    /* node 0's objects, interleaved below */
+	int n;
+};
+
+/* On node 1: free node 0's objects interleaved with our own in one bulk
+ * call; the runs stop at each foreign object, which goes the remote way. */
+static void *node1_frees(void *arg)
+{
+	struct node1_arg *a = arg;
+	void *mine[64], *mixed[128];
+
+	ck_assert_int_eq(sheaf_thread_set_node(a->p, 1), 0);
+	ck_assert_int_eq(sheaf_alloc_bulk(a->c, mine, (size_t)a->n), 0);
+	for (int i = 0; i < a->n; i++) {
+		mixed[2 * i] = mine[i];
+		mixed[2 * i + 1] = a->o[i];
+	}
+	ck_assert_int_eq(sheaf_free_bulk(a->c, mixed, 2 * (size_t)a->n), 0);
+	sheaf_thread_exit();
+	return NULL;
+}
+
+START_TEST(bulk_free_of_other_nodes_objects)
+{
+	struct sheaf_pool_config cfg = { .nodes = 2, .size = 64 << 20, .sheaf_count = 4096 };
+	sheaf_pool_t *p = pool_new(&cfg);
+	sheaf_cache_t *c = mkcache(p, "nodes", 64, 16, 0);
+	enum { N = 64 };
+	void *o[N];
+	struct node1_arg a = { p, c, o, N };
+	pthread_t th;
+
+	ck_assert_int_eq(sheaf_thread_set_node(p, 0), 0);
+	ck_assert_int_eq(sheaf_alloc_bulk(c, o, N), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, node1_frees, &a), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_uint_eq(stat_count(c, 1, "free_remote"), N);
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	sheaf_thread_exit();
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(bulk_and_enomem_at_cap)
 {
 	sheaf_pool_t *p = mkpool(64 << 20, 1 << 20);   /* 4 slabs of 4096 */
@@ -162,6 +210,7 @@ int main(void)
 
 	ADD_ALONE(s, prefill_guarantee, 120);
 	ADD_ALONE(s, bulk_runs, 60);
+	ADD_ALONE(s, bulk_free_of_other_nodes_objects, 60);
 	ADD_ALONE(s, bulk_and_enomem_at_cap, 120);
 	return run_suite(s);
 }
