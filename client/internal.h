@@ -155,7 +155,7 @@ static inline void tcache_publish(struct tcache *t)
 {
 	if (t->f->main != (struct sheaf__sheaf *)(void *)&sheaf_dummy)
 		lane_live_install(&t->cache->pool->shm, t->tp->lane, t->f->cache_id,
-				  (uint32_t)(tmain(t) - t->cache->pool->shm.sheaves));
+				  pool_sheaf_id(&t->cache->pool->shm, tmain(t)));
 }
 
 /* thread.c */
@@ -215,7 +215,7 @@ sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id);
 
 static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_sheaf *s)
 {
-	return (uint32_t)(s - t->cache->pool->shm.sheaves);
+	return pool_sheaf_id(&t->cache->pool->shm, s);
 }
 
 #endif

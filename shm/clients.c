@@ -88,7 +88,7 @@ void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 		for (unsigned i = SHEAF_STAT_CLIENT_FIRST; i < SHEAF_STAT_ENGINE_FIRST; i++)
 			out[i] = at_load_acquire((_Atomic uint64_t *)&stat[i]);
 		if (id < p->sheaf_count)        /* client-written: bounded */
-			to = at_load_relaxed(&p->sheaves[id].word);
+			to = at_load_relaxed(&pool_sheaf(p, id)->word);
 		if ((seq & 1) == 0 && at_load_relaxed(&lv->seq) == seq) {
 			if (id < p->sheaf_count) {
 				word_delta(from, to, &a, &f);
@@ -166,7 +166,7 @@ void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 		     at_load_relaxed(&lv->sheaf) == SHEAF_ID_NONE);
 	seq = live_begin(lv);
 	STEP(LF_INSTALL_OPEN);
-	at_store_release(&lv->word, at_load_relaxed(&p->sheaves[sheaf].word));
+	at_store_release(&lv->word, at_load_relaxed(&pool_sheaf(p, sheaf)->word));
 	STEP(LF_INSTALL_WORD);
 	at_store_release(&lv->sheaf, sheaf);
 	STEP(LF_INSTALL_SHEAF);
@@ -204,7 +204,7 @@ void lane_live_fold(struct shm_pool *p, struct shm_lane *l, uint32_t cache)
 
 	if (id >= p->sheaf_count)
 		return;
-	word_delta(at_load_relaxed(&lv->word), at_load_relaxed(&p->sheaves[id].word), &a, &f);
+	word_delta(at_load_relaxed(&lv->word), at_load_relaxed(&pool_sheaf(p, id)->word), &a, &f);
 	at_store_relaxed(&l->fold_alloc, at_load_relaxed(&stat[ST_ALLOC_FASTPATH]) + a);
 	STEP(LF_STAGE_ALLOC);
 	at_store_relaxed(&l->fold_free, at_load_relaxed(&stat[ST_FREE_FASTPATH]) + f);
@@ -261,7 +261,7 @@ static void count_repair(struct shm_pool *p, struct shm_lane *l, uint32_t caches
 
 	if (c != 0 && c <= caches && s < p->sheaf_count &&
 	    stat < SHEAF_STAT_ENGINE_FIRST &&
-	    ut_sheaf_size(&p->sheaves[s]) == at_load_relaxed(&l->count_size))
+	    ut_sheaf_size(pool_sheaf(p, s)) == at_load_relaxed(&l->count_size))
 		at_store_relaxed(&lane_stat(p, l, c - 1)[stat], at_load_relaxed(&l->count_val));
 	at_store_release(&l->count_cache, 0);
 }

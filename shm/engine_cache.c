@@ -441,42 +441,52 @@ static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 {
 	struct shm_pool *p = e->pool;
 	struct ring_ref depot = pool_depot_ref(p);
-	uint8_t *held = calloc(p->sheaf_count, 1);
 	uint64_t start = (uint64_t)((char *)p->sheaves - p->base);
-	uint64_t end = start + (uint64_t)p->sheaf_count * sizeof(struct shm_sheaf);
+	uint64_t end = start + sheaf_array_bytes(p->sheaf_count);
+	uint64_t first = (start + 4095) & ~4095ull, pages = ((end & ~4095ull) - first) / 4096;
+	uint8_t *held = calloc(p->sheaf_count, 1), *keep = calloc(pages + 1, 1);
+	uint64_t run = 0;
 	uint32_t n = 0, s;
 
 	SHEAF_ASSERT_HELD(&e->ctl_lock);
 
-	if (held == NULL)
-		return;
+	if (held == NULL || keep == NULL)
+		goto out;
 	while (n < p->sheaf_count &&
 	       (s = rr_get(&depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
 		held[s] = 1;
 		e->ids[n++] = s;
 	}
-	/* Punch maximal runs of pages that only held sheaves cover. */
-	uint64_t run = 0;
-	for (uint64_t pg = (start + 4095) & ~4095ull; pg + 4096 <= end; pg += 4096) {
-		uint32_t first = (uint32_t)((pg - start) / sizeof(struct shm_sheaf));
-		uint32_t last = (uint32_t)((pg + 4095 - start) / sizeof(struct shm_sheaf));
-		int all = 1;
+	/* Keep every whole page any other sheaf touches (gaps between
+	 * sheaves belong to nobody: sheaf_line). */
+	for (s = 0; s < p->sheaf_count; s++) {
+		uint64_t a = start + sheaf_line(s) * SHEAF_CACHELINE;
+		uint64_t b = a + sizeof(struct shm_sheaf);
 
-		for (uint32_t k = first; k <= last && k < p->sheaf_count && all; k++)
-			all = held[k];
-		if (all && run == 0)
+		if (held[s])
+			continue;
+		for (uint64_t pg = a & ~4095ull; pg < b; pg += 4096)
+			if (pg >= first && (pg - first) / 4096 < pages)
+				keep[(pg - first) / 4096] = 1;
+	}
+	/* Punch maximal runs of the others. */
+	for (uint64_t i = 0; i <= pages; i++) {
+		uint64_t pg = first + i * 4096;
+		int idle = i < pages && !keep[i];
+
+		if (idle && run == 0)
 			run = pg;
-		if (!all && run != 0) {
+		if (!idle && run != 0) {
 			pool_punch(p, run, pg - run);
 			run = 0;
 		}
 	}
-	if (run != 0)
-		pool_punch(p, run, (end & ~4095ull) - run);
 	for (uint32_t k = 0; k < n; k++)        /* their pages stay untouched */
 		if (rr_put(&depot, p->owners, e->ids[k], OWNER_ENGINE, in) != 0)
 			untrusted_note(UT_RING, 1);     /* a scribbled depot */
+out:
 	free(held);
+	free(keep);
 }
 
 /*

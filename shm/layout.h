@@ -58,12 +58,13 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  4u      /* 3: META and SHARED memfds; 4: per-pool
+#define SHEAF_LAYOUT_VERSION  5u      /* 3: META and SHARED memfds; 4: per-pool
 					 limits, the name directory (off_names),
 					 SHARED and the data on 2 MiB (huge.h),
 					 deferred frees (off_rcu, RING_RCU),
 					 queues (off_queues),
-					 owner tags (off_tags) */
+					 owner tags (off_tags); 5: sheaves
+					 placed by sheaf_line */
 
 #define SHEAF_MAX_NODES       8u
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
@@ -355,6 +356,45 @@ struct shm_sheaf {
 _Static_assert(sizeof(struct shm_sheaf) % SHEAF_CACHELINE == 0, "sheaf size");
 _Static_assert(offsetof(struct shm_sheaf, objs) == SHEAF_CACHELINE, "sheaf header");
 _Static_assert(SHEAF_CAP_MAX <= SHEAF_WORD_SIZE, "sheaf size field");
+
+/*
+ * Where sheaf @id lies in the sheaf array (off_sheaves), in cache lines: in
+ * id order, with one line left out after every 16 sheaves and another after
+ * every 256.  A sheaf is 33 lines, so placed back to back its header's L1
+ * set is a function of id mod 64 alone, and the sheaves a thread holds at
+ * once are often a power of two apart (a cache's barn is stocked with a run
+ * of 16 from the depot at its first use): W8's main sheaves, one per size
+ * class, had their headers and top entries (objs[255], 32 lines on) in 4
+ * of the 64 sets, 50 lines in 32 ways (docs/design.md 11).  The gaps make
+ * 25 sheaves 2^k apart (k = 0..9) use no set more than twice, and keep
+ * sheaves in id order (a run of ids is a run of memory, which the refills
+ * of W2 at 2^20 stream through) for 0.2% more memory.
+ */
+static inline uint64_t sheaf_line(uint32_t id)
+{
+	return (uint64_t)id * (sizeof(struct shm_sheaf) / SHEAF_CACHELINE) +
+	       (id >> 4) + (id >> 8);
+}
+
+/* The id of the sheaf at line @line of the array (a line inside a sheaf
+ * or a gap: the sheaf at or before it), sheaf_line's inverse. */
+static inline uint32_t sheaf_at_line(uint64_t line)
+{
+	const uint64_t per = sizeof(struct shm_sheaf) / SHEAF_CACHELINE;
+	/* 256 sheaves take per * 256 + 16 + 1 lines: an estimate at most
+	 * one short, then the step. */
+	uint32_t id = (uint32_t)(line * 256 / (per * 256 + 17));
+
+	while (sheaf_line(id + 1) <= line)
+		id++;
+	return id;
+}
+
+/* Bytes of an array of @n sheaves. */
+static inline uint64_t sheaf_array_bytes(uint32_t n)
+{
+	return sheaf_line(n) * SHEAF_CACHELINE;
+}
 
 static inline uint32_t sheaf_size(struct shm_sheaf *s)
 {

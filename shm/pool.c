@@ -81,7 +81,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_rw = o;
 	h->off_owners = o;       o += (uint64_t)sheaves * 4;
 	o = align_up(o, SHEAF_CACHELINE);
-	h->off_sheaves = o;      o += (uint64_t)sheaves * sizeof(struct shm_sheaf);
+	h->off_sheaves = o;      o += sheaf_array_bytes(sheaves);
 	o = align_up(o, PAGE);
 	h->ring_stride = align_up(ring_bytes(sheaves), SHEAF_CACHELINE);
 	h->off_rings = o;        o += ring_total(h->max_caches, nodes) * h->ring_stride;

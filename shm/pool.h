@@ -204,7 +204,13 @@ static inline struct shm_ring *pool_ring(const struct shm_pool *p, uint32_t id)
 static inline struct shm_sheaf *pool_sheaf(const struct shm_pool *p, uint32_t id)
 {
 	SHEAF_ASSERT(id < p->sheaf_count);
-	return &p->sheaves[id];
+	return (struct shm_sheaf *)((char *)p->sheaves + sheaf_line(id) * SHEAF_CACHELINE);
+}
+/* The id of sheaf @s of the pool's array (pool_sheaf's inverse). */
+static inline uint32_t pool_sheaf_id(const struct shm_pool *p, const struct shm_sheaf *s)
+{
+	return sheaf_at_line((uint64_t)((const char *)s - (const char *)p->sheaves) /
+			     SHEAF_CACHELINE);
 }
 static inline uint32_t pool_cn(const struct shm_pool *p, uint32_t cache, uint32_t node)
 {

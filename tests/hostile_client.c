@@ -82,7 +82,7 @@ static int own_sheaf(struct hostile *x, uint32_t s, uint32_t *o)
 	if (*o != x->me && !(OWNER_IS_RING(*o) && is_own_ring(x, OWNER_RING_ID(*o))))
 		return 0;
 	/* Acquire above: the field as of that owner (or later). */
-	c = at_load_relaxed((_Atomic uint16_t *)&x->sp->sheaves[s].cache);
+	c = at_load_relaxed((_Atomic uint16_t *)&pool_sheaf(x->sp, s)->cache);
 	return c == x->h[0]->id || c == x->h[1]->id;
 }
 
@@ -243,10 +243,10 @@ static void scribble_random(struct hostile *x)
 		if ((s = hold_own_sheaf(x, &was, 1)) != SHEAF_ID_NONE) {
 			/* The header (the cache field's line), or objs[]. */
 			if (rnd(x) & 1)
-				write_bytes_fixed(x, &p->sheaves[s], offsetof(struct shm_sheaf, objs),
+				write_bytes_fixed(x, pool_sheaf(p, s), offsetof(struct shm_sheaf, objs),
 						  fix_sheaf);
 			else
-				write_bytes(x, p->sheaves[s].objs, sizeof(p->sheaves[s].objs));
+				write_bytes(x, pool_sheaf(p, s)->objs, sizeof(pool_sheaf(p, s)->objs));
 			release_sheaf(x, s, was);
 		}
 		break;
@@ -336,7 +336,7 @@ static void scribble_sheaf(struct hostile *x)
 		return;
 	if (r % 6 == 1 && was == x->me)
 		return;         /* its capacity: not of a sheaf its libsheaf uses (above) */
-	sh = &p->sheaves[s];
+	sh = pool_sheaf(p, s);
 	switch (r % 6) {
 	case 0: at_store_relaxed(&sh->word, rnd(x) & 1 ? nasty(x) :
 				 (at_load_relaxed(&sh->word) & ~SHEAF_WORD_SIZE) | (nasty(x) & 0x1ff));

@@ -3,7 +3,8 @@
  * this process): fast-path counts, main/spare swaps, barn exchange both
  * ways, empty barn refilled, overfull barn flushed, remote frees with 2 and
  * 4 simulated nodes, bad frees, sheaves disabled, run-time capacity, thread
- * exit, shrink, and a multi-thread stress run ended by the pool checker
+ * exit, shrink (of slabs and of idle sheaves' pages), where sheaves lie
+ * (sheaf_line), and a multi-thread stress run ended by the pool checker
  * (prefill and bulk: test_bulk.c).
  */
 #include <check.h>
@@ -476,13 +477,13 @@ START_TEST(live_counts_wrap_and_repair)
 	uint64_t st[SHEAF_STAT_ENGINE_FIRST];
 	struct timespec t0, t1;
 
-	ck_assert_uint_eq(sheaf_size(&sp->sheaves[s]), 0);       /* in the depot */
-	at_store_relaxed(&sp->sheaves[s].word, near_wrap | 5);
+	ck_assert_uint_eq(sheaf_size(pool_sheaf(sp, s)), 0);       /* in the depot */
+	at_store_relaxed(&pool_sheaf(sp, s)->word, near_wrap | 5);
 	lane_live_install(sp, l, c->id, s);
 	/* 4 fast allocs and 3 fast frees, as the inline paths count them. */
-	at_store_relaxed(&sp->sheaves[s].word, at_load_relaxed(&sp->sheaves[s].word) +
+	at_store_relaxed(&pool_sheaf(sp, s)->word, at_load_relaxed(&pool_sheaf(sp, s)->word) +
 			 4 * (SHEAF_WORD_OP - 1) + 3 * (SHEAF_WORD_OP + 1));
-	ck_assert_uint_lt(at_load_relaxed(&sp->sheaves[s].word) >> 16, 8);  /* wrapped */
+	ck_assert_uint_lt(at_load_relaxed(&pool_sheaf(sp, s)->word) >> 16, 8);  /* wrapped */
 	lane_counts(sp, l, c->id, st);
 	ck_assert_uint_eq(st[ST_ALLOC_FASTPATH], 4);
 	ck_assert_uint_eq(st[ST_FREE_FASTPATH], 3);
@@ -504,8 +505,8 @@ START_TEST(live_counts_wrap_and_repair)
 	/* Published again, one more fast free (the books balance: 4 and 4),
 	 * then a repair folds it once; a second repair adds nothing. */
 	lane_live_install(sp, l, c->id, s);
-	at_store_relaxed(&sp->sheaves[s].word,
-			 at_load_relaxed(&sp->sheaves[s].word) + SHEAF_WORD_OP + 1);
+	at_store_relaxed(&pool_sheaf(sp, s)->word,
+			 at_load_relaxed(&pool_sheaf(sp, s)->word) + SHEAF_WORD_OP + 1);
 	lane_counts(sp, l, c->id, st);
 	ck_assert_uint_eq(st[ST_FREE_FASTPATH], 1);
 	lane_live_repair(sp, l);
@@ -516,7 +517,7 @@ START_TEST(live_counts_wrap_and_repair)
 	ck_assert_uint_eq(st[ST_ALLOC_FASTPATH], 4);
 	ck_assert_uint_eq(st[ST_FREE_FASTPATH], 4);
 	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
-	sheaf_set_size(&sp->sheaves[s], 0);
+	sheaf_set_size(pool_sheaf(sp, s), 0);
 	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
@@ -705,6 +706,113 @@ START_TEST(shrink_releases_memory)
 }
 END_TEST
 
+/* sheaf_line: sheaves in id order, never overlapping, sheaf_at_line its
+ * inverse (on every line of a sheaf and of the gap after it), and 25
+ * sheaves 2^k ids apart (k = 0..9) use no L1 set for their header and their
+ * top entry (objs[255]) more than 4 times of 8 ways (placed back to back,
+ * 16 apart: 13 times; W8's main sheaves, docs/design.md 11). */
+START_TEST(sheaf_line_spreads_sets)
+{
+	const uint64_t lines = sizeof(struct shm_sheaf) / SHEAF_CACHELINE;
+
+	for (uint32_t id = 0; id < (1u << 20); id++) {
+		uint64_t l = sheaf_line(id), next = sheaf_line(id + 1);
+
+		REQUIRE(next >= l + lines && next <= l + lines + 2,
+			"sheaf %u at line %llu, the next at %llu", id,
+			(unsigned long long)l, (unsigned long long)next);
+		REQUIRE(sheaf_at_line(l) == id && sheaf_at_line(next - 1) == id &&
+			sheaf_at_line(l + lines / 2) == id,
+			"sheaf_at_line back from sheaf %u: %u", id, sheaf_at_line(l));
+	}
+	ck_assert_uint_eq(sheaf_array_bytes(32768), sheaf_line(32768) * SHEAF_CACHELINE);
+	for (uint32_t step = 1; step <= 512; step *= 2)
+		for (uint32_t first = 0; first < 20; first += 7) {
+			uint8_t n[64] = { 0 };
+			unsigned most = 0;
+
+			for (uint32_t k = 0; k < 25; k++) {
+				uint64_t l = sheaf_line(first + k * step);
+
+				n[l & 63]++;
+				n[(l + lines - 1) & 63]++;
+			}
+			for (int i = 0; i < 64; i++)
+				most = n[i] > most ? n[i] : most;
+			REQUIRE(most <= 4, "25 sheaves %u apart from %u: a set used %u times",
+				step, first, most);
+		}
+}
+END_TEST
+
+/* Whether every byte of [@a, @b) of @fd is data (no hole). */
+static int all_data(int fd, off_t a, off_t b)
+{
+	return lseek(fd, a, SEEK_DATA) == a && lseek(fd, a, SEEK_HOLE) >= b;
+}
+
+/* A pool-wide shrink punches the pages that only idle sheaves (those in
+ * the depot) cover, found by their place in the array (sheaf_line): every
+ * sheaf held anywhere else keeps its memory, and its objects. */
+START_TEST(shrink_keeps_held_sheaves)
+{
+	enum { N = 100000, KEEP = 10 };
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+	const struct shm_pool *sp;
+	void **o = calloc(N, sizeof(*o)), *keep[KEEP];
+	off_t base, end;
+	uint32_t held = 0;
+	char thp[128] = "";
+	FILE *f;
+
+	setenv("SHEAF_HUGE_PAGES", "off", 1);
+	p = mkpool(1, 64 << 20, 0);
+	unsetenv("SHEAF_HUGE_PAGES");
+	sp = &p->shm;
+	c = mkcache(p, "idle", 64, -1, 0);
+	for (int i = 0; i < N; i++)
+		o[i] = xalloc_touch(c);
+	for (int i = 0; i < N; i++)
+		REQUIRE(sheaf_free(c, o[i]) == 0, "sheaf_free(%p) failed", o[i]);
+	for (int k = 0; k < KEEP; k++)
+		keep[k] = xalloc_touch(c);
+	engine_shrink(&p->engine, -1, 1);
+	base = (off_t)(sp->hdr->off_sheaves - sp->hdr->off_rw);
+	end = base + (off_t)sp->sheaf_count * (off_t)sizeof(struct shm_sheaf);
+	for (uint32_t s = 0; s < sp->sheaf_count; s++) {
+		uint32_t own = at_load_relaxed(&sp->owners[s]);
+		off_t a = base + ((char *)pool_sheaf(sp, s) - (char *)sp->sheaves);
+
+		if (own == OWNER_RING(RING_DEPOT))
+			continue;
+		held++;
+		REQUIRE(all_data(sp->shared_fd, a, a + (off_t)sizeof(struct shm_sheaf)),
+			"sheaf %u (owner %#x, at %lld) lost memory", s, own, (long long)a);
+	}
+	ck_assert_uint_ge(held, 2);            /* the thread's main and spare */
+	/* With shmem huge pages forced, a punch may leave zeroed memory. */
+	f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+	if (f != NULL) {
+		if (fgets(thp, sizeof(thp), f) == NULL)
+			thp[0] = '\0';
+		fclose(f);
+	}
+	if (strstr(thp, "[always]") == NULL && strstr(thp, "[force]") == NULL)
+		ck_assert_msg(!all_data(sp->shared_fd, base, end),
+			      "no page of the idle sheaves was given back");
+	else
+		printf("shrink_keeps_held_sheaves: shmem huge pages forced (%s): "
+		       "the release of idle pages not asserted\n", thp);
+	for (int k = 0; k < KEEP; k++)
+		REQUIRE(sheaf_free(c, keep[k]) == 0, "sheaf_free(%p) failed", keep[k]);
+	free(o);
+	sheaf_thread_exit();
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(config_errors)
 {
 	struct sheaf_pool_config bad = { .nodes = 9 };
@@ -778,6 +886,8 @@ int main(void)
 	ADD_ALONE(s, thread_exit_returns_sheaves, 120);
 	ADD_ALONE(s, stress_threads_then_check, 120);
 	ADD_ALONE(s, shrink_releases_memory, 120);
+	ADD_ALONE(s, sheaf_line_spreads_sets, 120);
+	ADD_ALONE(s, shrink_keeps_held_sheaves, 120);
 	ADD_ALONE(s, config_errors, 120);
 	ADD_ALONE(s, default_capacities, 120);
 	return run_suite(s);

@@ -543,7 +543,7 @@ START_TEST(capacity_over_cap_max)
 	}
 	ck_assert_uint_gt(rr_count(&full), 0);
 	for (uint32_t s = 0; s < p->shm.sheaf_count; s++)
-		ck_assert_uint_le(sheaf_size(&p->shm.sheaves[s]), SHEAF_CAP_MAX);
+		ck_assert_uint_le(sheaf_size(pool_sheaf(&p->shm, s)), SHEAF_CAP_MAX);
 	at_store_relaxed(&p->shm.caches[c->id].sheaf_capacity, 16);
 	require_pool_ok(p);
 	sheaf_pool_destroy(p);
@@ -574,7 +574,7 @@ START_TEST(destroy_clamps_sheaf_size)
 
 		if (((uint32_t)(v >> 32) & full.mask) == 1 && s < p->shm.sheaf_count &&
 		    at_load_relaxed(&p->shm.owners[s]) == OWNER_RING(full.id))
-			sheaf_set_size(&p->shm.sheaves[s], 0xffff);
+			sheaf_set_size(pool_sheaf(&p->shm, s), 0xffff);
 	}
 	ck_assert_msg(engine_cache_destroy(&p->engine, c->id, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_uint_gt(refusals(), before);

@@ -72,7 +72,7 @@ static unsigned barn_full_sheaves(sheaf_cache_t *a, uint32_t want,
 
 		if (((uint32_t)(v >> 32) & full.mask) == 1 && s < sp->sheaf_count &&
 		    at_load_relaxed(&sp->owners[s]) == OWNER_RING(full.id))
-			out[n++] = &sp->sheaves[s];
+			out[n++] = pool_sheaf(sp, s);
 	}
 	return n;
 }
