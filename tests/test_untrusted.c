@@ -475,6 +475,66 @@ START_TEST(stale_intent_races_live_put)
 END_TEST
 
 /*
+ * The same race on the depot itself: a live client returns sheaf S to the
+ * depot while a dead client's stale intent names S, and the repair runs in
+ * the put's window.  The repair gives S back to the depot, and the live
+ * put's slot CAS leaves a second copy of S there (docs/design.md 3,
+ * "Phantom copies").  With every other sheaf back too, the depot then
+ * holds the pool's sheaves plus the copy: it must take them all (with one
+ * slot per sheaf it refused the last, lost to the pool), and a drain must
+ * hand out each sheaf once.
+ */
+START_TEST(depot_takes_every_sheaf_past_a_copy)
+{
+	int live = client_attach(&P, 999992, 0, "live");
+	int dead = client_attach(&P, 999991, 0, "dead");
+	struct ring_ref depot = pool_depot_ref(&P);
+	struct ring_intent in = { 0 };
+	struct shm_lane *dl = lane_acquire(&P, (uint32_t)dead, 0);
+	uint32_t n = 0, s, *ids = calloc(P.sheaf_count, sizeof(*ids));
+	uint8_t *seen = calloc(P.sheaf_count, 1);
+	char err[256] = "";
+
+	ck_assert_int_ge(live, 0);
+	ck_assert_ptr_nonnull(dl);
+	ck_assert_uint_ge(rr_size(&depot), P.sheaf_count + 1);
+	while ((s = rr_get(&depot, P.owners, (uint32_t)live, &in)) != SHEAF_ID_NONE)
+		ids[n++] = s;
+	ck_assert_uint_eq(n, P.sheaf_count);
+	at_store_relaxed(&dl->intent.ring, RING_DEPOT);
+	at_store_relaxed(&dl->intent.sheaf, ids[0]);
+	at_store_relaxed(&dl->intent.op, RING_OP_PUT);
+	race_dead = dead;
+	ring_stop_hook = repair_in_put_window;
+	ck_assert_int_eq(rr_put(&depot, P.owners, ids[0], (uint32_t)live, &in), 0);
+	ring_stop_hook = NULL;
+	ck_assert_int_eq(race_dead, -1);
+	ck_assert_uint_eq(at_load_relaxed(&P.owners[ids[0]]), OWNER_RING(RING_DEPOT));
+	ck_assert_uint_eq(rr_count(&depot), 2);          /* S and its copy */
+	for (uint32_t k = 1; k < n; k++)
+		ck_assert_msg(rr_put(&depot, P.owners, ids[k], (uint32_t)live, &in) == 0,
+			      "the depot refused sheaf %u of %u (%u held)", k + 1, n,
+			      rr_count(&depot));
+	ck_assert_uint_eq(rr_count(&depot), n + 1);
+	/* Each sheaf once: the copy is skipped when its sheaf is out. */
+	for (uint32_t k = 0; k < n; k++) {
+		s = rr_get(&depot, P.owners, (uint32_t)live, &in);
+		ck_assert_uint_lt(s, P.sheaf_count);
+		ck_assert_msg(!seen[s], "sheaf %u handed out twice", s);
+		seen[s] = 1;
+		ids[k] = s;
+	}
+	ck_assert_uint_eq(rr_get(&depot, P.owners, (uint32_t)live, &in), SHEAF_ID_NONE);
+	for (uint32_t k = 0; k < n; k++)
+		ck_assert_int_eq(rr_put(&depot, P.owners, ids[k], (uint32_t)live, &in), 0);
+	ck_assert_uint_eq(rr_count(&depot), n);
+	ck_assert_msg(pool_check(&P, -1, -1, NULL, err, sizeof(err)) == 0, "%s", err);
+	free(ids);
+	free(seen);
+}
+END_TEST
+
+/*
  * A client holds a full sheaf; a peer moves its owner entry (to the
  * depot, as a hostile client can: owners[] is client-writable) and the
  * pool passes the sheaf on to another client meanwhile.  The first
@@ -699,7 +759,7 @@ START_TEST(adopt_spoiled_shared_part)
 	ck_assert_uint_eq(at_load_relaxed(&P.lanes[7].client), LANE_FREE);
 	ck_assert_msg(engine_init(&E, &P, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_msg(pool_check(&P, -1, -1, NULL, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_uint_eq(pool_ring(&P, RING_DEPOT)->mask, P.sheaf_count - 1);
+	ck_assert_uint_eq(pool_ring(&P, RING_DEPOT)->mask, ring_slots(RING_DEPOT, P.sheaf_count) - 1);
 }
 END_TEST
 
@@ -858,6 +918,7 @@ int main(void)
 	tcase_add_test(bare, repair_intent_bounded_by_pool);
 	tcase_add_test(bare, repair_stale_intent_scribbled_size);
 	tcase_add_test(bare, stale_intent_races_live_put);
+	tcase_add_test(bare, depot_takes_every_sheaf_past_a_copy);
 	tcase_add_test(bare, put_of_a_moved_sheaf_takes_nothing);
 	tcase_add_test(bare, adopt_quarantines_bad_descriptors);
 	tcase_add_test(bare, adopt_spoiled_shared_part);
