@@ -374,9 +374,10 @@ static Sheaf__V1__Response *check_of(const char *sock, const char *cache)
 	return ask(sock, &rq, cache ? "Check of a cache" : "Check");
 }
 
-/* On a failed count: every sheaf holding objects of the good cache (by
- * its cache field, or by its first entry's frame) and its owner entry,
- * for the failure's diagnosis. */
+/* On a failed count or check: every sheaf holding objects of the good
+ * cache (by its cache field, or by its first entry's frame), its owner
+ * entry, and its first entry whose frame another cache owns, for the
+ * failure's diagnosis. */
 static void dump_good_sheaves(const char *sock)
 {
 	sheaf_pool_t *pool = child_connect(sock, "dump");
@@ -391,11 +392,27 @@ static void dump_good_sheaves(const char *sock)
 			       at_load_relaxed(&p->frame_owner[pool_frame_of(p, off)]) ==
 				       (uint32_t)good;
 
+		uint32_t bad = size, other = 0;
+
 		if (size == 0 || (sh->cache != good && !by_frame))
 			continue;
-		printf("dump: sheaf %u: cache %u (frame says %s) size %u cap %u word %#llx "
-		       "owner %#x\n", s, sh->cache, by_frame ? "good" : "other", size,
-		       sh->capacity, (unsigned long long)word, at_load_relaxed(&p->owners[s]));
+		for (uint32_t i = 0; i < size && i < SHEAF_CAP_MAX && bad == size; i++) {
+			uint64_t o = sh->objs[i];
+
+			if (o - p->data_off >= p->data_len)
+				bad = i, other = 0xffffffffu;
+			else if ((other = at_load_relaxed(&p->frame_owner[pool_frame_of(p, o)])) !=
+				 (uint32_t)good)
+				bad = i;
+		}
+		printf("dump: sheaf %u: cache %u (frame says %s) size %u cap %u node %u flags %#x "
+		       "word %#llx owner %#x", s, sh->cache, by_frame ? "good" : "other", size,
+		       sh->capacity, sh->node, sh->flags, (unsigned long long)word,
+		       at_load_relaxed(&p->owners[s]));
+		if (bad < size)
+			printf("; entry %u %#llx in a frame of %#x", bad,
+			       (unsigned long long)sh->objs[bad], other);
+		printf("\n");
 	}
 	sheaf_disconnect(pool);
 }
@@ -405,7 +422,7 @@ static void require_good_ok(const char *sock, const char *when)
 {
 	Sheaf__V1__Response *r = check_of(sock, "good");
 
-	if (r->check != NULL && r->check->ok && r->check->in_use != 0)
+	if (r->check != NULL && (!r->check->ok || r->check->in_use != 0))
 		dump_good_sheaves(sock);
 
 	REQUIRE(r->status == SHEAF__V1__STATUS__STATUS_OK &&
