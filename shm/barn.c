@@ -93,7 +93,12 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 	sh = pool_sheaf(p, s);
 	sheaf_set_size(sh, 0);
 	/* Relaxed atomic stores (plain on x86): sheafd's dead-client repair
-	 * reads every sheaf's header meanwhile (owner.c, drop_in_sheaves). */
+	 * reads every sheaf's header meanwhile (owner.c, drop_in_sheaves).
+	 * Its flags too, as depot_put does: a sheaf reaches the depot or an
+	 * empty ring by other ways (a spoiled ring's put-back, barn_put_empty),
+	 * and a stale SHEAF_F_DEFERRED (a scribble) would make its next
+	 * holder's repair requeue it as deferred frees of this cache. */
+	__atomic_store_n(&sh->flags, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->capacity, cap <= SHEAF_CAP_MAX ? cap : SHEAF_CAP_MAX,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->cache, (uint16_t)cache, __ATOMIC_RELAXED);

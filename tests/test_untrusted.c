@@ -534,6 +534,35 @@ START_TEST(depot_takes_every_sheaf_past_a_copy)
 }
 END_TEST
 
+/* A sheaf put into the depot with its flags left on (a spoiled ring's
+ * put-back does not blank them, nor does a scribbler) is blank when a
+ * barn takes it: a stale SHEAF_F_DEFERRED would follow it to the next
+ * cache, whose holder's repair would requeue it as deferred frees. */
+START_TEST(empty_sheaf_taken_blank)
+{
+	int c = bare_cache("blank", 64);
+	struct ring_ref depot = pool_depot_ref(&P);
+	struct ring_intent in = { 0 };
+	uint32_t s, n = 0;
+	int dep;
+
+	/* Every sheaf out, one back marked, then a barn's take. */
+	while ((s = rr_get(&depot, P.owners, OWNER_ENGINE, &in)) != SHEAF_ID_NONE)
+		E.ids[n++] = s;
+	ck_assert_uint_eq(n, P.sheaf_count);
+	pool_sheaf(&P, E.ids[0])->flags = SHEAF_F_DEFERRED | SHEAF_F_MIXED;
+	ck_assert_int_eq(rr_put(&depot, P.owners, E.ids[0], OWNER_ENGINE, &in), 0);
+	s = barn_get_empty(&P, (uint32_t)c, 0, 16, OWNER_ENGINE, &in, &dep);
+	ck_assert_uint_eq(s, E.ids[0]);
+	ck_assert_int_eq(dep, 1);
+	ck_assert_uint_eq(pool_sheaf(&P, s)->flags, 0);
+	ck_assert_uint_eq(pool_sheaf(&P, s)->cache, (uint32_t)c);
+	for (uint32_t k = 0; k < n; k++)
+		ck_assert_int_eq(rr_put(&depot, P.owners, E.ids[k], OWNER_ENGINE, &in), 0);
+	ck_assert_int_eq(pool_check(&P, -1, -1, NULL, NULL, 0), 0);
+}
+END_TEST
+
 /*
  * A client holds a full sheaf; a peer moves its owner entry (to the
  * depot, as a hostile client can: owners[] is client-writable) and the
@@ -919,6 +948,7 @@ int main(void)
 	tcase_add_test(bare, repair_stale_intent_scribbled_size);
 	tcase_add_test(bare, stale_intent_races_live_put);
 	tcase_add_test(bare, depot_takes_every_sheaf_past_a_copy);
+	tcase_add_test(bare, empty_sheaf_taken_blank);
 	tcase_add_test(bare, put_of_a_moved_sheaf_takes_nothing);
 	tcase_add_test(bare, adopt_quarantines_bad_descriptors);
 	tcase_add_test(bare, adopt_spoiled_shared_part);
