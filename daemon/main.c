@@ -8,7 +8,8 @@
  * FDNAME=pool-meta and FDNAME=pool-shared) and, when a restarted sheafd
  * finds both among its passed descriptors, it adopts that pool
  * (engine_adopt) instead of creating one, so attached clients keep their
- * objects.  READY/STATUS/RELOADING/STOPPING
+ * objects; a stored pool of another layout version is dropped from the
+ * store and a new one made.  READY/STATUS/RELOADING/STOPPING
  * and WATCHDOG (at half of WATCHDOG_USEC) are sent as the protocol asks.
  */
 #include <errno.h>
@@ -178,8 +179,24 @@ static int make_pool(struct daemon *d, int meta_fd, int shared_fd, char *err, si
 
 	if (meta_fd >= 0) {
 		rc = pool_map_fds(&d->pool, meta_fd, shared_fd, 0, 0, err, errlen);
-		if (rc != 0)
+		if (rc == -EPROTO) {
+			/* A pool of another layout (a sheafd of another version
+			 * stored it): it cannot be adopted, now or at the next
+			 * restart.  Dropped from the store, and a new pool made,
+			 * rather than a restart loop on the same descriptors. */
+			char why[320];
+
+			snprintf(why, sizeof(why), "a pool of another layout (%s)", err);
+			store_drop(meta_fd, "pool-meta", why);
+			store_drop(shared_fd, "pool-shared", why);
+			log_warn("the stored pool cannot be adopted: a new pool is made; "
+				 "its clients must attach again");
+			meta_fd = -1;
+		} else if (rc != 0) {
 			return rc;
+		}
+	}
+	if (meta_fd >= 0) {
 		rc = engine_adopt(&d->pool);
 		if (rc < 0) {
 			snprintf(err, errlen, "adopting the pool: %s", strerror(-rc));

@@ -43,6 +43,10 @@
  *                    sheafd is killed, the client's stats request goes out
  *                    while no daemon runs, waits in the socket's backlog and
  *                    succeeds once the next sheafd adopts the pool.
+ *   restart_other_layout the fd store holds a pool of another layout
+ *                    version (a sheafd of another version stored it): the
+ *                    new sheafd drops both memfds (FDSTOREREMOVE=1), makes,
+ *                    stores and serves a new pool instead of exiting.
  *
  * A test whose tool is missing (systemd-socket-activate) is a SKIP, which
  * fails unless SHEAF_TEST_SKIP_OK=1 (util_check.h).  Each test is its own TCase: CK_RUN_CASE=<name> runs one.  Loops
@@ -59,12 +63,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/sheaf.h"
+#include "shm/layout.h"
 #include "tests/util_check.h"
 #include "tests/util_daemon.h"
 #include "tests/util_deploy.h"
@@ -614,6 +620,60 @@ START_TEST(restart_socket)
 }
 END_TEST
 
+/*
+ * A stored pool of another layout (what a sheafd of another version left
+ * in the fd store, as a restart after an upgrade passes it): sheafd
+ * cannot adopt it and must neither exit (systemd would restart it on the
+ * same descriptors for ever) nor map it.  It drops both from the store
+ * (FDSTOREREMOVE=1 with each FDNAME), makes a new pool, stores that one,
+ * and serves it.  The stored pair here is a META memfd holding a header of
+ * layout version SHEAF_LAYOUT_VERSION - 1 (the header is all a sheafd
+ * reads before it refuses) and an empty SHARED one.
+ */
+START_TEST(restart_other_layout)
+{
+	struct notify n;
+	struct svc d = { 0 };
+	struct shm_header h;
+	char err[256] = "";
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+	void *o;
+
+	make_test_dir();
+	notify_open(&n);
+	fmt(d.sock, sizeof(d.sock), "%s/s.sock", test_dir);
+	memset(&h, 0, sizeof(h));
+	h.magic = SHEAF_MAGIC;
+	h.version = SHEAF_LAYOUT_VERSION - 1;
+	n.store_fd = memfd_create("sheaf-meta", MFD_CLOEXEC);
+	n.store_shared_fd = memfd_create("sheaf-shared", MFD_CLOEXEC);
+	REQUIRE(n.store_fd >= 0 && n.store_shared_fd >= 0, "memfd_create: %s", strerror(errno));
+	REQUIRE(pwrite(n.store_fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h), "pwrite: %s",
+		strerror(errno));
+	svc_start(&d, &n, -1, 1, 0);              /* READY=1, the socket accepts */
+	REQUIRE(notify_wait(&n, &n.fdstore_removed, 2, 5000),
+		"%d FDSTOREREMOVE=1 for the unadoptable pair (want 2)", n.fdstore_removed);
+	REQUIRE(notify_wait(&n, &n.fdstore, 2, 5000) && n.store_fd >= 0 && n.store_shared_fd >= 0,
+		"the new pool's memfds were not stored (%d FDSTORE=1)", n.fdstore);
+	REQUIRE(file_contains(d.log, "another layout"), "no word of the dropped pool in the log");
+	REQUIRE(!file_contains(d.log, "adopted the pool"), "an unadoptable pool reported adopted");
+	p = sheaf_connect(d.sock, "other-layout", 0, err, sizeof(err));
+	REQUIRE(p != NULL, "connect: %s", err);
+	c = sheaf_cache_create(p, "c", 64, NULL);
+	REQUIRE(c != NULL, "cache: %s", strerror(errno));
+	REQUIRE((o = sheaf_alloc(c)) != NULL, "alloc: %s", strerror(errno));
+	REQUIRE(sheaf_free(c, o) == 0, "free");
+	REQUIRE(sheaf_pool_check(p, err, sizeof(err)) == 0, "pool check: %s", err);
+	sheaf_disconnect(p);
+	svc_stop(&d, &n, SIGTERM);
+	printf("  a stored pool of layout %u: dropped from the store, a new pool served\n",
+	       h.version);
+	notify_close(&n);
+	test_passed();
+}
+END_TEST
+
 /* ---- main ------------------------------------------------------------------- */
 
 int main(void)
@@ -628,5 +688,6 @@ int main(void)
 	ADD_ALONE(s, restart_crash, 300);
 	ADD_ALONE(s, restart_clean, 300);
 	ADD_ALONE(s, restart_socket, 300);
+	ADD_ALONE(s, restart_other_layout, 300);
 	return run_suite(s);
 }

@@ -85,7 +85,7 @@ int notify_recv(struct notify *n, int ms)
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
 	struct pollfd pf = { n->sock, POLLIN, 0 };
-	int fds[8], nfd = 0, store = 0;
+	int fds[8], nfd = 0, store = 0, removing = 0;
 	char name[64] = "";
 	ssize_t k;
 	FILE *lf;
@@ -122,12 +122,25 @@ int notify_recv(struct notify *n, int ms)
 			n->watchdog++;
 		} else if (strcmp(line, "FDSTORE=1") == 0)
 			store = 1;
+		else if (strcmp(line, "FDSTOREREMOVE=1") == 0)
+			removing = 1;
 		else if (strncmp(line, "FDNAME=", 7) == 0)
 			fmt(name, sizeof(name), "%s", line + 7);
 		else if (strncmp(line, "STATUS=", 7) == 0) {
 			n->status++;
 			fmt(n->last_status, sizeof(n->last_status), "%s", line + 7);
 		}
+	}
+	/* FDSTOREREMOVE=1 with FDNAME=: the store forgets that descriptor. */
+	if (removing && name[0] != '\0') {
+		int *slot = strcmp(name, "pool-shared") == 0 ? &n->store_shared_fd
+			  : strcmp(name, "pool-meta") == 0 ? &n->store_fd : NULL;
+
+		if (slot != NULL && *slot >= 0) {
+			close(*slot);
+			*slot = -1;
+		}
+		n->fdstore_removed++;
 	}
 	for (int i = 0; i < nfd; i++) {
 		if (store && i == 0 && is_pool_memfd(fds[i])) {

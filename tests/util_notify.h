@@ -3,7 +3,7 @@
  * PID 1 (test_systemd, test_install): a notification socket that takes
  * sheafd's READY=1, STATUS=, WATCHDOG=1, RELOADING=1, STOPPING=1 and keeps
  * the fd store (FDSTORE=1 with the pool's memfds, FDNAME=pool-meta and
- * pool-shared), and sheafd started as systemd starts it (NOTIFY_SOCKET,
+ * pool-shared; FDSTOREREMOVE=1 empties a name's slot), and sheafd started as systemd starts it (NOTIFY_SOCKET,
  * LISTEN_FDS with the socket unit's socket and the stored memfds,
  * WATCHDOG_USEC).  Failures go through
  * REQUIRE; paths are in the test's directory (util_deploy.h).
@@ -24,6 +24,7 @@ struct notify {
 	int store_fd;               /* the fd store: the first stored META memfd */
 	int store_shared_fd;        /* ... and SHARED one (FDNAME=pool-shared) */
 	int store_same, store_other;/* later FDSTOREs: the same file, or another */
+	int fdstore_removed;        /* FDSTOREREMOVE=1 (its FDNAME's slot emptied) */
 	char fdname[64];            /* the META memfd's FDNAME */
 	char log[PATH_MAX];         /* every message, for failures */
 };
