@@ -195,7 +195,7 @@ test: deps-or-check
 # before they allocate anything, which its count requires.
 VALGRIND_TESTS := test_ring test_ring_repair test_slab test_slab_refuse test_check \
                   test_vet test_kmalloc test_sheaf test_names test_counts test_units \
-                  test_free test_deferred test_queue test_untrusted test_bulk
+                  test_free test_deferred test_queue test_untrusted test_untrusted_bare test_bulk
 valgrind: all
 	@command -v valgrind >/dev/null || { echo "valgrind is not installed: make deps, or apt-get install valgrind"; exit 1; }
 	@set -e; for t in $(VALGRIND_TESTS); do \
