@@ -64,9 +64,7 @@
 					 deferred frees (off_rcu, RING_RCU),
 					 queues (off_queues),
 					 owner tags (off_tags); 5: sheaves
-					 placed by sheaf_line, the depot's
-					 and the deferred ring's slots
-					 doubled (ring_slots) */
+					 placed by sheaf_line */
 
 #define SHEAF_MAX_NODES       8u
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
@@ -607,19 +605,6 @@ static inline uint32_t ring_total(uint32_t caches, uint32_t nodes)
 {
 	return RING_FIRST_BARN + 2u * caches * nodes;
 }
-/*
- * Slots of ring @id in a pool of @sheaves sheaves: a barn's rings one per
- * sheaf, the depot and the deferred ring a lap more.  Either may hold
- * every sheaf of the pool, and a phantom (a copy or a hole a repair left,
- * docs/design.md 3, "Phantom copies") takes a slot until a get passes it:
- * with one slot per sheaf the depot refused its last sheaf while it kept
- * one.  The pool's two rings come first in off_rings, then the barns'.
- */
-static inline uint32_t ring_slots(uint32_t id, uint32_t sheaves)
-{
-	return id < RING_FIRST_BARN ? 2u * sheaves : sheaves;
-}
-
 static inline uint32_t ring_rcu_id(uint32_t nodes)
 {
 	(void)nodes;

@@ -43,12 +43,6 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
-/* Bytes of the depot or the deferred ring of a pool of @sheaves sheaves. */
-static uint64_t pool_ring_stride(uint32_t sheaves)
-{
-	return align_up(ring_bytes(ring_slots(RING_DEPOT, sheaves)), SHEAF_CACHELINE);
-}
-
 /* Fill the header's geometry and segment offsets; its limits
  * (max_clients, max_lanes, max_caches) are the caller's, already set. */
 static void layout_compute(struct shm_header *h, uint32_t nodes,
@@ -90,9 +84,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_sheaves = o;      o += sheaf_array_bytes(sheaves);
 	o = align_up(o, PAGE);
 	h->ring_stride = align_up(ring_bytes(sheaves), SHEAF_CACHELINE);
-	h->off_rings = o;        o += RING_FIRST_BARN * pool_ring_stride(sheaves) +
-				      (ring_total(h->max_caches, nodes) - RING_FIRST_BARN) *
-				      h->ring_stride;
+	h->off_rings = o;        o += ring_total(h->max_caches, nodes) * h->ring_stride;
 	o = align_up(o, PAGE);
 	h->off_barns = o;        o += caches * nodes * sizeof(struct shm_barn);
 	h->off_nodes = o;        o += nodes * sizeof(struct shm_node);
@@ -206,7 +198,6 @@ static void pool_bind(struct shm_pool *p)
 	p->sheaves = (struct shm_sheaf *)(p->base + h->off_sheaves);
 	p->rings = p->base + h->off_rings;
 	p->ring_stride = h->ring_stride;
-	p->pool_ring_stride = pool_ring_stride(h->sheaf_count);
 	p->barns = (struct shm_barn *)(p->base + h->off_barns);
 	p->node = (struct shm_node *)(p->base + h->off_nodes);
 	p->clients = (struct shm_client *)(p->base + h->off_clients);
@@ -277,10 +268,8 @@ static void pool_init_segments(struct shm_pool *p)
 		p->slabs[f].cache = FRAME_FREE;
 		p->slabs[f].prev = p->slabs[f].next = SLAB_NONE;
 	}
-	ring_init(pool_ring(p, RING_DEPOT), RING_DEPOT,
-		  ring_slots(RING_DEPOT, p->sheaf_count), p->sheaf_count);
-	ring_init(pool_ring(p, RING_RCU), RING_RCU,
-		  ring_slots(RING_RCU, p->sheaf_count), p->sheaf_count);
+	ring_init(pool_ring(p, RING_DEPOT), RING_DEPOT, p->sheaf_count, p->sheaf_count);
+	ring_init(pool_ring(p, RING_RCU), RING_RCU, p->sheaf_count, p->sheaf_count);
 	/* Every sheaf starts in the depot. */
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		at_store_relaxed(&p->owners[s], OWNER_ENGINE);

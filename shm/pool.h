@@ -44,8 +44,7 @@ struct shm_pool {
 	_Atomic uint32_t *owners;
 	struct shm_sheaf *sheaves;
 	char *rings;
-	uint64_t ring_stride;        /* a barn's ring */
-	uint64_t pool_ring_stride;   /* the depot and the deferred ring */
+	uint64_t ring_stride;
 	struct shm_barn *barns;
 	struct shm_node *node;
 	struct shm_client *clients;
@@ -200,10 +199,7 @@ static inline _Atomic uint64_t *lane_stat(const struct shm_pool *p,
 static inline struct shm_ring *pool_ring(const struct shm_pool *p, uint32_t id)
 {
 	SHEAF_ASSERT(id < pool_ring_total(p));
-	if (id < RING_FIRST_BARN)
-		return (struct shm_ring *)(p->rings + (uint64_t)id * p->pool_ring_stride);
-	return (struct shm_ring *)(p->rings + RING_FIRST_BARN * p->pool_ring_stride +
-				   (uint64_t)(id - RING_FIRST_BARN) * p->ring_stride);
+	return (struct shm_ring *)(p->rings + (uint64_t)id * p->ring_stride);
 }
 static inline struct shm_sheaf *pool_sheaf(const struct shm_pool *p, uint32_t id)
 {

@@ -86,7 +86,7 @@ static inline int64_t ut_sub64(int64_t a, int64_t b)
 static inline struct ring_ref pool_ring_ref(const struct shm_pool *p, uint32_t id)
 {
 	struct ring_ref rr = {
-		pool_ring(p, id), ring_slots(id, p->sheaf_count) - 1, id, p->sheaf_count
+		pool_ring(p, id), p->sheaf_count - 1, id, p->sheaf_count
 	};
 	return rr;
 }

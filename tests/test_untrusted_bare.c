@@ -3,8 +3,7 @@
  * around it, no worker threads), the engine's handling of client-writable
  * state a dead or hostile client left: the repair of ring intents bounded
  * by the pool (a huge sheaf id, a scribbled ring size), a stale intent that
- * races a live put into a barn ring and into the depot (the phantom copy
- * the depot must take past), a sheaf passed on with its flags, a put of a
+ * races a live put into a barn ring, a sheaf passed on with its flags, a put of a
  * sheaf whose owner entry a peer moved, and adoption of a region with
  * spoiled cache descriptors or a spoiled shared part.  The cases that run
  * local pools or a real sheafd are in test_untrusted.c.
@@ -193,66 +192,6 @@ START_TEST(stale_intent_races_live_put)
 }
 END_TEST
 
-/*
- * The same race on the depot itself: a live client returns sheaf S to the
- * depot while a dead client's stale intent names S, and the repair runs in
- * the put's window.  The repair gives S back to the depot, and the live
- * put's slot CAS leaves a second copy of S there (docs/design.md 3,
- * "Phantom copies").  With every other sheaf back too, the depot then
- * holds the pool's sheaves plus the copy: it must take them all (with one
- * slot per sheaf it refused the last, lost to the pool), and a drain must
- * hand out each sheaf once.
- */
-START_TEST(depot_takes_every_sheaf_past_a_copy)
-{
-	int live = client_attach(&P, 999992, 0, "live");
-	int dead = client_attach(&P, 999991, 0, "dead");
-	struct ring_ref depot = pool_depot_ref(&P);
-	struct ring_intent in = { 0 };
-	struct shm_lane *dl = lane_acquire(&P, (uint32_t)dead, 0);
-	uint32_t n = 0, s, *ids = calloc(P.sheaf_count, sizeof(*ids));
-	uint8_t *seen = calloc(P.sheaf_count, 1);
-	char err[256] = "";
-
-	ck_assert_int_ge(live, 0);
-	ck_assert_ptr_nonnull(dl);
-	ck_assert_uint_ge(rr_size(&depot), P.sheaf_count + 1);
-	while ((s = rr_get(&depot, P.owners, (uint32_t)live, &in)) != SHEAF_ID_NONE)
-		ids[n++] = s;
-	ck_assert_uint_eq(n, P.sheaf_count);
-	at_store_relaxed(&dl->intent.ring, RING_DEPOT);
-	at_store_relaxed(&dl->intent.sheaf, ids[0]);
-	at_store_relaxed(&dl->intent.op, RING_OP_PUT);
-	race_dead = dead;
-	ring_stop_hook = repair_in_put_window;
-	ck_assert_int_eq(rr_put(&depot, P.owners, ids[0], (uint32_t)live, &in), 0);
-	ring_stop_hook = NULL;
-	ck_assert_int_eq(race_dead, -1);
-	ck_assert_uint_eq(at_load_relaxed(&P.owners[ids[0]]), OWNER_RING(RING_DEPOT));
-	ck_assert_uint_eq(rr_count(&depot), 2);          /* S and its copy */
-	for (uint32_t k = 1; k < n; k++)
-		ck_assert_msg(rr_put(&depot, P.owners, ids[k], (uint32_t)live, &in) == 0,
-			      "the depot refused sheaf %u of %u (%u held)", k + 1, n,
-			      rr_count(&depot));
-	ck_assert_uint_eq(rr_count(&depot), n + 1);
-	/* Each sheaf once: the copy is skipped when its sheaf is out. */
-	for (uint32_t k = 0; k < n; k++) {
-		s = rr_get(&depot, P.owners, (uint32_t)live, &in);
-		ck_assert_uint_lt(s, P.sheaf_count);
-		ck_assert_msg(!seen[s], "sheaf %u handed out twice", s);
-		seen[s] = 1;
-		ids[k] = s;
-	}
-	ck_assert_uint_eq(rr_get(&depot, P.owners, (uint32_t)live, &in), SHEAF_ID_NONE);
-	for (uint32_t k = 0; k < n; k++)
-		ck_assert_int_eq(rr_put(&depot, P.owners, ids[k], (uint32_t)live, &in), 0);
-	ck_assert_uint_eq(rr_count(&depot), n);
-	ck_assert_msg(pool_check(&P, -1, -1, NULL, err, sizeof(err)) == 0, "%s", err);
-	free(ids);
-	free(seen);
-}
-END_TEST
-
 /* A sheaf put into the depot with its flags left on (a spoiled ring's
  * put-back does not blank them, nor does a scribbler) is blank when a
  * barn takes it: a stale SHEAF_F_DEFERRED would follow it to the next
@@ -423,7 +362,7 @@ START_TEST(adopt_spoiled_shared_part)
 	ck_assert_uint_eq(at_load_relaxed(&P.lanes[7].client), LANE_FREE);
 	ck_assert_msg(engine_init(&E, &P, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_msg(pool_check(&P, -1, -1, NULL, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_uint_eq(pool_ring(&P, RING_DEPOT)->mask, ring_slots(RING_DEPOT, P.sheaf_count) - 1);
+	ck_assert_uint_eq(pool_ring(&P, RING_DEPOT)->mask, P.sheaf_count - 1);
 }
 END_TEST
 
@@ -437,7 +376,6 @@ int main(void)
 	tcase_add_test(bare, repair_intent_bounded_by_pool);
 	tcase_add_test(bare, repair_stale_intent_scribbled_size);
 	tcase_add_test(bare, stale_intent_races_live_put);
-	tcase_add_test(bare, depot_takes_every_sheaf_past_a_copy);
 	tcase_add_test(bare, empty_sheaf_taken_blank);
 	tcase_add_test(bare, put_of_a_moved_sheaf_takes_nothing);
 	tcase_add_test(bare, adopt_quarantines_bad_descriptors);
