@@ -366,7 +366,8 @@ _Static_assert(SHEAF_CAP_MAX <= SHEAF_WORD_SIZE, "sheaf size field");
  * of 16 from the depot at its first use): W8's main sheaves, one per size
  * class, had their headers and top entries (objs[255], 32 lines on) in 4
  * of the 64 sets, 50 lines in 32 ways (docs/design.md 11).  The gaps make
- * 25 sheaves 2^k apart (k = 0..9) use no set more than twice, and keep
+ * 25 sheaves 2^k apart (k = 0..9) use no set more than 4 times of its 8
+ * ways for those two lines (test_sheaf sheaf_line_spreads_sets), and keep
  * sheaves in id order (a run of ids is a run of memory, which the refills
  * of W2 at 2^20 stream through) for 0.2% more memory.
  */
