@@ -20,6 +20,17 @@
  * made it worse (about 7%, both at the start of the test and one exchange
  * ahead, by a peek at the barn's next sheaf): the loads in order, with the
  * hardware's own prefetch, do better.
+ *
+ * Order.  A sheaf that passed is then handed out in rising addresses: pops
+ * take objs[] from the top, so when objs[0] is below the top entry the
+ * array is reversed (four entries at a time from both ends with AVX2).
+ * A sheaf that sat in a barn has no hot top to keep (the reason for LIFO
+ * within a thread's own sheaves), and a batch freed in the order it was
+ * allocated otherwise comes back in 16 KiB runs of falling addresses
+ * that step upwards, which the hardware's prefetchers follow badly: W2
+ * at B=2^20 (64 MiB of objects, each written once when allocated) went
+ * from 2.80 to 2.33 ns/op, W3 cross-process from 361 to 435 Mobj/s; W2
+ * at B=65536 (in the L3) pays the reversal, 1.5%.
  */
 #include "shm/untrusted.h"
 #include "client/internal.h"
@@ -57,6 +68,17 @@ static uint32_t scan_scalar(const struct vet *v, const uint64_t *objs, uint32_t 
 	for (uint32_t i = 0; i < n; i++)
 		all &= vet_one(v, ut_load64(&objs[i]));
 	return all;
+}
+
+/* objs[i..j) reversed. */
+static void reverse_scalar(uint64_t *objs, uint32_t i, uint32_t j)
+{
+	for (; i + 1 < j; i++, j--) {
+		uint64_t x = objs[i];
+
+		objs[i] = objs[j - 1];
+		objs[j - 1] = x;
+	}
 }
 
 #if defined(__x86_64__)
@@ -141,12 +163,39 @@ static uint32_t scan(const struct vet *v, const uint64_t *objs, uint32_t n)
 {
 	return have_avx2() ? scan_avx2(v, objs, n) : scan_scalar(v, objs, n);
 }
+
+/* objs[i..j) reversed, four at a time from both ends. */
+__attribute__((target("avx2")))
+static void reverse_avx2(uint64_t *objs, uint32_t i, uint32_t j)
+{
+	for (; i + 8 <= j; i += 4, j -= 4) {      /* two blocks apart */
+		__m256i a = _mm256_loadu_si256((const __m256i *)(const void *)&objs[i]);
+		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)&objs[j - 4]);
+
+		_mm256_storeu_si256((__m256i *)(void *)&objs[i], _mm256_permute4x64_epi64(b, 0x1b));
+		_mm256_storeu_si256((__m256i *)(void *)&objs[j - 4], _mm256_permute4x64_epi64(a, 0x1b));
+	}
+	reverse_scalar(objs, i, j);
+}
+
+static void reverse(uint64_t *objs, uint32_t n)
+{
+	if (have_avx2())
+		reverse_avx2(objs, 0, n);
+	else
+		reverse_scalar(objs, 0, n);
+}
 #define VET_HAVE_AVX2 1
 #else
 /* Other CPUs take the scalar test. */
 static uint32_t scan(const struct vet *v, const uint64_t *objs, uint32_t n)
 {
 	return scan_scalar(v, objs, n);
+}
+
+static void reverse(uint64_t *objs, uint32_t n)
+{
+	reverse_scalar(objs, 0, n);
 }
 #endif
 
@@ -206,6 +255,10 @@ struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
 		untrusted_note(UT_OBJECT, n - kept);
 		sheaf_set_size(s, kept);
 	}
+	/* Out in rising addresses: pops take objs[] from the top, so the
+	 * lowest address goes there (see the head of this file). */
+	if (kept > 1 && s->objs[0] < s->objs[kept - 1])
+		reverse(s->objs, kept);
 	if (unlikely(s->capacity > SHEAF_CAP_MAX || s->node >= p->nodes ||
 		     s->cache != f->cache_id)) {
 		untrusted_note(UT_SHEAF_HDR, 1);

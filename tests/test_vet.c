@@ -3,8 +3,9 @@
  * (client/vet.c, docs/design.md 9.2): whatever a peer wrote into a sheaf's
  * offsets, sheaf_alloc returns only objects of its own cache's slabs.  A
  * barn's sheaves get another cache's objects and junk; one bad offset of
- * each kind lands in each lane of the four-at-a-time test; and that test
- * runs side by side with the scalar one over random mixtures.
+ * each kind lands in each lane of the four-at-a-time test; that test runs
+ * side by side with the scalar one over random mixtures; and a sheaf taken
+ * hands its objects out in rising addresses.
  */
 #include <check.h>
 #include <pthread.h>
@@ -165,6 +166,75 @@ START_TEST(barn_sheaf_one_bad_offset)
 }
 END_TEST
 
+struct order {
+	sheaf_cache_t *c;
+	unsigned n;
+	uintptr_t got[64];
+};
+
+/* In a fresh thread: @n allocs, their addresses in order. */
+static void *order_thread(void *arg)
+{
+	struct order *o = arg;
+
+	for (unsigned i = 0; i < o->n; i++)
+		o->got[i] = (uintptr_t)sheaf_alloc(o->c);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* A sheaf taken from a barn hands its objects out in rising addresses
+ * (vet_full puts the lowest on top), whichever way its offsets were
+ * stored: the barn's full sheaves sorted up, then (a second pool) down;
+ * a fresh thread's first sheaf's worth of allocs rises both times.
+ * Without the flip, the first (pops from the top, the highest) falls. */
+START_TEST(barn_sheaf_rising_order)
+{
+	for (int down = 0; down < 2; down++) {
+		sheaf_pool_t *p = pool_small(1);
+		sheaf_cache_t *a = mkcache(p, "a", 64, 32, 0);
+		struct shm_sheaf *shv[64];
+		struct order o = { a, 32, { 0 } };
+		unsigned got = barn_full_sheaves(a, 2, shv, 64);
+		pthread_t t;
+
+		ck_assert_uint_gt(got, 0);
+		for (unsigned j = 0; j < got; j++) {
+			uint32_t n = sheaf_size(shv[j]);
+
+			ck_assert_uint_eq(n, 32);
+			qsort(shv[j]->objs, n, sizeof(shv[j]->objs[0]), cmp_u64);
+			if (down)
+				for (uint32_t i = 0; i < n / 2; i++) {
+					uint64_t x = shv[j]->objs[i];
+
+					shv[j]->objs[i] = shv[j]->objs[n - 1 - i];
+					shv[j]->objs[n - 1 - i] = x;
+				}
+		}
+		ck_assert_int_eq(pthread_create(&t, NULL, order_thread, &o), 0);
+		pthread_join(t, NULL);
+		for (unsigned i = 0; i < o.n; i++) {
+			ck_assert(o.got[i] != 0);
+			if (i > 0)
+				ck_assert_msg(o.got[i] > o.got[i - 1],
+					      "sorted %s: alloc %u at %#lx after %#lx",
+					      down ? "down" : "up", i,
+					      (unsigned long)o.got[i], (unsigned long)o.got[i - 1]);
+		}
+		for (unsigned i = 0; i < o.n; i++)
+			ck_assert_int_eq(sheaf_free(a, (void *)o.got[i]), 0);
+		sheaf_pool_destroy(p);
+	}
+}
+END_TEST
+
 /* vet.c's four-at-a-time test against its scalar one (vet_test_compare,
  * libsheaf-test.a), on offsets of every kind in random mixtures and
  * lengths: valid objects of A from several slabs, B's, inside objects,
@@ -237,6 +307,7 @@ static Suite *vet_suite(void)
 	tcase_add_test(tc, barn_sheaf_foreign_offsets);
 	tcase_add_test(tc, barn_sheaf_one_bad_offset);
 	tcase_add_test(tc, vet_avx2_matches_scalar);
+	tcase_add_test(tc, barn_sheaf_rising_order);
 	suite_add_tcase(s, tc);
 	return s;
 }
