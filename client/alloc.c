@@ -441,10 +441,18 @@ static void *alloc_slow(struct tcache *t)
 		tcache_flush(t);                /* capacity tuned to 0 */
 		obj = alloc_nosheaf(t);
 	} else {
-		full = t->nfull > 0 ? t->stash_full[--t->nfull] : get_full(t, t->node);
+		int barn = t->nfull == 0;
+
+		full = barn ? get_full(t, t->node) : t->stash_full[--t->nfull];
 		if (full == NULL) {
 			stat_inc(t, ST_ALLOC_FAIL);
 			return NULL;
+		}
+		/* A barn's sheaf in rising addresses: maybe copied into the
+		 * empty main, which is then the full one (vet.c, Order). */
+		if (barn && m != &sheaf_dummy && vet_rising(m, full) == m) {
+			m = full;
+			full = tmain(t);
 		}
 		retire_main(t, m, t->stash_empty, &t->nempty);
 		tmain_set(t, full);

@@ -21,16 +21,21 @@
  * ahead, by a peek at the barn's next sheaf): the loads in order, with the
  * hardware's own prefetch, do better.
  *
- * Order.  A sheaf that passed is then handed out in rising addresses: pops
- * take objs[] from the top, so when objs[0] is below the top entry the
- * array is reversed (four entries at a time from both ends with AVX2).
- * A sheaf that sat in a barn has no hot top to keep (the reason for LIFO
- * within a thread's own sheaves), and a batch freed in the order it was
- * allocated otherwise comes back in 16 KiB runs of falling addresses
- * that step upwards, which the hardware's prefetchers follow badly: W2
- * at B=2^20 (64 MiB of objects, each written once when allocated) went
- * from 2.80 to 2.33 ns/op, W3 cross-process from 361 to 435 Mobj/s; W2
- * at B=65536 (in the L3) pays the reversal, 1.5%.
+ * Order (vet_rising).  A checked sheaf is handed out in rising addresses:
+ * pops take objs[] from the top, so when objs[0] is below the top entry
+ * its objects are copied, reversed, into the thread's empty main sheaf
+ * (four entries at a time with AVX2), which becomes the full one, and the
+ * barn's sheaf goes back empty.  Not in place: a swap holds one object in
+ * a register only, and a thread killed there lost it (test_rcu_table under
+ * TSan: 4 objects, one block of four).  The copy is written where the
+ * empty sheaf's size hides it, then both sizes change, the full one's
+ * last: a death in between leaves the objects in two sheaves of the dead
+ * client, and the repair's flush takes the second copy of each back as
+ * already free (flush_invalid), never loses one.  A sheaf that sat in a
+ * barn has no hot top to keep (the reason for LIFO within a thread's own
+ * sheaves), and a batch freed in the order it was allocated otherwise
+ * comes back in 16 KiB runs of falling addresses that step upwards, which
+ * the hardware's prefetchers follow badly (docs/design.md 5b, third pass).
  */
 #include "shm/untrusted.h"
 #include "client/internal.h"
@@ -70,15 +75,11 @@ static uint32_t scan_scalar(const struct vet *v, const uint64_t *objs, uint32_t 
 	return all;
 }
 
-/* objs[i..j) reversed. */
-static void reverse_scalar(uint64_t *objs, uint32_t i, uint32_t j)
+/* dst[i] = src[n - 1 - i] for i in [from, n). */
+static void copy_reversed_scalar(uint64_t *dst, const uint64_t *src, uint32_t from, uint32_t n)
 {
-	for (; i + 1 < j; i++, j--) {
-		uint64_t x = objs[i];
-
-		objs[i] = objs[j - 1];
-		objs[j - 1] = x;
-	}
+	for (uint32_t i = from; i < n; i++)
+		dst[i] = ut_load64(&src[n - 1 - i]);
 }
 
 #if defined(__x86_64__)
@@ -164,26 +165,26 @@ static uint32_t scan(const struct vet *v, const uint64_t *objs, uint32_t n)
 	return have_avx2() ? scan_avx2(v, objs, n) : scan_scalar(v, objs, n);
 }
 
-/* objs[i..j) reversed, four at a time from both ends. */
+/* The same, four at a time. */
 __attribute__((target("avx2")))
-static void reverse_avx2(uint64_t *objs, uint32_t i, uint32_t j)
+static void copy_reversed_avx2(uint64_t *dst, const uint64_t *src, uint32_t n)
 {
-	for (; i + 8 <= j; i += 4, j -= 4) {      /* two blocks apart */
-		__m256i a = _mm256_loadu_si256((const __m256i *)(const void *)&objs[i]);
-		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)&objs[j - 4]);
+	uint32_t i = 0;
 
-		_mm256_storeu_si256((__m256i *)(void *)&objs[i], _mm256_permute4x64_epi64(b, 0x1b));
-		_mm256_storeu_si256((__m256i *)(void *)&objs[j - 4], _mm256_permute4x64_epi64(a, 0x1b));
+	for (; i + 4 <= n; i += 4) {
+		__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)&src[n - 4 - i]);
+
+		_mm256_storeu_si256((__m256i *)(void *)&dst[i], _mm256_permute4x64_epi64(v, 0x1b));
 	}
-	reverse_scalar(objs, i, j);
+	copy_reversed_scalar(dst, src, i, n);
 }
 
-static void reverse(uint64_t *objs, uint32_t n)
+static void copy_reversed(uint64_t *dst, const uint64_t *src, uint32_t n)
 {
 	if (have_avx2())
-		reverse_avx2(objs, 0, n);
+		copy_reversed_avx2(dst, src, n);
 	else
-		reverse_scalar(objs, 0, n);
+		copy_reversed_scalar(dst, src, 0, n);
 }
 #define VET_HAVE_AVX2 1
 #else
@@ -193,9 +194,9 @@ static uint32_t scan(const struct vet *v, const uint64_t *objs, uint32_t n)
 	return scan_scalar(v, objs, n);
 }
 
-static void reverse(uint64_t *objs, uint32_t n)
+static void copy_reversed(uint64_t *dst, const uint64_t *src, uint32_t n)
 {
-	reverse_scalar(objs, 0, n);
+	copy_reversed_scalar(dst, src, 0, n);
 }
 #endif
 
@@ -255,10 +256,6 @@ struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
 		untrusted_note(UT_OBJECT, n - kept);
 		sheaf_set_size(s, kept);
 	}
-	/* Out in rising addresses: pops take objs[] from the top, so the
-	 * lowest address goes there (see the head of this file). */
-	if (kept > 1 && s->objs[0] < s->objs[kept - 1])
-		reverse(s->objs, kept);
 	if (unlikely(s->capacity > SHEAF_CAP_MAX || s->node >= p->nodes ||
 		     s->cache != f->cache_id)) {
 		untrusted_note(UT_SHEAF_HDR, 1);
@@ -267,4 +264,17 @@ struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
 		s->cache = f->cache_id;
 	}
 	return s;
+}
+
+struct shm_sheaf *vet_rising(struct shm_sheaf *e, struct shm_sheaf *s)
+{
+	uint32_t n = sheaf_size(s);
+
+	if (n < 2 || sheaf_size(e) != 0 || e->capacity < n || e->node != s->node ||
+	    ut_load64(&s->objs[0]) >= ut_load64(&s->objs[n - 1]))
+		return s;
+	copy_reversed(e->objs, s->objs, n);     /* past e's size: unseen */
+	sheaf_set_size(e, n);                   /* both hold them (see above) */
+	sheaf_set_size(s, 0);
+	return e;
 }

@@ -1,6 +1,6 @@
 /*
- * vet.h - a client's check of the full sheaves it takes from a barn
- * (client/vet.c).  Who may call: alloc.c.
+ * vet.h - a client's check of the full sheaves it takes from a barn, and
+ * their order (client/vet.c).  Who may call: alloc.c.
  */
 #ifndef SHEAF_CLIENT_VET_H
 #define SHEAF_CLIENT_VET_H
@@ -17,6 +17,16 @@ struct shm_sheaf;
  * fields the fast paths trust are set again.  Returns @s.
  */
 struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s);
+
+/*
+ * @s, a sheaf vet_full passed, to be handed out in rising addresses: when
+ * its lowest object is not on top, its objects are copied reversed into
+ * @e (the thread's empty main sheaf, same cache and node, room for them),
+ * @s is left empty, and @e is returned; otherwise (or when @e cannot take
+ * them) @s.  Both sheaves are the caller's, outside the lane's published
+ * main (between tcache_fold and tcache_publish).
+ */
+struct shm_sheaf *vet_rising(struct shm_sheaf *e, struct shm_sheaf *s);
 
 #ifdef SHEAF_TEST_HOOKS
 typedef struct sheaf_cache sheaf_cache_t;
