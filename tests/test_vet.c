@@ -71,8 +71,10 @@ static unsigned barn_full_sheaves(sheaf_cache_t *a, uint32_t want,
 		uint64_t v = at_load_relaxed(&full.r->slots[i]);
 		uint32_t s = (uint32_t)v;
 
+		/* Acquire: pairs with the put's release of the owner entry
+		 * (ring.c [R1]), after the worker's stores of the objects. */
 		if (((uint32_t)(v >> 32) & full.mask) == 1 && s < sp->sheaf_count &&
-		    at_load_relaxed(&sp->owners[s]) == OWNER_RING(full.id))
+		    at_load_acquire(&sp->owners[s]) == OWNER_RING(full.id))
 			out[n++] = pool_sheaf(sp, s);
 	}
 	return n;
