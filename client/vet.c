@@ -266,6 +266,10 @@ struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
 	return s;
 }
 
+#ifdef SHEAF_TEST_HOOKS
+void (*vet_rising_hook)(void);
+#endif
+
 struct shm_sheaf *vet_rising(struct shm_sheaf *e, struct shm_sheaf *s)
 {
 	uint32_t n = sheaf_size(s);
@@ -275,6 +279,10 @@ struct shm_sheaf *vet_rising(struct shm_sheaf *e, struct shm_sheaf *s)
 		return s;
 	copy_reversed(e->objs, s->objs, n);     /* past e's size: unseen */
 	sheaf_set_size(e, n);                   /* both hold them (see above) */
+#ifdef SHEAF_TEST_HOOKS
+	if (vet_rising_hook != NULL)
+		vet_rising_hook();              /* test_vet: a death here */
+#endif
 	sheaf_set_size(s, 0);
 	return e;
 }

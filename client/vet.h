@@ -34,6 +34,9 @@ typedef struct sheaf_cache sheaf_cache_t;
  * over objs[0, @n) for @c's parameters (the calling thread's): 1 when they
  * agree, 0 when not, -1 when the CPU has no AVX2 (or no tcache). */
 int vet_test_compare(sheaf_cache_t *c, const uint64_t *objs, uint32_t n);
+/* Called by vet_rising while both sheaves hold the objects (a test's
+ * death point). */
+extern void (*vet_rising_hook)(void);
 #endif
 
 #endif

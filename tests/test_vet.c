@@ -4,14 +4,17 @@
  * offsets, sheaf_alloc returns only objects of its own cache's slabs.  A
  * barn's sheaves get another cache's objects and junk; one bad offset of
  * each kind lands in each lane of the four-at-a-time test; that test runs
- * side by side with the scalar one over random mixtures; and a sheaf taken
- * hands its objects out in rising addresses.
+ * side by side with the scalar one over random mixtures; a sheaf taken
+ * hands its objects out in rising addresses, and a client that dies while
+ * it copies them loses none.
  */
 #include <check.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "client/sheaf.h"
 #include "client/internal.h"
@@ -238,6 +241,70 @@ START_TEST(barn_sheaf_rising_order)
 }
 END_TEST
 
+static jmp_buf rising_death;
+
+static void rising_die(void)
+{
+	longjmp(rising_death, 1);
+}
+
+/* A client that dies inside vet_rising's copy, after the empty sheaf got
+ * the objects and before the full one gave them up (@die; else after
+ * vet_rising), is repaired: both its sheaves go back to the slabs, the
+ * second copy of each object is refused as already free (flush_invalid,
+ * one per object when it died there, none otherwise), none is lost (the
+ * walk and the counters agree), and every object of the cache can be
+ * allocated again. */
+static void rising_death_case(int die)
+{
+	sheaf_pool_t *p = pool_small(1);
+	sheaf_cache_t *c = mkcache(p, "dup", 64, 32, 0);
+	struct shm_pool *sp = &p->shm;
+	int id = client_attach(sp, (uint32_t)getpid(), (uint32_t)getuid(), "victim");
+	struct shm_lane *l;
+	uint32_t s = SHEAF_ID_NONE, e = SHEAF_ID_NONE, n;
+	uint64_t invalid0 = stat_count(c, -1, "flush_invalid");
+	struct sheaf_stats st;
+	char err[256] = "";
+	int dep;
+
+	ck_assert_int_ge(id, 0);
+	ck_assert_ptr_nonnull(l = lane_acquire(sp, (uint32_t)id, 0));
+	for (int tries = 0; tries < 1000 && s == SHEAF_ID_NONE; tries++) {
+		node_ring_doorbell(sp, 0);
+		s = barn_get_full(sp, c->id, 0, (uint32_t)id, &l->intent);
+		if (s == SHEAF_ID_NONE)
+			sleep_us(1000);
+	}
+	ck_assert_uint_ne(s, SHEAF_ID_NONE);
+	e = barn_get_empty(sp, c->id, 0, 32, (uint32_t)id, &l->intent, &dep);
+	ck_assert_uint_ne(e, SHEAF_ID_NONE);
+	n = sheaf_size(pool_sheaf(sp, s));
+	ck_assert_uint_ge(n, 2);
+	ck_assert_uint_lt(pool_sheaf(sp, s)->objs[0], pool_sheaf(sp, s)->objs[n - 1]);
+	vet_rising_hook = die ? rising_die : NULL;
+	if (setjmp(rising_death) == 0) {
+		ck_assert_ptr_eq(vet_rising(pool_sheaf(sp, e), pool_sheaf(sp, s)), pool_sheaf(sp, e));
+		ck_assert_int_eq(die, 0);
+	}
+	vet_rising_hook = NULL;
+	ck_assert_uint_eq(sheaf_size(pool_sheaf(sp, e)), n);
+	ck_assert_uint_eq(sheaf_size(pool_sheaf(sp, s)), die ? n : 0);
+	ck_assert_int_ge(engine_reclaim_client(&p->engine, (uint32_t)id), 1);
+	ck_assert_uint_eq(stat_count(c, -1, "flush_invalid") - invalid0, die ? n : 0);
+	ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
+	ck_assert_uint_eq(st.in_use, 0);
+	ck_assert_msg(sheaf_pool_check(p, err, sizeof(err)) == 0, "check: %s", err);
+	sheaf_pool_destroy(p);
+}
+
+START_TEST(rising_copy_death)
+{
+	rising_death_case(1);
+	rising_death_case(0);
+}
+END_TEST
+
 /* vet.c's four-at-a-time test against its scalar one (vet_test_compare,
  * libsheaf-test.a), on offsets of every kind in random mixtures and
  * lengths: valid objects of A from several slabs, B's, inside objects,
@@ -311,6 +378,7 @@ static Suite *vet_suite(void)
 	tcase_add_test(tc, barn_sheaf_one_bad_offset);
 	tcase_add_test(tc, vet_avx2_matches_scalar);
 	tcase_add_test(tc, barn_sheaf_rising_order);
+	tcase_add_test(tc, rising_copy_death);
 	suite_add_tcase(s, tc);
 	return s;
 }
