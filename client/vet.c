@@ -272,8 +272,12 @@ void (*vet_rising_hook)(void);
 
 struct shm_sheaf *vet_rising(struct shm_sheaf *e, struct shm_sheaf *s)
 {
+	/* Read again (a peer may have written it since vet_full): bounded,
+	 * so that the copy stays inside both objs[]. */
 	uint32_t n = sheaf_size(s);
 
+	if (n > SHEAF_CAP_MAX)
+		return s;
 	if (n < 2 || sheaf_size(e) != 0 || e->capacity < n || e->node != s->node ||
 	    ut_load64(&s->objs[0]) >= ut_load64(&s->objs[n - 1]))
 		return s;

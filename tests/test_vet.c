@@ -298,6 +298,44 @@ static void rising_death_case(int die)
 	sheaf_pool_destroy(p);
 }
 
+/* vet_rising reads the size again: one a peer wrote after the check,
+ * over objs[], with an empty sheaf whose capacity is as large (both
+ * client-writable), gets no copy, and nothing past either objs[] is
+ * read as a rise or written (sheaves in heap memory with room after
+ * them: rising entries past the full one, a canary past the empty one). */
+START_TEST(rising_bounded_size)
+{
+	struct fake { struct shm_sheaf sh; uint64_t past[64]; };
+	struct fake *fs = calloc(1, sizeof(*fs)), *fe = calloc(1, sizeof(*fe));
+
+	ck_assert_ptr_nonnull(fs);
+	ck_assert_ptr_nonnull(fe);
+	fs->sh.capacity = SHEAF_CAP_MAX;
+	for (uint32_t i = 0; i < SHEAF_CAP_MAX; i++)
+		fs->sh.objs[i] = 64 + 64 * (uint64_t)i;
+	for (uint32_t k = 0; k < 64; k++) {
+		fs->past[k] = 1ull << 40;
+		fe->past[k] = 0x5a5a5a5a5a5a5a5aull;
+	}
+	sheaf_set_size(&fs->sh, SHEAF_CAP_MAX + 40);
+	fe->sh.capacity = 1000;
+	ck_assert_ptr_eq(vet_rising(&fe->sh, &fs->sh), &fs->sh);
+	ck_assert_uint_eq(sheaf_size(&fe->sh), 0);
+	for (uint32_t k = 0; k < 64; k++)
+		ck_assert_uint_eq(fe->past[k], 0x5a5a5a5a5a5a5a5aull);
+	/* The same sheaves with a size in bounds: copied, lowest on top. */
+	sheaf_set_size(&fs->sh, SHEAF_CAP_MAX);
+	ck_assert_ptr_eq(vet_rising(&fe->sh, &fs->sh), &fe->sh);
+	ck_assert_uint_eq(sheaf_size(&fe->sh), SHEAF_CAP_MAX);
+	ck_assert_uint_eq(sheaf_size(&fs->sh), 0);
+	ck_assert_uint_eq(fe->sh.objs[SHEAF_CAP_MAX - 1], 64);
+	ck_assert_uint_eq(fe->sh.objs[0], 64 + 64 * (uint64_t)(SHEAF_CAP_MAX - 1));
+	ck_assert_uint_eq(fe->past[0], 0x5a5a5a5a5a5a5a5aull);
+	free(fs);
+	free(fe);
+}
+END_TEST
+
 START_TEST(rising_copy_death)
 {
 	rising_death_case(1);
@@ -379,6 +417,7 @@ static Suite *vet_suite(void)
 	tcase_add_test(tc, vet_avx2_matches_scalar);
 	tcase_add_test(tc, barn_sheaf_rising_order);
 	tcase_add_test(tc, rising_copy_death);
+	tcase_add_test(tc, rising_bounded_size);
 	suite_add_tcase(s, tc);
 	return s;
 }
