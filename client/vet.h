@@ -23,8 +23,9 @@ struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s);
  * its lowest object is not on top, its objects are copied reversed into
  * @e (the thread's empty main sheaf, same cache and node, room for them),
  * @s is left empty, and @e is returned; otherwise (or when @e cannot take
- * them) @s.  Both sheaves are the caller's, outside the lane's published
- * main (between tcache_fold and tcache_publish).
+ * them, or @s's size, read again, no longer fits objs[]) @s.  Both
+ * sheaves are the caller's, outside the lane's published main (between
+ * tcache_fold and tcache_publish).
  */
 struct shm_sheaf *vet_rising(struct shm_sheaf *e, struct shm_sheaf *s);
 
