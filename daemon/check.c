@@ -119,7 +119,7 @@ int check_start(struct daemon *d, uint64_t id, int cache)
 	j->id = id;
 	j->cache = cache;
 	j->running = 1;
-	rc = pthread_create(&j->thr, NULL, check_main, j);
+	rc = engine_thread_create(&j->thr, check_main, j);
 	if (rc != 0) {
 		j->running = 0;
 		log_warn("pool check thread: %s (checking inline)", strerror(rc));

@@ -76,6 +76,15 @@ int engine_adopt(struct shm_pool *p);
 void engine_caches_revive(struct shm_pool *p);
 /* Start one worker per node (threads bound to the node when it is real). */
 int engine_start(struct engine *e, char *err, size_t errlen);
+/*
+ * pthread_create for the engine's threads (node workers, grace) and
+ * sheafd's own (the pool check): the new thread blocks every asynchronous
+ * signal, so that a process-wide one (SIGTERM, SIGHUP, an application's)
+ * goes to a thread that expects it: sheafd's event loop, a local pool's
+ * application.  Faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) stay
+ * deliverable.  0 or a positive errno, as pthread_create.
+ */
+int engine_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 /* Stop and join the workers (engine_start starts them again). */
 void engine_stop(struct engine *e);
 /* Stop the workers and release the engine's lanes. */

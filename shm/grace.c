@@ -285,7 +285,7 @@ int grace_start(struct engine *e)
 
 	if (g == NULL || g->running)
 		return 0;
-	rc = pthread_create(&g->thread, NULL, grace_main, g);
+	rc = engine_thread_create(&g->thread, grace_main, g);
 	if (rc != 0)
 		return -rc;
 	(void)pthread_setname_np(g->thread, "sheaf-grace");
