@@ -139,19 +139,53 @@ int sheaf_queue_destroy(sheaf_queue_t *q)
 	return rc;
 }
 
+/*
+ * The checks of a bulk call, one run of objects at a time: a frame's owner
+ * is looked up once for the objects in it one after another (a batch from
+ * one sheaf mostly lies in one or two frames), every object's range and
+ * boundary each time (shm/queue.h).
+ */
+struct frame_memo {
+	uint64_t frame;              /* UINT64_MAX: none yet */
+	struct queue_geom g;
+};
+
+/* @rel (checked by queue_rel_ok) is an object: its frame's cache is LIVE
+ * (looked up again when the frame differs from the last one) and @rel is on
+ * an object boundary of it.  1, or 0. */
+static inline int memo_object(const struct shm_pool *p, struct frame_memo *m, uint64_t rel)
+{
+	if (unlikely(rel >> SLAB_SHIFT != m->frame)) {
+		const struct shm_cache *c = queue_frame_cache(p, rel);
+
+		if (c == NULL) {
+			m->frame = UINT64_MAX;
+			return 0;
+		}
+		m->g = queue_geom_of(c);
+		m->frame = rel >> SLAB_SHIFT;
+	}
+	return queue_on_object(&m->g, rel);
+}
+
 /* The slot values of @objs[0..n) into @v: 0, or -EINVAL (one is no
  * object of this pool).  *@cflags: the OR of their caches' flags. */
 static int values_of(const sheaf_queue_t *q, void *const *objs, uint32_t *v, unsigned n,
 		     uint32_t *cflags)
 {
 	const struct shm_pool *p = q->ref.p;
-	uint32_t all = 0, f = 0;
+	const char *data = p->base + p->data_off;
+	const uint64_t len = p->data_len;
+	struct frame_memo m = { .frame = UINT64_MAX };
+	uint32_t all = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		v[i] = queue_value_flags(p, (uint64_t)((char *)objs[i] - p->base), &f);
-		if (unlikely(v[i] == 0))
+		uint64_t rel = (uint64_t)((const char *)objs[i] - data);
+
+		if (unlikely(!queue_rel_ok(len, rel) || !memo_object(p, &m, rel)))
 			return -EINVAL;
-		all |= f;
+		v[i] = queue_value_at(rel);
+		all |= m.g.flags;
 	}
 	*cflags = all;
 	return 0;
@@ -162,19 +196,21 @@ static int values_of(const sheaf_queue_t *q, void *const *objs, uint32_t *v, uns
 static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, unsigned n)
 {
 	const struct shm_pool *p = q->ref.p;
+	char *data = p->base + p->data_off;
+	const uint64_t len = p->data_len;
+	struct frame_memo m = { .frame = UINT64_MAX };
 	unsigned k = 0;
-	uint32_t f = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t off = queue_off_flags(p, v[i], &f);
+		uint64_t rel = queue_rel_at(v[i]);
 
-		if (unlikely(off == 0)) {
+		if (unlikely(v[i] == 0 || !queue_rel_ok(len, rel) || !memo_object(p, &m, rel))) {
 			at_fetch_add_relaxed(&q->ref.ctl->dropped, 1);
 			continue;
 		}
-		objs[k] = p->base + off;
+		objs[k] = data + rel;
 		/* An owned cache's object becomes this process's (owner.h). */
-		if (unlikely(f & SHEAF_CACHE_F_OWNED))
+		if (unlikely(m.g.flags & SHEAF_CACHE_F_OWNED))
 			owner_on_dequeue(q->pool, objs[k]);
 		k++;
 	}

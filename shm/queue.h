@@ -63,44 +63,98 @@ static inline struct queue_ref queue_ref_of(const struct shm_pool *p,
 }
 
 /*
+ * The checks of an object named in a queue: in a frame a LIVE cache owns,
+ * on an object boundary.  Inline, on every enqueue and dequeue: one load of
+ * the frame owner map and one line of the cache's (read-shared, META), and
+ * a mask for a power-of-two object size (else a 32-bit remainder).  The
+ * bulk calls (client/queue.c) check the frame once for a run of objects in
+ * it (queue_frame_cache), and every object's boundary (queue_on_object).
+ */
+
+/* The LIVE cache that owns the frame of data offset @rel (< data_len),
+ * or NULL. */
+static inline const struct shm_cache *queue_frame_cache(const struct shm_pool *p,
+							uint64_t rel)
+{
+	const struct shm_cache *c;
+	uint32_t owner = at_load_acquire(&p->frame_owner[rel >> SLAB_SHIFT]);
+
+	if (unlikely(owner >= p->max_caches))
+		return NULL;
+	c = &p->caches[owner];
+	if (unlikely(at_load_acquire((_Atomic uint32_t *)&c->state) != CACHE_LIVE))
+		return NULL;
+	return c;
+}
+
+/* A cache's geometry, as the boundary test wants it (from META, trusted). */
+struct queue_geom {
+	uint32_t size;               /* obj_size; 0: the cache is refused */
+	uint32_t mask;               /* size - 1 for a power of two, else 0 */
+	uint32_t bytes;              /* slab_bytes */
+	uint32_t flags;              /* the cache's flags */
+};
+
+static inline struct queue_geom queue_geom_of(const struct shm_cache *c)
+{
+	struct queue_geom g;
+
+	g.size = c->obj_size;
+	g.mask = g.size != 0 && (g.size & (g.size - 1u)) == 0 ? g.size - 1u : 0;
+	g.bytes = g.size != 0 ? c->slab_bytes : 0;      /* size 0: nothing passes */
+	g.flags = c->flags;
+	return g;
+}
+
+/* Data offset @rel, in a frame of the cache of @g, is on an object of it. */
+static inline int queue_on_object(const struct queue_geom *g, uint64_t rel)
+{
+	uint32_t in = (uint32_t)(rel & (SLAB_SIZE - 1u));
+
+	if (unlikely(in >= g->bytes))
+		return 0;
+	return g->mask != 0 || g->size == 1 ? (in & g->mask) == 0 : in % g->size == 0;
+}
+
+/* Data offset @rel is inside the data (@data_len bytes, the pool's), and
+ * its slot value fits 32 bits. */
+static inline int queue_rel_ok(uint64_t data_len, uint64_t rel)
+{
+	return rel < data_len && (rel >> 3) < UINT32_MAX - 1u;
+}
+
+/* The slot value of data offset @rel. */
+static inline uint32_t queue_value_at(uint64_t rel)
+{
+	return (uint32_t)(rel >> 3) + 1u;
+}
+
+/* The data offset of slot value @v (not 0). */
+static inline uint64_t queue_rel_at(uint32_t v)
+{
+	return (uint64_t)(v - 1u) << 3;
+}
+
+/*
  * An object's slot value ((off - off_data) / 8 + 1), after checking that
- * @off is an object of a live cache of the pool: in a frame a LIVE cache
- * owns, on an object boundary; *@cflags gets that cache's flags (the
- * caller skips the owner hooks of plain caches).  0 when it is not (the
- * caller refuses it).  Inline, on every enqueue and dequeue: one load of
- * the frame owner map and one line of the cache's (read-shared, META),
- * and a mask for a power-of-two object size (else a 32-bit remainder).
+ * @off is an object of a live cache of the pool; *@cflags gets that
+ * cache's flags (the caller skips the owner hooks of plain caches).  0
+ * when it is not (the caller refuses it).
  */
 static inline uint32_t queue_value_flags(const struct shm_pool *p, uint64_t off,
 					 uint32_t *cflags)
 {
 	uint64_t rel = off - p->data_off;
 	const struct shm_cache *c;
-	uint32_t owner, in, size;
+	struct queue_geom g;
 
-	if (unlikely(rel >= p->data_len || (rel >> 3) >= UINT32_MAX - 1u))
+	if (unlikely(!queue_rel_ok(p->data_len, rel)) || (c = queue_frame_cache(p, rel)) == NULL)
 		return 0;
-	owner = at_load_acquire(&p->frame_owner[rel >> SLAB_SHIFT]);
-	if (unlikely(owner >= p->max_caches))
+	g = queue_geom_of(c);
+	if (unlikely(!queue_on_object(&g, rel)))
 		return 0;
-	c = &p->caches[owner];
-	if (unlikely(at_load_acquire((_Atomic uint32_t *)&c->state) != CACHE_LIVE))
-		return 0;
-	in = (uint32_t)(rel & (SLAB_SIZE - 1u));
-	size = c->obj_size;
-	if (unlikely(in >= c->slab_bytes || size == 0))
-		return 0;
-	if ((size & (size - 1u)) == 0 ? (in & (size - 1u)) != 0 : in % size != 0)
-		return 0;
-	*cflags = c->flags;
-	return (uint32_t)(rel >> 3) + 1u;
-}
-
-static inline uint32_t queue_value_of(const struct shm_pool *p, uint64_t off)
-{
-	uint32_t cflags;
-
-	return queue_value_flags(p, off, &cflags);
+	*cflags = g.flags;
+	return queue_value_at(rel);
 }
 
 /* The offset of slot value @v, or 0 when it names no object (a spoiled
@@ -111,15 +165,8 @@ static inline uint64_t queue_off_flags(const struct shm_pool *p, uint32_t v, uin
 
 	if (unlikely(v == 0))
 		return 0;
-	off = p->data_off + ((uint64_t)(v - 1u) << 3);
+	off = p->data_off + queue_rel_at(v);
 	return queue_value_flags(p, off, cflags) == v ? off : 0;
-}
-
-static inline uint64_t queue_off_of(const struct shm_pool *p, uint32_t v)
-{
-	uint32_t cflags;
-
-	return queue_off_flags(p, v, &cflags);
 }
 
 /* Enqueue slot values @v[0..n): the number enqueued (fewer when the queue

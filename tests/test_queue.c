@@ -17,7 +17,9 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "client/internal.h"
 #include "client/sheaf.h"
+#include "shm/queue.h"
 #include "tests/util_check.h"
 #include "tests/util_daemon.h"
 #include "tests/util_pool.h"
@@ -115,6 +117,76 @@ START_TEST(test_calls_local)
 
 	for (unsigned i = 0; i < sizeof(fl) / sizeof(fl[0]); i++)
 		calls_local(fl[i]);
+}
+END_TEST
+
+/*
+ * The bulk calls look a frame's owner up once for a run of objects in it,
+ * and check every object's boundary: a pointer 8 bytes into an object, or
+ * on a 64-byte step inside a 1-KiB cache's object, is refused after good
+ * objects of the same frame (enqueue); spoiled slot values of both kinds
+ * among good ones are dropped and counted, the others kept in order
+ * (dequeue).
+ */
+START_TEST(test_bulk_checks_each_object)
+{
+	sheaf_pool_t *p = pool_new(NULL);
+	sheaf_cache_t *c = mkcache(p, "msg", 64, -1, 0), *c2 = mkcache(p, "big", 1024, -1, 0);
+	struct shm_pool *sp = &p->shm;
+	struct sheaf_queue_stats st;
+	sheaf_queue_t *q = sheaf_queue_create(p, "qb", 64, 0);
+	void *objs[10], *got[16], *big = xalloc(c2);
+	_Atomic uint64_t *slots;
+	int id, n;
+
+	REQUIRE(q != NULL, "create: %s", strerror(errno));
+	for (int i = 0; i < 10; i++)
+		objs[i] = xalloc(c);
+	/* one frame: a fresh cache's first slab */
+	for (int i = 1; i < 10; i++)
+		REQUIRE(((uintptr_t)objs[i] >> 18) == ((uintptr_t)objs[0] >> 18),
+			"objects %d and 0 in different frames", i);
+
+	objs[9] = (char *)objs[8] + 8;
+	REQUIRE(sheaf_enqueue_bulk(q, objs, 10) == -EINVAL, "8 bytes into an object, last");
+	objs[9] = (char *)big + 64;
+	REQUIRE(sheaf_enqueue_bulk(q, objs, 10) == -EINVAL, "64 bytes into a 1-KiB object");
+	REQUIRE(sheaf_queue_stats(q, &st) == 0 && st.depth == 0, "none enqueued");
+	objs[9] = big;
+	REQUIRE(sheaf_enqueue_bulk(q, objs, 10) == 10, "all good");
+
+	/* Spoil slots 3 (8 bytes into objs[2]) and 6 (64 bytes into big). */
+	id = pool_queue_find(sp, "qb");
+	REQUIRE(id >= 0, "queue not found");
+	slots = (_Atomic uint64_t *)(void *)(sp->base + sp->queues[id].off + QUEUE_SLOTS_OFF);
+	{
+		uint64_t w3 = atomic_load(&slots[3]), w6 = atomic_load(&slots[6]);
+		uint64_t r2 = (uint64_t)((char *)objs[2] - sp->base) - sp->data_off;
+		uint64_t rb = (uint64_t)((char *)big - sp->base) - sp->data_off;
+		uint64_t r3 = (uint64_t)((char *)objs[3] - sp->base) - sp->data_off;
+
+		REQUIRE((uint32_t)w3 == queue_value_at(r3), "slot 3 holds objs[3]");
+		REQUIRE((uint32_t)w6 == queue_value_at(r3 + ((char *)objs[6] - (char *)objs[3])),
+			"slot 6 holds objs[6]");
+		atomic_store(&slots[3], (w3 & ~0xffffffffull) | queue_value_at(r2 + 8));
+		atomic_store(&slots[6], (w6 & ~0xffffffffull) | queue_value_at(rb + 64));
+	}
+	n = sheaf_dequeue_bulk(q, got, 16);
+	REQUIRE(n == 8, "dequeued %d, want 8", n);
+	for (int i = 0, k = 0; i < 10; i++)
+		if (i != 3 && i != 6) {
+			REQUIRE(got[k] == objs[i], "order: got[%d] is not objs[%d]", k, i);
+			k++;
+		}
+	REQUIRE(sheaf_queue_stats(q, &st) == 0 && st.dropped == 2 && st.depth == 0,
+		"dropped %llu, depth %llu", (unsigned long long)st.dropped,
+		(unsigned long long)st.depth);
+	for (int i = 0; i < 9; i++)
+		sheaf_free(c, objs[i]);
+	sheaf_free(c2, big);
+	REQUIRE(sheaf_queue_destroy(q) == 0, "destroy");
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
 }
 END_TEST
 
@@ -452,6 +524,7 @@ int main(void)
 
 	require_binaries("test_queue");
 	ADD_ALONE(s, test_calls_local, 60);
+	ADD_ALONE(s, test_bulk_checks_each_object, 60);
 	ADD_ALONE(s, test_mpmc_processes, 300);
 	ADD_ALONE(s, test_single_processes, 300);
 	ADD_ALONE(s, test_waits, 60);
