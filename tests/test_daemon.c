@@ -419,24 +419,29 @@ START_TEST(signals_to_the_loop)
 	const uint64_t want = (1ull << (SIGTERM - 1)) | (1ull << (SIGINT - 1)) |
 			      (1ull << (SIGHUP - 1));
 	struct dmn d;
-	char dir[64];
-	unsigned workers = 0, loops = 0, scans = 0;
+	char dir[64], why[160] = "";
+	unsigned workers = 0, scans = 0;
+	int good = 0;
 
 	dmn_init(&d);
 	dmn_start(&d, NULL);
 	reap_ok(fork_child(brief_client, d.sock), 60000, "brief client");
 	/* A client's end may stop and restart the engine's threads (count
-	 * reconciliation): a thread just made has no name yet for a moment.
-	 * So wait for the repair, then scan until the two node workers and
-	 * the grace thread are all seen by name. */
+	 * reconciliation): for a moment a thread just made has no name yet,
+	 * and glibc starts it with every signal blocked until it sets the
+	 * creator's mask.  So wait for the repair, then scan until one scan
+	 * finds the two node workers and the grace thread named, each with
+	 * the mask, and the loop without it; a wrong mask that stays fails. */
 	wait_no_clients(&d, 30000);
 	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)d.pid);
-	for (int64_t end = now_ms() + 10000; now_ms() < end; sleep_us(20000)) {
+	for (int64_t end = now_ms() + 10000; !good && now_ms() < end; sleep_us(20000)) {
 		DIR *td;
 		struct dirent *de;
+		unsigned loops = 0;
 
 		REQUIRE((td = opendir(dir)) != NULL, "%s: %s", dir, strerror(errno));
-		workers = loops = 0;
+		workers = 0;
+		why[0] = '\0';
 		scans++;
 		while ((de = readdir(td)) != NULL) {
 			char comm[64];
@@ -446,23 +451,23 @@ START_TEST(signals_to_the_loop)
 			    task_sigblk(d.pid, de->d_name, comm, sizeof(comm), &blk) != 0)
 				continue;
 			if (strncmp(comm, "sheaf-", 6) == 0) {
-				REQUIRE((blk & want) == want, "thread %s (%s) blocks %#llx",
-					de->d_name, comm, (unsigned long long)blk);
-				REQUIRE((blk & (1ull << (SIGSEGV - 1))) == 0,
-					"thread %s blocks SIGSEGV", comm);
+				if ((blk & want) != want || (blk & (1ull << (SIGSEGV - 1))) != 0)
+					snprintf(why, sizeof(why), "thread %.16s (%.16s) blocks %#llx",
+						 de->d_name, comm, (unsigned long long)blk);
 				workers++;
 			} else if (atoi(de->d_name) == (int)d.pid) {
-				REQUIRE((blk & want) == 0, "the event loop blocks %#llx",
-					(unsigned long long)blk);
+				if ((blk & want) != 0)
+					snprintf(why, sizeof(why), "the event loop blocks %#llx",
+						 (unsigned long long)blk);
 				loops++;
 			}
 		}
 		closedir(td);
-		if (workers >= 3 && loops == 1)
-			break;
+		if (why[0] == '\0' && (workers < 3 || loops != 1))
+			snprintf(why, sizeof(why), "%u sheaf- threads, %u event loops", workers, loops);
+		good = why[0] == '\0';
 	}
-	REQUIRE(workers >= 3 && loops == 1, "%u sheaf- threads, %u event loops after %u scans",
-		workers, loops, scans);
+	REQUIRE(good, "after %u scans in 10 s: %s", scans, why);
 	printf("signals_to_the_loop: %u engine threads block them, the loop takes them (%u scans)\n",
 	       workers, scans);
 	dmn_stop(&d, 10000);
