@@ -9,6 +9,7 @@
 #include "client/internal.h"
 #include "shm/slab.h"
 #include "tests/util_pool.h"
+#include "tests/util_proc.h"
 
 sheaf_pool_t *pool_new(const struct sheaf_pool_config *cfg)
 {
@@ -33,6 +34,11 @@ void *xalloc(sheaf_cache_t *c)
 {
 	void *o = sheaf_alloc(c);
 
+	/* EAGAIN: the engine did not stock the barn within the pool's
+	 * wait_ms (100 ms for pool_small), as a loaded machine under
+	 * valgrind may: look again, 10 s. */
+	for (int64_t end = now_ms() + 10000; o == NULL && errno == EAGAIN && now_ms() < end;)
+		o = sheaf_alloc(c);
 	if (o == NULL)
 		ck_abort_msg("alloc: %s", strerror(errno));
 	return o;
@@ -81,6 +87,12 @@ void churn_checked(sheaf_cache_t *c, unsigned n)
 	ck_assert_ptr_nonnull(o);
 	for (unsigned i = 0; i < n; i++) {
 		o[i] = sheaf_alloc(c);
+		/* A fresh cache's first alloc waits for the engine to stock its
+		 * barn, at most the pool's wait_ms (pool_small: 100 ms), which a
+		 * loaded machine under valgrind can exceed: look again, 10 s. */
+		for (int64_t end = now_ms() + 10000;
+		     o[i] == NULL && got == 0 && errno == EAGAIN && now_ms() < end;)
+			o[i] = sheaf_alloc(c);
 		if (o[i] == NULL)
 			break;
 		ck_assert_int_eq(slab_validate(sp, c->id, (uint64_t)((char *)o[i] - sp->base)), 0);
