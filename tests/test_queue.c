@@ -416,9 +416,14 @@ static void waits(unsigned flags)
 	q = sheaf_queue_create(p, "w", 4, flags);
 	REQUIRE(c != NULL && q != NULL, "create");
 
-	/* A consumer waiting on an empty queue sleeps. */
+	/* A consumer waiting on an empty queue sleeps.  Measured once it
+	 * is asleep (its connect under a sanitizer on a loaded machine may
+	 * take longer than any fixed pause). */
 	pid = fork_child(idle_consumer, NULL);
-	sleep_ms(300);                      /* connected and asleep */
+	for (t0 = now_ms(); sheaf_queue_stats(q, &st) == 0 && st.dequeue_waits == 0;
+	     sleep_ms(10))
+		REQUIRE(now_ms() - t0 < 30000, "the consumer did not wait within 30 s");
+	sleep_ms(50);                       /* past the wait's own start */
 	cpu = cpu_seconds(pid);
 	sleep_ms(1000);
 	cpu = cpu_seconds(pid) - cpu;
@@ -443,7 +448,12 @@ static void waits(unsigned flags)
 		REQUIRE(sheaf_enqueue(q, objs[i]) == 0, "fill");
 	}
 	pid = fork_child(full_producer, NULL);
-	sleep_ms(500);
+	for (t0 = now_ms(); sheaf_queue_stats(q, &st) == 0 && st.enqueue_waits == 0;
+	     sleep_ms(10)) {
+		REQUIRE(waitpid(pid, &status, WNOHANG) == 0, "the producer did not block");
+		REQUIRE(now_ms() - t0 < 30000, "the producer did not wait within 30 s");
+	}
+	sleep_ms(50);
 	REQUIRE(waitpid(pid, &status, WNOHANG) == 0, "the producer did not block");
 	REQUIRE(sheaf_queue_stats(q, &st) == 0 && st.enqueue_waits > 0 && st.depth == 4,
 		"the producer slept");
