@@ -919,6 +919,21 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 		q_ < (f)->per_slab; })
 
 /*
+ * The object of the thread's last sheaf_malloc, popped from @f's main
+ * sheaf and so on one of its cache's object boundaries (a sheaf taken from
+ * a barn is vetted, a free is checked, and a cache's geometry never
+ * changes), is still @f's: in the home node's data, in a frame @f's cache
+ * owns (it may have been freed another way since, and its slab given
+ * back).  SHEAF__FAST_VALID without the boundary test, which this object
+ * passed when it went into the sheaf.
+ */
+#define SHEAF__HINT_VALID(f, obj) __extension__ ({                             \
+	uint64_t rel_ = (uint64_t)((char *)(obj) - (f)->node_data);            \
+	rel_ < (f)->node_len &&                                                \
+		__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],       \
+				__ATOMIC_RELAXED) == (f)->cache_id; })
+
+/*
  * The push needs room in the main sheaf and refuses the object already on
  * its top (the immediate double free, as glibc's fasttop test): the slow
  * path then returns -EALREADY.
@@ -977,9 +992,10 @@ struct sheaf__pool_head {
  * Per thread (one for all pools, in the fast-path slot of a handle that
  * libsheaf never gives out: head.hint + sheaf__tls_bias): the fast path
  * and the object of the last sheaf_malloc.  sheaf_free_any tries that
- * fast path first when @obj lies in the same 256 KiB as that object (a
- * malloc and its free: the push's address then does not wait for the
- * frame's handle), with the same check as any other; it is only a guess.
+ * fast path first when @obj is that object (a malloc and its free: the
+ * push's address then does not wait for the frame's handle), once its
+ * frame is found still the cache's (SHEAF__HINT_VALID); it is only a
+ * guess.
  * Until the thread's first malloc, @f is an unused fast path (misses).
  */
 struct sheaf__km_hint {
@@ -1047,7 +1063,7 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 		const struct sheaf__km_hint *t = (const struct sheaf__km_hint *)
 			((uintptr_t)h->hint + sheaf__tls_bias);
 		struct sheaf__fast *f = t->f;
-		int ok = __builtin_expect(obj == t->obj, 0) && SHEAF__FAST_VALID(f, obj);
+		int ok = __builtin_expect(obj == t->obj, 0) && SHEAF__HINT_VALID(f, obj);
 
 		if (__builtin_expect(!ok, 1)) {
 			sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],

@@ -254,6 +254,71 @@ START_TEST(hint_checked_like_any_free)
 }
 END_TEST
 
+/* Another thread frees @o[0..16) through the class's handle, then shrinks
+ * the cache: its sheaves and the barn go back to the slabs, and the
+ * emptied frame is released (min_partial 0). */
+struct stale_arg {
+	sheaf_cache_t *c;
+	char **o;
+};
+
+static void *free_all_and_shrink(void *arg)
+{
+	struct stale_arg *a = arg;
+
+	for (int i = 0; i < 16; i++)
+		REQUIRE(sheaf_free(a->c, a->o[i]) == 0, "free %d", i);
+	REQUIRE(sheaf_cache_shrink(a->c) >= 1, "shrink released nothing");
+	sheaf_thread_exit();
+	return NULL;
+}
+
+/*
+ * The hint's own check: the thread's main sheaf of the class is empty,
+ * with room (the 16 mallocs emptied it), the hint names the last object,
+ * and another thread has freed it and released its frame.  sheaf_free_any
+ * of it must be refused on the hint's path itself (a push there would be
+ * accepted: this fails when the hint checks no frame owner), and the
+ * object never comes back twice.
+ */
+START_TEST(hint_stale_with_room)
+{
+	sheaf_pool_t *p = mkpool();
+	char *objs[16], *o;
+	const struct sheaf__km_hint *hint;
+	struct stale_arg a;
+	sheaf_cache_t *c;
+	pthread_t th;
+	uint64_t off;
+
+	for (int i = 0; i < 16; i++) {
+		objs[i] = sheaf_malloc(p, 16384);
+		ck_assert_ptr_nonnull(objs[i]);
+	}
+	o = objs[15];
+	c = sheaf_obj_cache(p, o);
+	c->sc->min_partial = 0;                  /* every empty slab goes back */
+	/* No stocking but for a waiter: a worker pass after the shrink would
+	 * take the released frame again for this cache (LIFO). */
+	at_store_relaxed(&c->sc->barn_low, 0);
+	ck_assert_uint_eq(sheaf_size((struct shm_sheaf *)(void *)SHEAF__FAST(c)->main), 0);
+	ck_assert_uint_gt(((struct shm_sheaf *)(void *)SHEAF__FAST(c)->main)->capacity, 0);
+	hint = (const struct sheaf__km_hint *)((uintptr_t)p->head.hint + sheaf__tls_bias);
+	ck_assert_ptr_eq(hint->obj, o);
+	a.c = c;
+	a.o = objs;
+	ck_assert_int_eq(pthread_create(&th, NULL, free_all_and_shrink, &a), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	off = (uint64_t)(o - p->shm.base);
+	ck_assert_uint_ne(p->shm.frame_owner[pool_frame_of(&p->shm, off)], c->id);
+	ck_assert_ptr_eq(hint->obj, o);
+	ck_assert_int_eq(sheaf_free_any(p, o), -EINVAL);
+	ck_assert_uint_eq(sheaf_size((struct shm_sheaf *)(void *)SHEAF__FAST(c)->main), 0);
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* The free_invalid count of class @size's cache. */
 static uint64_t invalid_of(sheaf_pool_t *p, size_t size)
 {
@@ -604,6 +669,7 @@ int main(void)
 	ADD_ALONE(s, realloc_across_classes, 120);
 	ADD_ALONE(s, free_any_bad_pointers, 120);
 	ADD_ALONE(s, hint_checked_like_any_free, 120);
+	ADD_ALONE(s, hint_stale_with_room, 120);
 	ADD_ALONE(s, debug_class_catches_double_free, 120);
 	ADD_ALONE(s, ordinary_cache_objects, 120);
 	ADD_ALONE(s, mixed_sizes_many, 240);
