@@ -545,10 +545,16 @@ static struct shm_sheaf *empty_now(struct tcache *t, uint32_t node, uint32_t cap
  * Room without an empty sheaf: every sheaf holds SHEAF_CAP_MAX offsets
  * whatever its capacity (a policy), so a full sheaf the thread holds with
  * a smaller capacity grows to that.  Returns @s, or NULL when it cannot grow.
+ * Its size is client-writable: one not below SHEAF_CAP_MAX (a scribble)
+ * has no room even grown, and the caller's push at objs[size] would land
+ * past the sheaf's end, in the next sheaf, maybe another cache's
+ * (test_untrusted grow_bounded_by_size; test_hostile: "sheaf 191: object
+ * 0x38e9f400 not in a slab of cache 0").
  */
 static struct shm_sheaf *grow(struct shm_sheaf *s)
 {
-	if (s == NULL || s == &sheaf_dummy || s->capacity >= SHEAF_CAP_MAX)
+	if (s == NULL || s == &sheaf_dummy || s->capacity >= SHEAF_CAP_MAX ||
+	    sheaf_size(s) >= SHEAF_CAP_MAX)
 		return NULL;
 	s->capacity = SHEAF_CAP_MAX;
 	return s;

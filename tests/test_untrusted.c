@@ -7,7 +7,8 @@
  * Engine-side cases run on local pools (the engine in this process, so a
  * crash or hang of the engine is this test's, caught by Check's fork and
  * timeout): the known crashes of issue 14 (depot mask, a capacity over
- * SHEAF_CAP_MAX, a sheaf size over it at destroy), every ring header
+ * SHEAF_CAP_MAX, a sheaf size over it at destroy), a main sheaf's size
+ * over it at a free that grows the sheaf, every ring header
  * field, positions and slots, spoiled rings rebuilt, and a lane left with
  * its seq odd.  Two cases run against a real sheafd (tests/util_daemon.h):
  * the depot mask scribbled by a client process, and lanes left odd by one.
@@ -371,6 +372,79 @@ START_TEST(destroy_clamps_sheaf_size)
 }
 END_TEST
 
+/*
+ * The thread's main sheaf with a size word over SHEAF_CAP_MAX (a peer's
+ * scribble; test_hostile's hostile client writes its own main's word),
+ * full for its capacity (64 < SHEAF_CAP_MAX), and no empty sheaf to be had
+ * at once (the depot and the barn's empty ring give none): the free grew
+ * the main sheaf (capacity SHEAF_CAP_MAX) and pushed at objs[size], past
+ * its end, into the next sheaf (test_hostile: "the good cache fails the
+ * checker: sheaf 191: object 0x38e9f400 not in a slab of cache 0", an
+ * object of the hostile client's 256-byte cache at entry 16 of a good
+ * full sheaf: its main, sheaf 190, had size 280).  Nothing past the main
+ * sheaf's objs[] may change.
+ */
+START_TEST(grow_bounded_by_size)
+{
+	sheaf_pool_t *p = pool_small(1);
+	struct shm_pool *sp = &p->shm;
+	sheaf_cache_t *c = mkcache(p, "grow", 256, 64, 0);
+	void *o1, *o2;
+	struct tcache *t;
+	struct shm_sheaf *m, *next = NULL;
+	uint32_t mid, idx = 0, n = 0, *held = calloc(sp->sheaf_count, sizeof(*held));
+	struct ring_intent in = { 0 };
+	struct ring_ref rings[2] = { pool_depot_ref(sp), pool_empty_ref(sp, c->id, 0) };
+	unsigned char before[sizeof(struct shm_sheaf)];
+	int rc;
+
+	ck_assert_ptr_nonnull(held);
+	o1 = xalloc(c);
+	o2 = xalloc(c);
+	t = tcache_get(c);
+	ck_assert_ptr_nonnull(t);
+	m = tmain(t);
+	mid = pool_sheaf_id(sp, m);
+	ck_assert_ptr_null(t->spare);
+	ck_assert_uint_eq(t->nempty, 0);
+	ck_assert_int_eq(sheaf_free(c, o1), 0);       /* main: room left */
+	/* No empty sheaf at once: this test holds, as the engine, every one
+	 * the depot and the barn's empty ring have. */
+	for (int r = 0; r < 2; r++) {
+		uint32_t s;
+
+		while ((s = rr_get(&rings[r], sp->owners, OWNER_ENGINE, &in)) != SHEAF_ID_NONE)
+			held[n++] = s;
+	}
+	/* The main's objs[idx] is objs[16] of a sheaf held here (nobody
+	 * else writes it meanwhile), past the main's end. */
+	for (uint32_t k = 0; k < n && next == NULL; k++) {
+		uint64_t words = (sheaf_line(held[k]) - sheaf_line(mid)) * (SHEAF_CACHELINE / 8);
+
+		if (held[k] > mid && words + 16 <= SHEAF_WORD_SIZE) {
+			idx = (uint32_t)words + 16;
+			next = pool_sheaf(sp, held[k]);
+		}
+	}
+	ck_assert_ptr_nonnull(next);
+	ck_assert_uint_ge(idx, SHEAF_CAP_MAX);
+	memcpy(before, next, sizeof(before));
+	sheaf_set_size(m, idx);                   /* the scribble */
+	rc = sheaf_free(c, o2);
+	ck_assert_msg(memcmp(before, next, sizeof(before)) == 0,
+		      "the free of %p (rc %d) wrote into sheaf %u: objs[16] %#llx, was %#llx",
+		      o2, rc, pool_sheaf_id(sp, next), (unsigned long long)next->objs[16],
+		      (unsigned long long)((struct shm_sheaf *)(void *)before)->objs[16]);
+	/* The spoiled sheaf holds nothing real past its capacity: blank it,
+	 * and give the held sheaves back to the depot. */
+	sheaf_set_size(m, 0);
+	for (uint32_t k = 0; k < n; k++)
+		depot_put(sp, held[k], OWNER_ENGINE, &in);
+	free(held);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* ---- lanes ---------------------------------------------------------------- */
 
 /* Every lane's live record of a cache left with an odd seq (a stopped or
@@ -551,6 +625,7 @@ int main(void)
 	tcase_add_test(tc, ring_header_fields);
 	tcase_add_test(tc, capacity_over_cap_max);
 	tcase_add_test(tc, destroy_clamps_sheaf_size);
+	tcase_add_test(tc, grow_bounded_by_size);
 	tcase_add_test(tc, lane_seq_odd_stats_prompt);
 	tcase_add_test(tc, stale_waiters_idle);
 	tcase_add_test(tc, respoiled_ring_idle);
