@@ -33,6 +33,8 @@ _Static_assert(sizeof(struct sheaf__fast) == 64 && sizeof(struct sheaf_cache) ==
 _Static_assert(SHEAF_WORD_SIZE == SHEAF__WORD_SIZE && SHEAF_WORD_OP == SHEAF__WORD_OP,
 	       "sheaf word");
 _Static_assert(SLAB_SHIFT == SHEAF__FRAME_SHIFT, "slab frame size");
+_Static_assert(SHEAF_CAP_MAX == SHEAF__CAP_MAX && (SHEAF__CAP_MAX & (SHEAF__CAP_MAX - 1)) == 0,
+	       "every sheaf has SHEAF__CAP_MAX slots, a power of two (the fast paths' mask)");
 _Static_assert(sizeof(uint16_t) == sizeof(_Atomic uint16_t) &&
 	       sizeof(uint64_t) == sizeof(_Atomic uint64_t), "atomic sizes");
 
@@ -349,7 +351,7 @@ static void *owned_alloc_fast(sheaf_cache_t *c)
 	n = w & SHEAF_WORD_SIZE;
 	if (n == 0)
 		return NULL;
-	off = m->objs[n - 1];
+	off = m->objs[sheaf_slot(n - 1)];
 	owner_alloc(tag_of(t, off), me_of(t));  /* before the pop */
 	at_store_relaxed(&m->word, w + SHEAF_WORD_OP - 1);
 	return t->f->base + off;
@@ -369,7 +371,7 @@ static int owned_free_fast(sheaf_cache_t *c, void *obj, int *rc)
 	w = at_load_relaxed(&m->word);
 	n = w & SHEAF_WORD_SIZE;
 	off = (uint64_t)((char *)obj - t->f->base);
-	if (n >= m->capacity || (n > 0 && m->objs[n - 1] == off))
+	if (n >= m->capacity || (n > 0 && m->objs[sheaf_slot(n - 1)] == off))
 		return 0;
 	tag = tag_of(t, off);
 	own = owner_free_begin(tag, me_of(t));
@@ -380,7 +382,7 @@ static int owned_free_fast(sheaf_cache_t *c, void *obj, int *rc)
 		return 1;
 	}
 	*rc = 0;
-	m->objs[n] = off;
+	m->objs[sheaf_slot(n)] = off;
 	at_store_relaxed(&m->word, w + SHEAF_WORD_OP + 1);
 	owner_free_end(tag);                    /* after the push */
 	return 1;
@@ -396,10 +398,10 @@ static void *take(struct tcache *t, struct shm_sheaf *s, enum sheaf_stat st)
 	void *obj;
 
 	if (is_owned(t))
-		owner_alloc(tag_of(t, s->objs[n - 1]), me_of(t));
+		owner_alloc(tag_of(t, s->objs[sheaf_slot(n - 1)]), me_of(t));
 	if (is_debug(t)) {
 		uint64_t bit;
-		_Atomic uint64_t *w = inuse_word(t, s->objs[n - 1], &bit);
+		_Atomic uint64_t *w = inuse_word(t, s->objs[sheaf_slot(n - 1)], &bit);
 
 		at_fetch_or_acqrel(w, bit);
 	}
@@ -500,7 +502,7 @@ static int on_top(struct shm_sheaf *s, uint64_t off)
 {
 	uint32_t n = s != NULL ? sheaf_size(s) : 0;
 
-	return n > 0 && s->objs[n - 1] == off;
+	return n > 0 && s->objs[sheaf_slot(n - 1)] == off;
 }
 
 /*
@@ -757,7 +759,9 @@ int sheaf_alloc_bulk(sheaf_cache_t *c, void **objs, size_t n)
 		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
 		uint64_t have = w & SHEAF__WORD_SIZE, k;
 
-		if (have == 0) {
+		/* A size over SHEAF__CAP_MAX (a peer's scribble): one at a
+		 * time, as sheaf_alloc indexes objs[] (never past the sheaf). */
+		if (have == 0 || have > SHEAF__CAP_MAX) {
 			if ((objs[i] = sheaf_alloc(c)) == NULL) {
 				int rc = -errno;
 
@@ -788,8 +792,11 @@ int sheaf_free_bulk(sheaf_cache_t *c, void **objs, size_t n)
 		struct sheaf__sheaf *m = f->main;
 		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
 		uint64_t size = w & SHEAF__WORD_SIZE, k = 0;
-		uint64_t room = size < m->capacity ? m->capacity - size : 0;
-		uint64_t below = size > 0 ? m->objs[size - 1] : UINT64_MAX;
+		/* size and capacity are client-writable: room only inside
+		 * objs[] (a spoiled sheaf goes through sheaf_free) */
+		uint64_t cap = m->capacity < SHEAF__CAP_MAX ? m->capacity : SHEAF__CAP_MAX;
+		uint64_t room = size < cap ? cap - size : 0;
+		uint64_t below = size > 0 ? m->objs[(size - 1) & (SHEAF__CAP_MAX - 1)] : UINT64_MAX;
 
 		while (k < room && i + k < n) {
 			void *obj = objs[i + k];

@@ -863,6 +863,10 @@ struct sheaf__fast {            /* a thread's fast path for one cache */
 #define SHEAF__HANDLES      1024
 #define SHEAF__FRAME_SHIFT  18  /* slab frames of 256 KiB */
 #define SHEAF__WORD_SIZE    0xffffu
+#define SHEAF__CAP_MAX      256u    /* objs[] slots of every sheaf: a pop
+				   takes the slow path for a size a peer
+				   scribbled past it, a push indexes objs[]
+				   modulo it whatever the capacity says */
 #define SHEAF__WORD_OP      0x10000u   /* one operation in sheaf__sheaf.word */
 
 /*
@@ -894,7 +898,9 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 	uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
 	uint64_t n = w & SHEAF__WORD_SIZE;
 
-	if (__builtin_expect(n != 0, 1)) {
+	/* 1..SHEAF__CAP_MAX: a size a peer scribbled past objs[] takes the
+	 * slow path, as an empty sheaf does (one compare for both) */
+	if (__builtin_expect(n - 1 < SHEAF__CAP_MAX, 1)) {
 		/* size - 1, one more operation (the alloc_fastpath count;
 		 * other threads and processes read the word) */
 		__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
@@ -947,9 +953,10 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 	uint64_t n_ = w_ & SHEAF__WORD_SIZE;                                \
 	uint64_t o_ = (uint64_t)((char *)(obj) - (f)->base);                \
 	int ok_ = __builtin_expect(n_ < m_->capacity, 1) &&                 \
-		  __builtin_expect(n_ == 0 || m_->objs[n_ - 1] != o_, 1);   \
+		  __builtin_expect(n_ == 0 ||                               \
+				   m_->objs[(n_ - 1) & (SHEAF__CAP_MAX - 1)] != o_, 1); \
 	if (ok_) {                                                          \
-		m_->objs[n_] = o_;                                          \
+		m_->objs[n_ & (SHEAF__CAP_MAX - 1)] = o_;                   \
 		__atomic_store_n(&m_->word, w_ + (SHEAF__WORD_OP + 1),      \
 				 __ATOMIC_RELAXED);                         \
 	}                                                                   \
@@ -1031,7 +1038,7 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
 		uint64_t n = w & SHEAF__WORD_SIZE;
 
-		if (__builtin_expect(n != 0, 1)) {
+		if (__builtin_expect(n - 1 < SHEAF__CAP_MAX, 1)) {   /* as sheaf_alloc */
 			struct sheaf__km_hint *t = (struct sheaf__km_hint *)
 				((uintptr_t)h->hint + sheaf__tls_bias);
 

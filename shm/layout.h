@@ -409,11 +409,24 @@ static inline void sheaf_set_size(struct shm_sheaf *s, uint32_t n)
 	at_store_relaxed(&s->word, (w & ~SHEAF_WORD_SIZE) | n);
 }
 
+/*
+ * The slot of objs[] that position @i names.  A sheaf's size and capacity
+ * are client-writable: a peer may set them past SHEAF_CAP_MAX, so a
+ * client's pushes and pops index objs[] modulo SHEAF_CAP_MAX (as the
+ * inline paths of client/sheaf.h do) and never leave the sheaf; what the
+ * spoiled sheaf then holds is its cache's loss alone.
+ */
+_Static_assert((SHEAF_CAP_MAX & (SHEAF_CAP_MAX - 1)) == 0, "SHEAF_CAP_MAX a power of two");
+static inline uint32_t sheaf_slot(uint64_t i)
+{
+	return (uint32_t)(i & (SHEAF_CAP_MAX - 1));
+}
+
 static inline void sheaf_push(struct shm_sheaf *s, uint64_t off)
 {
 	uint32_t n = sheaf_size(s);
 
-	s->objs[n] = off;
+	s->objs[sheaf_slot(n)] = off;
 	sheaf_set_size(s, n + 1);
 }
 
@@ -422,7 +435,7 @@ static inline uint64_t sheaf_pop(struct shm_sheaf *s)
 	uint32_t n = sheaf_size(s) - 1;
 
 	sheaf_set_size(s, n);
-	return s->objs[n];
+	return s->objs[sheaf_slot(n)];
 }
 
 struct shm_barn {

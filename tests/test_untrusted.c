@@ -445,6 +445,54 @@ START_TEST(grow_bounded_by_size)
 }
 END_TEST
 
+/*
+ * A peer scribbles the capacity and size of the thread's main sheaf (both
+ * client-writable) over SHEAF_CAP_MAX: the inline free and alloc trusted
+ * them and pushed at objs[size], past the sheaf's end, into the next
+ * sheaves (maybe another cache's), and popped from there.  They index
+ * objs[] modulo SHEAF_CAP_MAX now: nothing past the main sheaf changes,
+ * whatever the spoiled sheaf then hands out (the offending cache's loss).
+ */
+START_TEST(fast_paths_bounded_by_cap_max)
+{
+	sheaf_pool_t *p = pool_small(1);
+	struct shm_pool *sp = &p->shm;
+	sheaf_cache_t *c = mkcache(p, "fast", 64, 64, 0);
+	void *o1 = xalloc(c), *o2 = xalloc(c);
+	struct tcache *t = tcache_get(c);
+	struct shm_sheaf *m;
+	size_t past = 4096;
+	unsigned char *end, *before = malloc(past);
+
+	ck_assert_ptr_nonnull(t);
+	ck_assert_ptr_nonnull(before);
+	m = tmain(t);
+	end = (unsigned char *)&m->objs[SHEAF_CAP_MAX];
+	ck_assert(end + past <= (unsigned char *)pool_sheaf(sp, sp->sheaf_count - 1));
+	memcpy(before, end, past);
+	/* the scribble: room for the push, by the spoiled fields */
+	m->capacity = 1000;
+	sheaf_set_size(m, 300);
+	ck_assert_int_eq(sheaf_free(c, o1), 0);          /* inline push */
+	ck_assert_uint_eq(sheaf_size(m), 301);
+	(void)sheaf_alloc(c);                            /* inline pop */
+	(void)sheaf_alloc(c);
+	{
+		void *two[2] = { o2, NULL };
+
+		(void)sheaf_free_bulk(c, two, 1);        /* the bulk paths */
+		(void)sheaf_alloc_bulk(c, two, 2);
+	}
+	ck_assert_msg(memcmp(before, end, past) == 0, "the fast paths wrote past the sheaf");
+	/* The peer's mess is its cache's: blank the sheaf for the teardown. */
+	m->capacity = 64;
+	sheaf_set_size(m, 0);
+	(void)o2;
+	free(before);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* ---- lanes ---------------------------------------------------------------- */
 
 /* Every lane's live record of a cache left with an odd seq (a stopped or
@@ -626,6 +674,7 @@ int main(void)
 	tcase_add_test(tc, capacity_over_cap_max);
 	tcase_add_test(tc, destroy_clamps_sheaf_size);
 	tcase_add_test(tc, grow_bounded_by_size);
+	tcase_add_test(tc, fast_paths_bounded_by_cap_max);
 	tcase_add_test(tc, lane_seq_odd_stats_prompt);
 	tcase_add_test(tc, stale_waiters_idle);
 	tcase_add_test(tc, respoiled_ring_idle);
