@@ -203,6 +203,26 @@ START_TEST(realloc_across_classes)
 }
 END_TEST
 
+/*
+ * kmalloc-16384: 16 objects a frame, capacity 16.  The first malloc makes
+ * the class and refills; the 15 others take the fast path, so the
+ * thread's main sheaf ends empty and the hint names @objs[15].  Returns
+ * the class's cache, every empty slab of which goes back (min_partial 0).
+ */
+static sheaf_cache_t *malloc_one_frame(sheaf_pool_t *p, char **objs)
+{
+	sheaf_cache_t *c;
+
+	for (int i = 0; i < 16; i++) {
+		objs[i] = sheaf_malloc(p, 16384);
+		ck_assert_ptr_nonnull(objs[i]);
+	}
+	c = sheaf_obj_cache(p, objs[15]);
+	ck_assert_ptr_nonnull(c);
+	c->sc->min_partial = 0;
+	return c;
+}
+
 /* The thread's hint (the last sheaf_malloc's object and fast path) is a
  * guess, checked as any free: once that object's frame went back to the
  * pool, its free_any is refused. */
@@ -214,15 +234,8 @@ START_TEST(hint_checked_like_any_free)
 	sheaf_cache_t *c;
 	uint64_t off;
 
-	/* kmalloc-16384: 16 objects a frame, capacity 16.  The first malloc
-	 * makes the class and refills; the 15 others take the fast path. */
-	for (int i = 0; i < 16; i++) {
-		objs[i] = sheaf_malloc(p, 16384);
-		ck_assert_ptr_nonnull(objs[i]);
-	}
+	c = malloc_one_frame(p, objs);
 	o = objs[15];
-	c = sheaf_obj_cache(p, o);
-	c->sc->min_partial = 0;                  /* every empty slab goes back */
 	hint = (const struct sheaf__km_hint *)((uintptr_t)p->head.hint + sheaf__tls_bias);
 	ck_assert_ptr_eq(hint->obj, o);
 	for (int i = 0; i < 16; i++)              /* not through the hint */
@@ -291,13 +304,8 @@ START_TEST(hint_stale_with_room)
 	pthread_t th;
 	uint64_t off;
 
-	for (int i = 0; i < 16; i++) {
-		objs[i] = sheaf_malloc(p, 16384);
-		ck_assert_ptr_nonnull(objs[i]);
-	}
+	c = malloc_one_frame(p, objs);
 	o = objs[15];
-	c = sheaf_obj_cache(p, o);
-	c->sc->min_partial = 0;                  /* every empty slab goes back */
 	/* No stocking but for a waiter: a worker pass after the shrink would
 	 * take the released frame again for this cache (LIFO). */
 	at_store_relaxed(&c->sc->barn_low, 0);
