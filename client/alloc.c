@@ -34,7 +34,7 @@ _Static_assert(SHEAF_WORD_SIZE == SHEAF__WORD_SIZE && SHEAF_WORD_OP == SHEAF__WO
 	       "sheaf word");
 _Static_assert(SLAB_SHIFT == SHEAF__FRAME_SHIFT, "slab frame size");
 _Static_assert(SHEAF_CAP_MAX == SHEAF__CAP_MAX && (SHEAF__CAP_MAX & (SHEAF__CAP_MAX - 1)) == 0,
-	       "every sheaf has SHEAF__CAP_MAX slots, a power of two (the fast paths' mask)");
+	       "every sheaf has SHEAF__CAP_MAX slots, a power of two (the inline push's mask)");
 _Static_assert(sizeof(uint16_t) == sizeof(_Atomic uint16_t) &&
 	       sizeof(uint64_t) == sizeof(_Atomic uint64_t), "atomic sizes");
 

@@ -157,18 +157,6 @@ static inline uint32_t queue_value_flags(const struct shm_pool *p, uint64_t off,
 	return queue_value_at(rel);
 }
 
-/* The offset of slot value @v, or 0 when it names no object (a spoiled
- * slot): the same checks, the cache's flags in *@cflags. */
-static inline uint64_t queue_off_flags(const struct shm_pool *p, uint32_t v, uint32_t *cflags)
-{
-	uint64_t off;
-
-	if (unlikely(v == 0))
-		return 0;
-	off = p->data_off + queue_rel_at(v);
-	return queue_value_flags(p, off, cflags) == v ? off : 0;
-}
-
 /* Enqueue slot values @v[0..n): the number enqueued (fewer when the queue
  * fills). */
 uint32_t queue_put(const struct queue_ref *q, const uint32_t *v, uint32_t n);
