@@ -117,8 +117,9 @@ struct tcache {
 /* Per thread; sheaf__tls_bias leads the inline paths to @fast while the
  * thread has a tstate. */
 struct tstate {
-	struct sheaf__fast fast[SHEAF_HANDLES_MAX + 1];  /* by handle slot; the
-					last: kmalloc's hint (KM_HINT_SLOT) */
+	struct sheaf__fast fast[SHEAF_HANDLES_MAX + SHEAF_POOLS_MAX];
+					/* by handle slot; then kmalloc's
+					   hint of each pool slot (KM_HINT_SLOT) */
 	struct tcache *tc[SHEAF_HANDLES_MAX];
 	struct tpool tp[SHEAF_POOLS_MAX];
 } __attribute__((aligned(64)));
@@ -205,10 +206,11 @@ sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id); /* NULL: EM
  * the pool goes). */
 void kmalloc_pool_fini(sheaf_pool_t *pool);
 /* thread.c: what leads sheaf.h's sheaf_malloc and sheaf_free_any to the
- * thread's struct sheaf__km_hint (a handle slot never given out,
- * KM_HINT_SLOT: its handle plus sheaf__tls_bias, as for a fast path). */
+ * thread's struct sheaf__km_hint in the pool of slot @pool_slot (a handle
+ * slot never given out, KM_HINT_SLOT + @pool_slot: its handle plus
+ * sheaf__tls_bias, as for a fast path). */
 #define KM_HINT_SLOT SHEAF_HANDLES_MAX
-const void *registry_km_hint(void);
+const void *registry_km_hint(uint32_t pool_slot);
 /* cache.c: the process's handle of the live cache @id of @pool (made on
  * first use); NULL with errno EINVAL (no live cache there) or EMFILE. */
 sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id);

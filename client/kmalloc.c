@@ -72,9 +72,9 @@ static void km_head_init(sheaf_pool_t *pool)
 
 	if (head_load(&h->data_len) != 0)
 		return;
-	/* Before any class is published (sheaf_malloc's fast path stores
-	 * through it), even when by_frame cannot be had. */
-	head_store(&h->hint, registry_km_hint());
+	/* Before any class is published (sheaf_malloc's hint reads it) */
+	__atomic_store_n(&h->released, (const uint64_t *)&pool->shm.hdr->frames_released,
+			 __ATOMIC_RELAXED);
 	if (head_load(&h->by_frame) == NULL) {
 		mine = calloc(pool->shm.frames_total, sizeof(*mine));
 		if (mine == NULL)

@@ -925,21 +925,6 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 		q_ < (f)->per_slab; })
 
 /*
- * The object of the thread's last sheaf_malloc, popped from @f's main
- * sheaf and so on one of its cache's object boundaries (a sheaf taken from
- * a barn is vetted, a free is checked, and a cache's geometry never
- * changes), is still @f's: in the home node's data, in a frame @f's cache
- * owns (it may have been freed another way since, and its slab given
- * back).  SHEAF__FAST_VALID without the boundary test, which this object
- * passed when it went into the sheaf.
- */
-#define SHEAF__HINT_VALID(f, obj) __extension__ ({                             \
-	uint64_t rel_ = (uint64_t)((char *)(obj) - (f)->node_data);            \
-	rel_ < (f)->node_len &&                                                \
-		__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],       \
-				__ATOMIC_RELAXED) == (f)->cache_id; })
-
-/*
  * The push needs room in the main sheaf and refuses the object already on
  * its top (the immediate double free, as glibc's fasttop test): the slow
  * path then returns -EALREADY.
@@ -989,26 +974,37 @@ struct sheaf__pool_head {
 	uint64_t data_len;      /* bytes of data; 0 until the first slow path */
 	char *data;             /* the pool's data (slab frame 0) */
 	sheaf_cache_t **by_frame; /* per frame: the handle last seen there */
-	const void *hint;       /* leads, as a handle, to the thread's hint */
-	uintptr_t reserved_[4];
+	const void *hint;       /* leads, as a handle, to the thread's hint
+				   in this pool (set before the pool is
+				   given out) */
+	const uint64_t *released; /* the engine's count of slab frames
+				   given back (read-only to clients) */
+	uintptr_t reserved_[3];
 	sheaf_cache_t *small[SHEAF__KM_SMALL_MAX / 8 + 1]; /* by (size + 7) >> 3 */
 	sheaf_cache_t *large[SHEAF__KM_LOG_MAX + 1];       /* by ceil(log2(size)) */
 };
 
 /*
- * Per thread (one for all pools, in the fast-path slot of a handle that
- * libsheaf never gives out: head.hint + sheaf__tls_bias): the fast path
- * and the object of the last sheaf_malloc.  sheaf_free_any tries that
- * fast path first when @obj is that object (a malloc and its free: the
- * push's address then does not wait for the frame's handle), once its
- * frame is found still the cache's (SHEAF__HINT_VALID); it is only a
- * guess.
- * Until the thread's first malloc, @f is an unused fast path (misses).
+ * Per thread and pool (in the fast-path slot of a handle that libsheaf
+ * never gives out, one per pool: head.hint + sheaf__tls_bias): the fast
+ * path and the object of the last sheaf_malloc in that pool, and the
+ * pool's count of released frames then.  sheaf_free_any pushes @obj on
+ * that fast path's main sheaf without a frame lookup (a malloc and its
+ * free) when @obj is that object and no frame went back since: the object
+ * came from that sheaf (so it is on an object boundary of the cache, in
+ * the thread's home node: a sheaf taken from a barn is vetted, a free is
+ * checked, a cache's geometry never changes), and its frame is still the
+ * cache's (it may have been freed another way since, and its slab given
+ * back: the count then moved).  An object of another pool never matches.
+ * Until the thread's first malloc in the pool, and after anything that
+ * changes its fast paths there (sheaf_thread_exit, sheaf_thread_set_node,
+ * disconnect), @f is an unused fast path (the push misses) and @obj NULL.
  */
 struct sheaf__km_hint {
 	struct sheaf__fast *f;
 	const void *obj;
-	uintptr_t reserved_[6];
+	uint64_t released;
+	uintptr_t reserved_[5];
 };
 
 SHEAF_API void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size,
@@ -1056,35 +1052,45 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 }
 
 /*
- * The push of sheaf_free on the guessed cache's fast path; every miss (no
- * guess, a wrong one, a full main sheaf, the immediate double free, a debug
- * cache) goes to the slow path, which frees through the right handle.
+ * First the object of the thread's last sheaf_malloc in @pool, when no
+ * frame went back since (struct sheaf__km_hint); then the push of
+ * sheaf_free on the guessed cache's fast path.  Every miss (no guess, a
+ * wrong one, a full main sheaf, the immediate double free, a debug cache)
+ * goes to the slow path, which frees through the right handle.
  */
 SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 {
 	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
-	uint64_t len = __atomic_load_n(&h->data_len, __ATOMIC_ACQUIRE);
-	uint64_t rel = (uint64_t)((char *)obj - h->data);
+	struct sheaf__km_hint *t = (struct sheaf__km_hint *)
+		((uintptr_t)h->hint + sheaf__tls_bias);
+	struct sheaf__fast *f = t->f;
+	uint64_t len, rel, released;
 
-	if (__builtin_expect(rel < len, 1)) {
-		const struct sheaf__km_hint *t = (const struct sheaf__km_hint *)
-			((uintptr_t)h->hint + sheaf__tls_bias);
-		struct sheaf__fast *f = t->f;
-		int ok = __builtin_expect(obj == t->obj, 0) && SHEAF__HINT_VALID(f, obj);
-
-		if (__builtin_expect(!ok, 1)) {
-			sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],
-							   __ATOMIC_RELAXED);
-
-			f = SHEAF__FAST(c);
-			ok = c != NULL && SHEAF__FAST_VALID(f, obj);
+	if (__builtin_expect(obj == t->obj, 0)) {
+		released = __atomic_load_n(h->released, __ATOMIC_RELAXED);
+		if (__builtin_expect(released == t->released, 1)) {
+			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
+				return 0;
+		} else if (obj != NULL) {       /* a frame went back: no hint
+						 * until the next malloc (NULL:
+						 * none, and a thread without
+						 * fast paths reads a shared one) */
+			t->obj = NULL;
+			t->released = released;
 		}
-		if (__builtin_expect(ok, 1)) {
+	}
+	len = __atomic_load_n(&h->data_len, __ATOMIC_ACQUIRE);
+	rel = (uint64_t)((char *)obj - h->data);
+	if (__builtin_expect(rel < len, 1)) {
+		sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],
+						   __ATOMIC_RELAXED);
+
+		f = SHEAF__FAST(c);
+		if (__builtin_expect(c != NULL && SHEAF__FAST_VALID(f, obj), 1)) {
 			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
 				return 0;
 			/* the guess was right: sheaf_free's slow path */
-			return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)
-						    ((uintptr_t)f - sheaf__tls_bias));
+			return sheaf__free_any_slow(pool, obj, c);
 		}
 	}
 	return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)0);

@@ -19,6 +19,8 @@ struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
 
 /* An unused fast path: an empty main sheaf, and no frame passes its test. */
 #define FAST_UNUSED { .main = (struct sheaf__sheaf *)(void *)&sheaf_dummy }
+/* An unused hint, as a fast path: f an unused fast path, obj NULL. */
+#define HINT_UNUSED { .main = (struct sheaf__sheaf *)(void *)&reg.unused[0] }
 
 /*
  * The cache handles, and the fast paths of a thread without a tstate:
@@ -27,20 +29,23 @@ struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
  * are never written: both inline paths miss on them).
  */
 static struct registry {
-	struct sheaf_cache handles[SHEAF_HANDLES_MAX + 1];
-	struct sheaf__fast unused[SHEAF_HANDLES_MAX + 1];
+	struct sheaf_cache handles[SHEAF_HANDLES_MAX + SHEAF_POOLS_MAX];
+	struct sheaf__fast unused[SHEAF_HANDLES_MAX + SHEAF_POOLS_MAX];
 } reg = { .unused = { [0 ... SHEAF_HANDLES_MAX - 1] = FAST_UNUSED,
-		      /* KM_HINT_SLOT, read by sheaf.h as a struct
+		      /* KM_HINT_SLOT + pool slot, read by sheaf.h as a struct
 		       * sheaf__km_hint: f an unused fast path, obj NULL */
-		      [KM_HINT_SLOT] = { .main = (struct sheaf__sheaf *)(void *)&reg.unused[0] } } };
+		      [KM_HINT_SLOT ... KM_HINT_SLOT + SHEAF_POOLS_MAX - 1] = HINT_UNUSED } };
 _Static_assert(sizeof(struct sheaf__km_hint) == sizeof(struct sheaf__fast) &&
 	       offsetof(struct sheaf__km_hint, f) == offsetof(struct sheaf__fast, main),
 	       "the hint fills a fast-path slot; its f where main is");
 
-const void *registry_km_hint(void)
+const void *registry_km_hint(uint32_t pool_slot)
 {
-	return &reg.handles[KM_HINT_SLOT];
+	return &reg.handles[KM_HINT_SLOT + pool_slot];
 }
+
+/* sheaf__pool_head.released until the pool's own count is known */
+static const uint64_t released_none;
 
 #define BIAS_UNUSED offsetof(struct registry, unused)
 
@@ -67,6 +72,13 @@ static void fast_reset(uint32_t slot)
 	tls_state->fast[slot] = (struct sheaf__fast)FAST_UNUSED;
 }
 
+/* The calling thread's hint in pool slot @pool_slot: none (a pool made
+ * in that slot again must not find the last one's object there). */
+static void hint_reset(uint32_t pool_slot)
+{
+	tls_state->fast[KM_HINT_SLOT + pool_slot] = (struct sheaf__fast)HINT_UNUSED;
+}
+
 static void atfork_child(void)
 {
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++)
@@ -78,6 +90,8 @@ static void atfork_child(void)
 			tls_state->tc[i] = NULL;
 			fast_reset(i);
 		}
+		for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++)
+			hint_reset(i);
 		memset(tls_state->tp, 0, sizeof(tls_state->tp));
 	}
 	rcu_tls_forget();
@@ -101,6 +115,10 @@ int registry_add_pool(sheaf_pool_t *pool)
 		if (pools[i] == NULL) {
 			pools[i] = pool;
 			pool->slot = i;
+			/* before the pool is given out: sheaf.h's inline
+			 * sheaf_malloc and sheaf_free_any go through it */
+			pool->head.hint = registry_km_hint(i);
+			pool->head.released = &released_none;
 			pool->gen = ++pool_gen;
 			at_store_relaxed(&registry_live_gen[i], pool->gen);
 			rc = 0;
@@ -231,6 +249,7 @@ static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
 	if (tp->lane != NULL && tp->gen == pool->gen)
 		return tp;
 	tp->node = current_node(pool);
+	hint_reset(pool->slot);      /* a pool before it had this slot */
 	rcu_tls_forget();
 	tp->rcu_nest = 0;
 	tp->lane = lane_acquire(&pool->shm, pool->client, tp->node);
@@ -372,7 +391,10 @@ static void thread_detach(sheaf_pool_t *only)
 	}
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
 		struct tpool *tp = &ts->tp[i];
-		if (tp->lane == NULL || (only != NULL && i != only->slot))
+		if (only != NULL && i != only->slot)
+			continue;
+		hint_reset(i);
+		if (tp->lane == NULL)
 			continue;
 		if (pools[i] != NULL && pools[i]->gen == tp->gen)
 			lane_release(tp->lane);    /* ends its read sections */

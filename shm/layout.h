@@ -144,7 +144,10 @@ struct shm_header {
 	uint64_t off_queues;         /* queue descriptors (META; layout 4) */
 	uint64_t off_tags;           /* owner tags (SHARED, shm/owner.h): one
 					otag_t per object slot, SLAB_MAX_OBJS a frame */
-	char pad4[8];
+	_Atomic uint64_t frames_released; /* slab frames a cache gave back,
+					counted before frame_owner says so
+					(slab.c): the size-class free's test
+					of a thread's last malloc (sheaf.h) */
 };
 _Static_assert(sizeof(struct shm_header) == 6 * SHEAF_CACHELINE, "header size");
 

@@ -126,6 +126,10 @@ static void frame_release(struct shm_pool *p, uint32_t f)
 	pool_punch(p, pool_frame_off(p, f), SLAB_SIZE);
 	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
 	SHEAF_ASSERT(at_load_relaxed(&p->hdr->frames_used) > 0);
+	/* Before the owner map: a client that still finds the count it read
+	 * when it allocated an object knows that object's frame stayed its
+	 * cache's (sheaf_free_any's hint, client/sheaf.h). */
+	at_fetch_add_relaxed(&p->hdr->frames_released, 1);
 	at_store_release(&p->frame_owner[f], FRAME_FREE);
 	p->slabs[f].cache = FRAME_FREE;
 	p->slabs[f].next = na->free_first;

@@ -327,6 +327,108 @@ START_TEST(hint_stale_with_room)
 }
 END_TEST
 
+/* The calling thread's hint in @p (sheaf.h, struct sheaf__km_hint). */
+static struct sheaf__km_hint *hint_of(sheaf_pool_t *p)
+{
+	return (struct sheaf__km_hint *)((uintptr_t)p->head.hint + sheaf__tls_bias);
+}
+
+/*
+ * The hint trusts its object only while no frame of the pool went back
+ * since the count it holds was read: once one has (here another cache's),
+ * the free of the last malloc takes the frame lookup, still frees, and
+ * leaves the hint empty with the new count, so the next malloc's object
+ * is trusted again.  Each pool has its own hint.
+ */
+START_TEST(hint_follows_released_frames)
+{
+	sheaf_pool_t *p = mkpool(), *q = mkpool();
+	char *objs[16], *o, *x, *y;
+	struct sheaf__km_hint *hint;
+	sheaf_cache_t *c;
+	uint64_t before, after;
+	uint32_t n;
+
+	c = malloc_one_frame(p, objs);
+	for (int i = 0; i < 16; i++)              /* not through the hint */
+		ck_assert_int_eq(sheaf_free(c, objs[i]), 0);
+	/* the class made, its fast path set (the slow path sets no hint) */
+	ck_assert_int_eq(sheaf_free_any(p, sheaf_malloc(p, 64)), 0);
+	ck_assert_int_eq(sheaf_free_any(q, sheaf_malloc(q, 64)), 0);
+	o = sheaf_malloc(p, 64);
+	ck_assert_ptr_nonnull(o);
+	hint = hint_of(p);
+	ck_assert_ptr_eq(hint->obj, o);
+	/* another pool's malloc leaves this pool's hint alone */
+	y = sheaf_malloc(q, 64);
+	ck_assert_ptr_nonnull(y);
+	ck_assert_ptr_eq(hint_of(q)->obj, y);
+	ck_assert_ptr_eq(hint->obj, o);
+	ck_assert_int_eq(sheaf_free_any(p, y), -EFAULT);
+	ck_assert_int_eq(sheaf_free_any(q, y), 0);
+	/* a frame of kmalloc-16384 goes back (no worker to take it again) */
+	engine_stop(&p->engine);
+	before = at_load_relaxed(&p->shm.hdr->frames_released);
+	ck_assert_int_ge(sheaf_cache_shrink(c), 1);
+	after = at_load_relaxed(&p->shm.hdr->frames_released);
+	ck_assert_uint_gt(after, before);
+	n = sheaf_size((struct shm_sheaf *)(void *)SHEAF__FAST(class_cache(p, 64))->main);
+	ck_assert_int_eq(sheaf_free_any(p, o), 0);     /* through its frame */
+	ck_assert_uint_eq(sheaf_size((struct shm_sheaf *)(void *)
+				     SHEAF__FAST(class_cache(p, 64))->main), n + 1);
+	ck_assert_ptr_null(hint->obj);
+	ck_assert_uint_eq(hint->released, after);
+	{
+		char err[128];
+
+		ck_assert_msg(engine_start(&p->engine, err, sizeof(err)) == 0, "%s", err);
+	}
+	x = sheaf_malloc(p, 64);
+	ck_assert_ptr_eq(x, o);                    /* the top of the main sheaf */
+	ck_assert_ptr_eq(hint->obj, x);
+	ck_assert_int_eq(sheaf_free_any(p, x), 0);
+	ck_assert_int_eq(sheaf_free_any(p, x), -EALREADY);
+	ck_assert_uint_eq(cache_stats_of(class_cache(p, 64), -1).in_use, 0);
+	require_pool_ok(p);
+	require_pool_ok(q);
+	sheaf_pool_destroy(q);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * A thread moved to another node (sheaf_thread_set_node) has no hint: its
+ * class's next malloc takes the slow path (which sets none), so a hint
+ * kept from node 0 would push that node's object on the node-1 main sheaf.
+ */
+START_TEST(hint_dropped_by_set_node)
+{
+	struct sheaf_pool_config cfg = { .nodes = 2, .size = 256 << 20 };
+	sheaf_pool_t *p = pool_new(&cfg);
+	struct shm_sheaf *m;
+	char *o, *a;
+
+	ck_assert_int_eq(sheaf_thread_set_node(p, 0), 0);
+	ck_assert_int_eq(sheaf_free_any(p, sheaf_malloc(p, 64)), 0);  /* the slow path */
+	o = sheaf_malloc(p, 64);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_ptr_eq(hint_of(p)->obj, o);
+	ck_assert_int_eq(sheaf_thread_set_node(p, 1), 0);
+	ck_assert_ptr_null(hint_of(p)->obj);
+	a = sheaf_malloc(p, 64);                   /* node 1, the slow path */
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(sheaf_free_any(p, o), 0); /* a remote free */
+	m = (struct shm_sheaf *)(void *)SHEAF__FAST(class_cache(p, 64))->main;
+	for (uint32_t i = 0; i < sheaf_size(m); i++)
+		ck_assert_ptr_ne(p->shm.base + m->objs[i], o);
+	ck_assert_int_eq(sheaf_free_any(p, a), 0);
+	sheaf_thread_exit();
+	ck_assert_uint_eq(cache_stats_of(class_cache(p, 64), -1).in_use, 0);
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* The free_invalid count of class @size's cache. */
 static uint64_t invalid_of(sheaf_pool_t *p, size_t size)
 {
@@ -678,6 +780,8 @@ int main(void)
 	ADD_ALONE(s, free_any_bad_pointers, 120);
 	ADD_ALONE(s, hint_checked_like_any_free, 120);
 	ADD_ALONE(s, hint_stale_with_room, 120);
+	ADD_ALONE(s, hint_follows_released_frames, 120);
+	ADD_ALONE(s, hint_dropped_by_set_node, 120);
 	ADD_ALONE(s, debug_class_catches_double_free, 120);
 	ADD_ALONE(s, ordinary_cache_objects, 120);
 	ADD_ALONE(s, mixed_sizes_many, 240);
