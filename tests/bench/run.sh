@@ -77,7 +77,11 @@
 #                     is missing and gives back at the end); iceoryx (w7iox:
 #                     loan/publish/take/release through an iox-roudi that
 #                     run.sh starts with tests/bench/w7/roudi.toml and stops
-#                     at the end); socket (copy through a Unix socketpair).
+#                     at the end); socket (copy through a Unix socketpair);
+#                     and the bound, slots and slots_b32: the messages
+#                     written and read in place in a ring of message slots
+#                     (no allocator, no pointer queue, no check), what any
+#                     zero-copy design could reach on this machine.
 #                     All wait alike: spin, then sched_yield.  One w7bench
 #                     run per contender and round gives all six W7 cells.
 # Counts per run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects;
@@ -257,8 +261,8 @@ ROW_COLS[w8b]="sheaf glibc jemalloc tcmalloc mimalloc"
 # W7 (issue 10): one w7bench run per contender and round fills every W7
 # row of that contender (each row reads its own field of the JSON line).
 W7_ROWS=(w7_64 w7_1k w7_pp50_64 w7_pp99_64 w7_pp50_1k w7_pp99_1k)
-W7_TPUT_COLS="sheaf sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket"
-W7_PP_COLS="sheaf dpdk_mp iceoryx socket"
+W7_TPUT_COLS="sheaf sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket slots slots_b32"
+W7_PP_COLS="sheaf dpdk_mp iceoryx socket slots"
 ROW_LABEL[w7_64]="W7 msgs 64 B" ROW_LABEL[w7_1k]="W7 msgs 1 KiB"
 ROW_LABEL[w7_pp50_64]="W7 ping-pong 64 B p50" ROW_LABEL[w7_pp99_64]="W7 ping-pong 64 B p99"
 ROW_LABEL[w7_pp50_1k]="W7 ping-pong 1 KiB p50" ROW_LABEL[w7_pp99_1k]="W7 ping-pong 1 KiB p99"
@@ -282,11 +286,13 @@ done
 # under a second each on an idle machine; the figure is a median of
 # 1024-message chunks, so a short run is enough
 declare -A W7_COUNT=([sheaf]=500000 [sheaf_b32]=1000000 [dpdk_mp]=500000
-	[dpdk_mp_b32]=1000000 [iceoryx]=100000 [socket]=100000)
+	[dpdk_mp_b32]=1000000 [iceoryx]=100000 [socket]=100000 [slots]=500000
+	[slots_b32]=1000000)
 declare -A W7_PP=([sheaf]=10000 [dpdk_mp]=10000 [iceoryx]=5000 [socket]=5000
-	[sheaf_b32]=0 [dpdk_mp_b32]=0)
+	[sheaf_b32]=0 [dpdk_mp_b32]=0 [slots]=10000 [slots_b32]=0)
 declare -A W7_PEER=([sheaf]=sheaf [sheaf_b32]=sheaf_b32 [dpdk_mp]=dpdk
-	[dpdk_mp_b32]=dpdk_b32 [iceoryx]=iceoryx [socket]=socket)
+	[dpdk_mp_b32]=dpdk_b32 [iceoryx]=iceoryx [socket]=socket [slots]=slots
+	[slots_b32]=slots_b32)
 # W9 (issue 15): rcu_table bench MODE, one reader and one writer process
 # pinned to two CPUs; readers' Mlookups/s with the writer paced at
 # W9_PACE updates/s (the same write load for every mode), and the writer's
@@ -320,23 +326,23 @@ declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
 ALL_CONTENDERS=(sheaf sheaf0 glibc jemalloc tcmalloc mimalloc mutexpool dpdk
-	dpdk_spsc dpdk_bulk sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket)
+	dpdk_spsc dpdk_bulk sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket slots slots_b32)
 PEERS=(glibc jemalloc tcmalloc mimalloc mutexpool dpdk dpdk_spsc dpdk_bulk dpdk_mp
 	dpdk_mp_b32 iceoryx socket)
 SINGLE_PEERS=(glibc jemalloc tcmalloc mimalloc)
 declare -A ALLOC=([sheaf]=sheaf [sheaf0]=sheaf0 [glibc]=malloc
 	[jemalloc]=malloc [tcmalloc]=malloc [mimalloc]=malloc
 	[mutexpool]=mutexpool [dpdk]=dpdk [dpdk_spsc]=dpdk [dpdk_bulk]=dpdk [sheaf_b32]=w7
-	[dpdk_mp]=w7 [dpdk_mp_b32]=w7 [iceoryx]=w7 [socket]=w7)
+	[dpdk_mp]=w7 [dpdk_mp_b32]=w7 [iceoryx]=w7 [socket]=w7 [slots]=w7 [slots_b32]=w7)
 declare -A HANDOFF=([dpdk]=rte_ring [dpdk_spsc]=spsc [dpdk_bulk]=spsc)
 declare -A DPDK_ARGS=([dpdk_bulk]="--bulk 32")
 declare -A TITLE=([mutexpool]=mutex-pool [dpdk]="dpdk x-lcore rte_ring"
 	[dpdk_spsc]="dpdk x-lcore spsc" [dpdk_bulk]="dpdk x-lcore spsc bulk32"
 	[sheaf_b32]="sheaf bulk 32" [dpdk_mp]="dpdk 2-proc" [dpdk_mp_b32]="dpdk 2-proc bulk 32"
-	[socket]="unix socket")
+	[socket]="unix socket" [slots]="bound: slot ring" [slots_b32]="bound: slot ring bulk 32")
 declare -A PRELOAD=([sheaf]="" [sheaf0]="" [glibc]="" [mutexpool]="" [dpdk]=""
 	[dpdk_spsc]="" [dpdk_bulk]="" [sheaf_b32]="" [dpdk_mp]="" [dpdk_mp_b32]=""
-	[iceoryx]="" [socket]="")
+	[iceoryx]="" [socket]="" [slots]="" [slots_b32]="")
 declare -A SONAMES=([jemalloc]="libjemalloc.so.2 libjemalloc.so"
 	[tcmalloc]="libtcmalloc_minimal.so.4 libtcmalloc_minimal.so libtcmalloc.so.4"
 	[mimalloc]="libmimalloc.so.2 libmimalloc.so")
@@ -1078,6 +1084,18 @@ for sz in 64 1k; do
 	done
 	add_target "w7_${sz}_sheaf_b32_vs_dpdk_mp_b32" "W7 $sz sheaf bulk 32 / dpdk 2-proc bulk 32" \
 		"$(ratio "${MEDIAN[w7_$sz,sheaf_b32]:-}" "${MEDIAN[w7_$sz,dpdk_mp_b32]:-}")"
+	# the bound (a ring of message slots, no allocator, no check): what
+	# any zero-copy design could reach against each peer, and sheaf's share
+	for peer in dpdk_mp iceoryx socket; do
+		add_target "w7_${sz}_slots_vs_$peer" "W7 $sz bound (slot ring) / ${TITLE[$peer]:-$peer} (one at a time)" \
+			"$(ratio "${MEDIAN[w7_$sz,slots]:-}" "${MEDIAN[w7_$sz,$peer]:-}")"
+	done
+	add_target "w7_${sz}_slots_b32_vs_dpdk_mp_b32" "W7 $sz bound (slot ring) bulk 32 / dpdk 2-proc bulk 32" \
+		"$(ratio "${MEDIAN[w7_$sz,slots_b32]:-}" "${MEDIAN[w7_$sz,dpdk_mp_b32]:-}")"
+	add_target "w7_${sz}_sheaf_vs_slots" "W7 $sz sheaf / bound (slot ring), one at a time" \
+		"$(ratio "${MEDIAN[w7_$sz,sheaf]:-}" "${MEDIAN[w7_$sz,slots]:-}")"
+	add_target "w7_${sz}_sheaf_b32_vs_slots_b32" "W7 $sz sheaf bulk 32 / bound (slot ring) bulk 32" \
+		"$(ratio "${MEDIAN[w7_$sz,sheaf_b32]:-}" "${MEDIAN[w7_$sz,slots_b32]:-}")"
 done
 add_target w7_pp50_64_dpdk_mp_vs_sheaf "W7 ping-pong 64 B p50: dpdk 2-proc / sheaf (>1: sheaf faster)" \
 	"$(ratio "${MEDIAN[w7_pp50_64,dpdk_mp]:-}" "${MEDIAN[w7_pp50_64,sheaf]:-}")"

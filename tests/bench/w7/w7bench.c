@@ -28,6 +28,17 @@
  *                      (consumer) process; one at a time or bulk 32
  *   --peer iceoryx     w7iox (--exec PATH): publisher and subscriber
  *                      processes through a running iox-roudi
+ *   --peer slots | slots_b32   the bound, not a contender: the hand-off
+ *                      with nothing but the messages.  A ring of
+ *                      W7_SLOTS message slots per direction in memory
+ *                      both processes map; the producer writes each
+ *                      message in the next slot and publishes how many it
+ *                      wrote, the consumer reads it there and publishes
+ *                      how many it released (single producer, single
+ *                      consumer, each side caching the other's count):
+ *                      no allocator, no pointer queue, no check.  What
+ *                      any zero-copy design of an allocator and a queue
+ *                      adds to this is its overhead.
  * The driver maps the shared block (a memfd; exec'd children get it as
  * --w7-fd), pins the producer to the first CPU of --cpus and the consumer
  * to the second (sched_setaffinity, inherited through exec), and prints the
@@ -231,6 +242,104 @@ static void sheaf_teardown(void)
 			sheaf_queue_close(q);
 	}
 	sheaf_disconnect(p);
+}
+
+/* ---- slots: the bound ----------------------------------------------------- */
+
+#define W7_SLOTS 256     /* per direction, each as large as the largest message */
+
+struct slot_ring {
+	_Alignas(64) _Atomic uint64_t written;   /* by the writer */
+	_Alignas(64) _Atomic uint64_t released;  /* by the reader */
+	_Alignas(64) unsigned char slot[W7_SLOTS][1024];
+};
+
+/* One side's view: it writes ring @out and reads ring @in (the producer
+ * writes ring 0, the consumer ring 1: the replies). */
+struct slot_ctx {
+	struct slot_ring *out, *in;
+	uint64_t next, written, released_seen;   /* on @out */
+	uint64_t read, written_seen, released;   /* on @in */
+};
+
+static struct slot_ring *slot_rings;       /* [2], MAP_SHARED before the fork */
+
+/* Slot @i of @r for messages of size index @s (packed: @i * size). */
+static void *slot_at(struct slot_ring *r, int s, uint64_t i)
+{
+	return r->slot[0] + (i % W7_SLOTS) * w7_size[s];
+}
+
+static unsigned slot_get(void *ctx, int s, void **m, unsigned n)
+{
+	struct slot_ctx *x = ctx;
+	uint64_t room = W7_SLOTS - (x->next - x->released_seen);
+
+	if (room < n) {
+		x->released_seen = atomic_load_explicit(&x->out->released, memory_order_acquire);
+		room = W7_SLOTS - (x->next - x->released_seen);
+	}
+	if (n > room)
+		n = (unsigned)room;
+	for (unsigned k = 0; k < n; k++)
+		m[k] = slot_at(x->out, s, x->next + k);
+	x->next += n;
+	return n;
+}
+
+/* The messages of get, in order: publish them. */
+static unsigned slot_send(void *ctx, int s, int dir, void **m, unsigned n)
+{
+	struct slot_ctx *x = ctx;
+
+	(void)s;
+	(void)dir;
+	(void)m;
+	x->written += n;
+	atomic_store_explicit(&x->out->written, x->written, memory_order_release);
+	return n;
+}
+
+static unsigned slot_recv(void *ctx, int s, int dir, void **m, unsigned n)
+{
+	struct slot_ctx *x = ctx;
+	uint64_t have = x->written_seen - x->read;
+
+	(void)dir;
+	if (have < n) {
+		x->written_seen = atomic_load_explicit(&x->in->written, memory_order_acquire);
+		have = x->written_seen - x->read;
+	}
+	if (n > have)
+		n = (unsigned)have;
+	for (unsigned k = 0; k < n; k++)
+		m[k] = slot_at(x->in, s, x->read + k);
+	x->read += n;
+	return n;
+}
+
+/* The messages of recv, in order, read: their slots may be written again. */
+static void slot_put(void *ctx, int s, void **m, unsigned n)
+{
+	struct slot_ctx *x = ctx;
+
+	(void)s;
+	(void)m;
+	x->released += n;
+	atomic_store_explicit(&x->in->released, x->released, memory_order_release);
+}
+
+static int slots_side(int producer)
+{
+	struct slot_ctx x = { .out = &slot_rings[producer ? 0 : 1],
+			      .in = &slot_rings[producer ? 1 : 0] };
+	struct w7_ops o = { slot_get, slot_send, slot_recv, slot_put, &x };
+
+	if (producer)
+		w7_producer(&o, sh);
+	else
+		w7_consumer(&o, sh);
+	return 0;
 }
 
 /* ---- socket ------------------------------------------------------------- */
@@ -465,7 +574,7 @@ static int reap(pid_t a, pid_t b)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: w7bench --peer sheaf|sheaf_b32|socket|dpdk|dpdk_b32|iceoryx\n"
+	fprintf(stderr, "usage: w7bench --peer sheaf|sheaf_b32|socket|dpdk|dpdk_b32|iceoryx|slots|slots_b32\n"
 		"       [--count N] [--pp N] [--socket PATH] [--cpus A,B] [--exec PATH]\n"
 		"       [--nice N] [--mpmc] [--quick] [--json]\n");
 	exit(2);
@@ -482,7 +591,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t count = 2000000, pp = 20000;
-	int o, quick = 0, is_sheaf, is_exec, ok;
+	int o, quick = 0, is_sheaf, is_exec, is_slots, ok;
 	pid_t cons, prod;
 
 	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -505,7 +614,8 @@ int main(int argc, char **argv)
 	}
 	is_sheaf = strncmp(peer, "sheaf", 5) == 0;
 	is_exec = strncmp(peer, "dpdk", 4) == 0 || strcmp(peer, "iceoryx") == 0;
-	if (!is_sheaf && !is_exec && strcmp(peer, "socket") != 0)
+	is_slots = strncmp(peer, "slots", 5) == 0;
+	if (!is_sheaf && !is_exec && !is_slots && strcmp(peer, "socket") != 0)
 		usage();
 	if (is_exec && exec_path == NULL) {
 		fprintf(stderr, "w7bench: --peer %s needs --exec PATH\n", peer);
@@ -521,10 +631,16 @@ int main(int argc, char **argv)
 	sh->count = count;
 	sh->pp_count = pp;
 	sh->batch = strstr(peer, "_b32") != NULL ? 32 : 1;
-	if (is_sheaf)
+	if (is_sheaf) {
 		sheaf_setup();
-	else if (!is_exec && socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0)
+	} else if (is_slots) {
+		slot_rings = mmap(NULL, 2 * sizeof(*slot_rings), PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (slot_rings == MAP_FAILED)
+			die("mmap");
+	} else if (!is_exec && socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
 		die("socketpair");
+	}
 	if (is_exec) {
 		prod = spawn_exec(1);
 		/* a DPDK secondary can start only once the primary is up (the
@@ -534,8 +650,10 @@ int main(int argc, char **argv)
 			usleep(1000);
 		cons = spawn_exec(0);
 	} else {
-		prod = spawn_fork(1, is_sheaf ? sheaf_side : socket_side);
-		cons = spawn_fork(0, is_sheaf ? sheaf_side : socket_side);
+		int (*side)(int) = is_sheaf ? sheaf_side : is_slots ? slots_side : socket_side;
+
+		prod = spawn_fork(1, side);
+		cons = spawn_fork(0, side);
 	}
 	ok = reap(prod, cons);
 	if (is_sheaf)
