@@ -246,7 +246,8 @@ static void sheaf_teardown(void)
 
 /* ---- slots: the bound ----------------------------------------------------- */
 
-#define W7_SLOTS 256     /* per direction, each as large as the largest message */
+#define W7_SLOTS 1024    /* per direction, each as large as the largest message
+			  * (the queues' depth; 512 and 2048 differ little) */
 
 struct slot_ring {
 	_Alignas(64) _Atomic uint64_t written;   /* by the writer */
