@@ -1079,11 +1079,13 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 			t->released = released;
 		}
 	}
+	/* data and by_frame: atomic loads, as racing first slow paths store
+	 * them (the same values) again after data_len went up */
 	len = __atomic_load_n(&h->data_len, __ATOMIC_ACQUIRE);
-	rel = (uint64_t)((char *)obj - h->data);
+	rel = (uint64_t)((char *)obj - __atomic_load_n(&h->data, __ATOMIC_RELAXED));
 	if (__builtin_expect(rel < len, 1)) {
-		sheaf_cache_t *c = __atomic_load_n(&h->by_frame[rel >> SHEAF__FRAME_SHIFT],
-						   __ATOMIC_RELAXED);
+		sheaf_cache_t *const *by = __atomic_load_n(&h->by_frame, __ATOMIC_RELAXED);
+		sheaf_cache_t *c = __atomic_load_n(&by[rel >> SHEAF__FRAME_SHIFT], __ATOMIC_RELAXED);
 
 		f = SHEAF__FAST(c);
 		if (__builtin_expect(c != NULL && SHEAF__FAST_VALID(f, obj), 1)) {

@@ -1077,25 +1077,22 @@ add_target w8p_sheaf_vs_best_peer "W8 mixed sizes pair: sheaf / best peer (goal 
 	"${RATIO[w8p]:-}"
 add_target w8b_sheaf_vs_best_peer "W8 mixed sizes B=4096: sheaf / best peer (goal <= 0.8)" \
 	"${RATIO[w8b]:-}"
+# slots (the bound: a ring of message slots, no allocator, no check): what
+# any zero-copy design could reach against each peer, and sheaf's share
 for sz in 64 1k; do
-	for peer in dpdk_mp iceoryx socket; do
-		add_target "w7_${sz}_sheaf_vs_$peer" "W7 $sz sheaf / ${TITLE[$peer]:-$peer} (one message at a time)" \
-			"$(ratio "${MEDIAN[w7_$sz,sheaf]:-}" "${MEDIAN[w7_$sz,$peer]:-}")"
+	for who in sheaf slots; do
+		for peer in dpdk_mp iceoryx socket; do
+			add_target "w7_${sz}_${who}_vs_$peer" \
+				"W7 $sz ${TITLE[$who]:-$who} / ${TITLE[$peer]:-$peer} (one message at a time)" \
+				"$(ratio "${MEDIAN[w7_$sz,$who]:-}" "${MEDIAN[w7_$sz,$peer]:-}")"
+		done
+		add_target "w7_${sz}_${who}_b32_vs_dpdk_mp_b32" "W7 $sz ${TITLE[${who}_b32]} / dpdk 2-proc bulk 32" \
+			"$(ratio "${MEDIAN[w7_$sz,${who}_b32]:-}" "${MEDIAN[w7_$sz,dpdk_mp_b32]:-}")"
 	done
-	add_target "w7_${sz}_sheaf_b32_vs_dpdk_mp_b32" "W7 $sz sheaf bulk 32 / dpdk 2-proc bulk 32" \
-		"$(ratio "${MEDIAN[w7_$sz,sheaf_b32]:-}" "${MEDIAN[w7_$sz,dpdk_mp_b32]:-}")"
-	# the bound (a ring of message slots, no allocator, no check): what
-	# any zero-copy design could reach against each peer, and sheaf's share
-	for peer in dpdk_mp iceoryx socket; do
-		add_target "w7_${sz}_slots_vs_$peer" "W7 $sz bound (slot ring) / ${TITLE[$peer]:-$peer} (one at a time)" \
-			"$(ratio "${MEDIAN[w7_$sz,slots]:-}" "${MEDIAN[w7_$sz,$peer]:-}")"
+	for b in "" _b32; do
+		add_target "w7_${sz}_sheaf${b}_vs_slots$b" "W7 $sz ${TITLE[sheaf$b]:-sheaf} / ${TITLE[slots$b]}" \
+			"$(ratio "${MEDIAN[w7_$sz,sheaf$b]:-}" "${MEDIAN[w7_$sz,slots$b]:-}")"
 	done
-	add_target "w7_${sz}_slots_b32_vs_dpdk_mp_b32" "W7 $sz bound (slot ring) bulk 32 / dpdk 2-proc bulk 32" \
-		"$(ratio "${MEDIAN[w7_$sz,slots_b32]:-}" "${MEDIAN[w7_$sz,dpdk_mp_b32]:-}")"
-	add_target "w7_${sz}_sheaf_vs_slots" "W7 $sz sheaf / bound (slot ring), one at a time" \
-		"$(ratio "${MEDIAN[w7_$sz,sheaf]:-}" "${MEDIAN[w7_$sz,slots]:-}")"
-	add_target "w7_${sz}_sheaf_b32_vs_slots_b32" "W7 $sz sheaf bulk 32 / bound (slot ring) bulk 32" \
-		"$(ratio "${MEDIAN[w7_$sz,sheaf_b32]:-}" "${MEDIAN[w7_$sz,slots_b32]:-}")"
 done
 add_target w7_pp50_64_dpdk_mp_vs_sheaf "W7 ping-pong 64 B p50: dpdk 2-proc / sheaf (>1: sheaf faster)" \
 	"$(ratio "${MEDIAN[w7_pp50_64,dpdk_mp]:-}" "${MEDIAN[w7_pp50_64,sheaf]:-}")"
