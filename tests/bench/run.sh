@@ -78,10 +78,10 @@
 #                     loan/publish/take/release through an iox-roudi that
 #                     run.sh starts with tests/bench/w7/roudi.toml and stops
 #                     at the end); socket (copy through a Unix socketpair);
-#                     and the bound, slots and slots_b32: the messages
+#                     and a reference, slots and slots_b32: the messages
 #                     written and read in place in a ring of message slots
-#                     (no allocator, no pointer queue, no check), what any
-#                     zero-copy design could reach on this machine.
+#                     (no allocator, no pointer queue, no check): the
+#                     messages alone, moving between the two CPUs.
 #                     All wait alike: spin, then sched_yield.  One w7bench
 #                     run per contender and round gives all six W7 cells.
 # Counts per run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects;
@@ -339,7 +339,7 @@ declare -A DPDK_ARGS=([dpdk_bulk]="--bulk 32")
 declare -A TITLE=([mutexpool]=mutex-pool [dpdk]="dpdk x-lcore rte_ring"
 	[dpdk_spsc]="dpdk x-lcore spsc" [dpdk_bulk]="dpdk x-lcore spsc bulk32"
 	[sheaf_b32]="sheaf bulk 32" [dpdk_mp]="dpdk 2-proc" [dpdk_mp_b32]="dpdk 2-proc bulk 32"
-	[socket]="unix socket" [slots]="bound: slot ring" [slots_b32]="bound: slot ring bulk 32")
+	[socket]="unix socket" [slots]="slot ring" [slots_b32]="slot ring bulk 32")
 declare -A PRELOAD=([sheaf]="" [sheaf0]="" [glibc]="" [mutexpool]="" [dpdk]=""
 	[dpdk_spsc]="" [dpdk_bulk]="" [sheaf_b32]="" [dpdk_mp]="" [dpdk_mp_b32]=""
 	[iceoryx]="" [socket]="" [slots]="" [slots_b32]="")
@@ -1077,8 +1077,8 @@ add_target w8p_sheaf_vs_best_peer "W8 mixed sizes pair: sheaf / best peer (goal 
 	"${RATIO[w8p]:-}"
 add_target w8b_sheaf_vs_best_peer "W8 mixed sizes B=4096: sheaf / best peer (goal <= 0.8)" \
 	"${RATIO[w8b]:-}"
-# slots (the bound: a ring of message slots, no allocator, no check): what
-# any zero-copy design could reach against each peer, and sheaf's share
+# slots (a ring of message slots: no allocator, no pointer queue, no
+# check): the messages alone against each peer, and sheaf against it
 for sz in 64 1k; do
 	for who in sheaf slots; do
 		for peer in dpdk_mp iceoryx socket; do

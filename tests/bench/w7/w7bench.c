@@ -28,17 +28,17 @@
  *                      (consumer) process; one at a time or bulk 32
  *   --peer iceoryx     w7iox (--exec PATH): publisher and subscriber
  *                      processes through a running iox-roudi
- *   --peer slots | slots_b32   the bound, not a contender: the hand-off
- *                      with nothing but the messages.  A ring of
+ *   --peer slots | slots_b32   a reference, not a contender: the
+ *                      hand-off with nothing but the messages.  A ring of
  *                      W7_SLOTS message slots per direction in memory
  *                      both processes map; the producer writes each
  *                      message in the next slot and publishes how many it
  *                      wrote, the consumer reads it there and publishes
  *                      how many it released (single producer, single
  *                      consumer, each side caching the other's count):
- *                      no allocator, no pointer queue, no check.  What
- *                      any zero-copy design of an allocator and a queue
- *                      adds to this is its overhead.
+ *                      no allocator, no pointer queue, no check.  Its
+ *                      slots are reused in ring order (an allocator's
+ *                      last-in first-out reuse can keep lines closer).
  * The driver maps the shared block (a memfd; exec'd children get it as
  * --w7-fd), pins the producer to the first CPU of --cpus and the consumer
  * to the second (sched_setaffinity, inherited through exec), and prints the
@@ -244,7 +244,7 @@ static void sheaf_teardown(void)
 	sheaf_disconnect(p);
 }
 
-/* ---- slots: the bound ----------------------------------------------------- */
+/* ---- slots: the reference -------------------------------------------------- */
 
 #define W7_SLOTS 1024    /* per direction, each as large as the largest message
 			  * (the queues' depth; 512 and 2048 differ little) */
