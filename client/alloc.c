@@ -351,7 +351,9 @@ static void *owned_alloc_fast(sheaf_cache_t *c)
 	n = w & SHEAF_WORD_SIZE;
 	if (n == 0)
 		return NULL;
-	off = m->objs[sheaf_slot(n - 1)];
+	off = ut_load64(&m->objs[sheaf_slot(n - 1)]);
+	if (!SHEAF__POP_OK(t->f, t->f->base + off))
+		return NULL;                    /* take drops it */
 	owner_alloc(tag_of(t, off), me_of(t));  /* before the pop */
 	at_store_relaxed(&m->word, w + SHEAF_WORD_OP - 1);
 	return t->f->base + off;
@@ -390,27 +392,43 @@ static int owned_free_fast(sheaf_cache_t *c, void *obj, int *rc)
 
 /* ---- alloc -------------------------------------------------------------- */
 
-/* Take the object on top of @s (it holds one); debug caches mark it in use
- * first (see above), owned caches tag it ours first (shm/owner.h). */
+/*
+ * Take the object on top of @s; debug caches mark it in use first (see
+ * above), owned caches tag it ours first (shm/owner.h).  The entry is read
+ * once and checked (vet_top): the pool's other clients can write a sheaf
+ * the thread holds, after its vet too, and an entry that is no object of
+ * the cache is dropped, never handed out (the inline pops leave such an
+ * entry to this path when it is outside the home node's data).  NULL when
+ * @s held no object, or nothing but such entries.
+ */
 static void *take(struct tcache *t, struct shm_sheaf *s, enum sheaf_stat st)
 {
 	uint32_t n = sheaf_size(s);
-	void *obj;
+	uint64_t off;
 
+	for (;; n--) {
+		if (n == 0) {
+			sheaf_set_size(s, 0);
+			return NULL;
+		}
+		off = ut_load64(&s->objs[sheaf_slot(n - 1)]);
+		if (likely(vet_top(t, off)))
+			break;
+	}
 	if (is_owned(t))
-		owner_alloc(tag_of(t, s->objs[sheaf_slot(n - 1)]), me_of(t));
+		owner_alloc(tag_of(t, off), me_of(t));
 	if (is_debug(t)) {
 		uint64_t bit;
-		_Atomic uint64_t *w = inuse_word(t, s->objs[sheaf_slot(n - 1)], &bit);
+		_Atomic uint64_t *w = inuse_word(t, off, &bit);
 
 		at_fetch_or_acqrel(w, bit);
 	}
 	/* Counted in @st with the pop, exactly if the thread dies between
 	 * the two (shm/clients.h, lane_count_stage). */
 	count_stage(t, s, n - 1, st);
-	obj = t->f->base + sheaf_pop(s);
+	sheaf_set_size(s, n - 1);
 	count_commit(t);
-	return obj;
+	return t->f->base + off;
 }
 
 /* Sheaves disabled: every alloc takes a sheaf from the barn and puts it back. */
@@ -423,6 +441,8 @@ static void *alloc_nosheaf(struct tcache *t)
 		return NULL;
 	obj = take(t, s, ST_ALLOC_SLOWPATH);
 	put_sheaf(t, s);
+	if (obj == NULL)                        /* spoiled since its vet */
+		errno = EAGAIN;
 	return obj;
 }
 
@@ -432,12 +452,16 @@ static void *alloc_slow(struct tcache *t)
 	void *obj;
 
 	m = tmain(t);
-	if (sheaf_size(m) > 0)                  /* debug caches come here */
-		return take(t, m, ST_ALLOC_FASTPATH);
+	/* debug caches come here; so does a main sheaf whose top entry is
+	 * outside the home node's data (a peer wrote it: take drops it) */
+	if (sheaf_size(m) > 0 && (obj = take(t, m, ST_ALLOC_FASTPATH)) != NULL)
+		return obj;
 	if (t->spare != NULL && sheaf_size(t->spare) > 0) {
 		tmain_set(t, t->spare);
 		t->spare = m == &sheaf_dummy ? NULL : m;
-		return take(t, tmain(t), ST_ALLOC_FASTPATH);
+		if ((obj = take(t, tmain(t), ST_ALLOC_FASTPATH)) != NULL)
+			return obj;
+		m = tmain(t);                   /* emptied by take's drops */
 	}
 	if (cache_capacity(t) == 0) {
 		tcache_flush(t);                /* capacity tuned to 0 */
@@ -459,6 +483,8 @@ static void *alloc_slow(struct tcache *t)
 		retire_main(t, m, t->stash_empty, &t->nempty);
 		tmain_set(t, full);
 		obj = take(t, full, ST_ALLOC_SLOWPATH);
+		if (obj == NULL)                /* spoiled since its vet */
+			errno = EAGAIN;
 	}
 	if (obj == NULL)
 		stat_inc(t, ST_ALLOC_FAIL);
@@ -757,27 +783,38 @@ int sheaf_alloc_bulk(sheaf_cache_t *c, void **objs, size_t n)
 		struct sheaf__fast *f = SHEAF__FAST(c);
 		struct sheaf__sheaf *m = f->main;
 		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-		uint64_t have = w & SHEAF__WORD_SIZE, k;
+		uint64_t have = w & SHEAF__WORD_SIZE, k = 0;
 
 		/* A size over SHEAF__CAP_MAX (a peer's scribble): one at a
 		 * time, as sheaf_alloc indexes objs[] (never past the sheaf). */
-		if (have == 0 || have > SHEAF__CAP_MAX) {
-			if ((objs[i] = sheaf_alloc(c)) == NULL) {
-				int rc = -errno;
+		if (have != 0 && have <= SHEAF__CAP_MAX) {
+			uint64_t want = have < n - i ? have : n - i;
 
-				sheaf_free_bulk(c, objs, i);
-				for (size_t j = 0; j < i; j++)
-					objs[j] = NULL;
-				return rc;
+			/* the order of k sheaf_alloc calls, each entry in the
+			 * home node's data (sheaf_alloc's test) */
+			for (; k < want; k++) {
+				char *p = f->base + m->objs[have - 1 - k];
+
+				if (!SHEAF__POP_OK(f, p))
+					break;
+				objs[i + k] = p;
 			}
-			i++;
+		}
+		if (k > 0) {
+			__atomic_store_n(&m->word, w - k + k * SHEAF__WORD_OP, __ATOMIC_RELAXED);
+			i += k;
 			continue;
 		}
-		k = have < n - i ? have : n - i;
-		for (uint64_t j = 0; j < k; j++)  /* the order of k sheaf_alloc calls */
-			objs[i + j] = f->base + m->objs[have - 1 - j];
-		__atomic_store_n(&m->word, w - k + k * SHEAF__WORD_OP, __ATOMIC_RELAXED);
-		i += k;
+		/* empty, or its top for the slow path: one sheaf_alloc */
+		if ((objs[i] = sheaf_alloc(c)) == NULL) {
+			int rc = -errno;
+
+			sheaf_free_bulk(c, objs, i);
+			for (size_t j = 0; j < i; j++)
+				objs[j] = NULL;
+			return rc;
+		}
+		i++;
 	}
 	return 0;
 }

@@ -888,6 +888,15 @@ SHEAF_API extern __thread uintptr_t sheaf__tls_bias
 SHEAF_API void *sheaf__alloc_slow(sheaf_cache_t *cache);
 SHEAF_API int sheaf__free_slow(sheaf_cache_t *cache, void *obj);
 
+/*
+ * A popped entry @p is in the home node's data.  A sheaf the thread holds
+ * stays writable by the pool's other clients after its vet; one that
+ * scribbles an entry must not make a pop hand out a pointer outside the
+ * pool's data (into this process's own memory): the slow path drops such
+ * an entry (alloc.c, take).
+ */
+#define SHEAF__POP_OK(f, p) ((uint64_t)((char *)(p) - (f)->node_data) < (f)->node_len)
+
 /* C99 inline definitions (libsheaf provides the external ones); a gnu89
  * compiler, whose inline rules differ, calls the library's. */
 #if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
@@ -901,10 +910,15 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 	/* 1..SHEAF__CAP_MAX: a size a peer scribbled past objs[] takes the
 	 * slow path, as an empty sheaf does (one compare for both) */
 	if (__builtin_expect(n - 1 < SHEAF__CAP_MAX, 1)) {
-		/* size - 1, one more operation (the alloc_fastpath count;
-		 * other threads and processes read the word) */
-		__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
-		return f->base + m->objs[n - 1];
+		char *p = f->base + m->objs[n - 1];
+
+		/* in the home node's data (SHEAF__POP_OK) */
+		if (__builtin_expect(SHEAF__POP_OK(f, p), 1)) {
+			/* size - 1, one more operation (the alloc_fastpath
+			 * count; other threads and processes read the word) */
+			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
+			return p;
+		}
 	}
 	return sheaf__alloc_slow(cache);
 }
@@ -1035,14 +1049,17 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 		uint64_t n = w & SHEAF__WORD_SIZE;
 
 		if (__builtin_expect(n - 1 < SHEAF__CAP_MAX, 1)) {   /* as sheaf_alloc */
-			struct sheaf__km_hint *t = (struct sheaf__km_hint *)
-				((uintptr_t)h->hint + sheaf__tls_bias);
-
-			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
 			p = f->base + m->objs[n - 1];
-			t->f = f;
-			t->obj = p;
-			return p;
+			if (__builtin_expect(SHEAF__POP_OK(f, p), 1)) {
+				struct sheaf__km_hint *t = (struct sheaf__km_hint *)
+					((uintptr_t)h->hint + sheaf__tls_bias);
+
+				__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1),
+						 __ATOMIC_RELAXED);
+				t->f = f;
+				t->obj = p;
+				return p;
+			}
 		}
 		p = sheaf__alloc_slow(c);
 		if (__builtin_expect(p != NULL, 1))

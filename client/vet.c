@@ -232,6 +232,16 @@ int vet_test_compare(sheaf_cache_t *c, const uint64_t *objs, uint32_t n)
 }
 #endif
 
+int vet_top(struct tcache *t, uint64_t off)
+{
+	const struct vet v = vet_of(t);
+
+	if (likely(vet_one(&v, off)))
+		return 1;
+	untrusted_note(UT_OBJECT, 1);
+	return 0;
+}
+
 struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s)
 {
 	const struct shm_pool *p = &t->cache->pool->shm;

@@ -19,6 +19,15 @@ struct shm_sheaf;
 struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s);
 
 /*
+ * @off, the entry on top of a sheaf @t holds, about to be popped: 1 when it
+ * is an object of the cache (vet_full's test once more: the pool's other
+ * clients can write a sheaf after its vet), else 0 (counted: UT_OBJECT).
+ * The slow path's check (alloc.c, take); the inline pops test the home
+ * node's bounds only (sheaf.h, SHEAF__POP_OK).
+ */
+int vet_top(struct tcache *t, uint64_t off);
+
+/*
  * @s, a sheaf vet_full passed, to be handed out in rising addresses: when
  * its lowest object is not on top, its objects are copied reversed into
  * @e (the thread's empty main sheaf, same cache and node, room for them),

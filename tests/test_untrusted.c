@@ -500,6 +500,85 @@ START_TEST(fast_paths_bounded_by_cap_max)
 }
 END_TEST
 
+/*
+ * A peer writes an entry on top of a sheaf the thread holds, after its
+ * vet (the size too).  An offset outside the pool's data (here: to this
+ * thread's stack) is never handed out: sheaf_alloc, sheaf_alloc_bulk and
+ * sheaf_malloc leave it to the slow path, which drops it (UT_OBJECT) and
+ * pops the object below.  The slow path tests the whole object: a debug
+ * cache, always there, drops an entry inside the data but off a boundary.
+ */
+static void push_scribble(sheaf_cache_t *c, uint64_t off)
+{
+	struct shm_sheaf *m = tmain(tcache_get(c));
+	uint32_t n = sheaf_size(m);
+
+	ck_assert_uint_lt(n, SHEAF_CAP_MAX);      /* room: no entry overwritten */
+	m->objs[sheaf_slot(n)] = off;
+	sheaf_set_size(m, n + 1);
+}
+
+START_TEST(scribbled_pop_stays_in_data)
+{
+	sheaf_pool_t *p = pool_small(1);
+	sheaf_cache_t *c = mkcache(p, "pop", 64, 64, 0);
+	sheaf_cache_t *d = mkcache(p, "popdbg", 64, 64, SHEAF_CACHE_DEBUG);
+	int on_stack = 0;
+	uint64_t bad = (uint64_t)((char *)&on_stack - p->shm.base), before;
+	void *objs[8], *two[2], *o;
+	sheaf_cache_t *k;
+	uint32_t n;
+
+	for (int i = 0; i < 8; i++)
+		objs[i] = xalloc(c);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(sheaf_free(c, objs[i]), 0);
+	n = sheaf_size(tmain(tcache_get(c)));
+	ck_assert_uint_ge(n, 8);
+	/* the inline pop */
+	push_scribble(c, bad);
+	before = untrusted_count[UT_OBJECT];
+	o = sheaf_alloc(c);
+	ck_assert_ptr_eq(o, objs[7]);
+	ck_assert_uint_eq(untrusted_count[UT_OBJECT], before + 1);
+	ck_assert_uint_eq(sheaf_size(tmain(tcache_get(c))), n - 1);
+	ck_assert_int_eq(sheaf_free(c, o), 0);
+	/* the bulk pop */
+	push_scribble(c, bad);
+	ck_assert_int_eq(sheaf_alloc_bulk(c, two, 2), 0);
+	ck_assert_ptr_eq(two[0], objs[7]);
+	ck_assert_ptr_eq(two[1], objs[6]);
+	ck_assert_uint_eq(untrusted_count[UT_OBJECT], before + 2);
+	ck_assert_int_eq(sheaf_free(c, two[1]), 0);
+	ck_assert_int_eq(sheaf_free(c, two[0]), 0);
+	/* sheaf_malloc's pop, on its class's main sheaf (one taken: room) */
+	o = sheaf_malloc(p, 64);
+	two[0] = sheaf_malloc(p, 64);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_ptr_nonnull(two[0]);
+	ck_assert_int_eq(sheaf_free_any(p, two[0]), 0);
+	k = p->head.small[(64 + 7) >> 3];         /* the class's handle */
+	ck_assert_ptr_nonnull(k);
+	push_scribble(k, bad);
+	ck_assert_ptr_eq(sheaf_malloc(p, 64), two[0]);
+	ck_assert_uint_eq(untrusted_count[UT_OBJECT], before + 3);
+	ck_assert_int_eq(sheaf_free_any(p, two[0]), 0);
+	ck_assert_int_eq(sheaf_free_any(p, o), 0);
+	/* the slow path's whole test: in the data, off a boundary */
+	o = xalloc(d);
+	ck_assert_int_eq(sheaf_free(d, o), 0);
+	push_scribble(d, (uint64_t)((char *)o + 8 - p->shm.base));
+	ck_assert_ptr_eq(sheaf_alloc(d), o);
+	ck_assert_uint_eq(untrusted_count[UT_OBJECT], before + 4);
+	ck_assert_int_eq(sheaf_free(d, o), 0);
+	sheaf_thread_exit();
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(d, -1).in_use, 0);
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* ---- lanes ---------------------------------------------------------------- */
 
 /* Every lane's live record of a cache left with an odd seq (a stopped or
@@ -682,6 +761,7 @@ int main(void)
 	tcase_add_test(tc, destroy_clamps_sheaf_size);
 	tcase_add_test(tc, grow_bounded_by_size);
 	tcase_add_test(tc, fast_paths_bounded_by_cap_max);
+	tcase_add_test(tc, scribbled_pop_stays_in_data);
 	tcase_add_test(tc, lane_seq_odd_stats_prompt);
 	tcase_add_test(tc, stale_waiters_idle);
 	tcase_add_test(tc, respoiled_ring_idle);
