@@ -406,6 +406,8 @@ static void *take(struct tcache *t, struct shm_sheaf *s, enum sheaf_stat st)
 	uint32_t n = sheaf_size(s);
 	uint64_t off;
 
+	if (unlikely(n > SHEAF_CAP_MAX))        /* a peer's size: as vet_full */
+		n = SHEAF_CAP_MAX;
 	for (;; n--) {
 		if (n == 0) {
 			sheaf_set_size(s, 0);
