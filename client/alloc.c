@@ -352,8 +352,10 @@ static void *owned_alloc_fast(sheaf_cache_t *c)
 	if (n == 0)
 		return NULL;
 	off = ut_load64(&m->objs[sheaf_slot(n - 1)]);
-	if (!SHEAF__POP_OK(t->f, t->f->base + off))
-		return NULL;                    /* take drops it */
+	/* the whole test (tag_of divides by the object size): take drops
+	 * an entry that fails */
+	if (!SHEAF__FAST_VALID(t->f, t->f->base + off))
+		return NULL;
 	owner_alloc(tag_of(t, off), me_of(t));  /* before the pop */
 	at_store_relaxed(&m->word, w + SHEAF_WORD_OP - 1);
 	return t->f->base + off;
@@ -795,7 +797,8 @@ int sheaf_alloc_bulk(sheaf_cache_t *c, void **objs, size_t n)
 			/* the order of k sheaf_alloc calls, each entry in the
 			 * home node's data (sheaf_alloc's test) */
 			for (; k < want; k++) {
-				char *p = f->base + m->objs[have - 1 - k];
+				char *p = f->base + __atomic_load_n(&m->objs[have - 1 - k],
+								    __ATOMIC_RELAXED);
 
 				if (!SHEAF__POP_OK(f, p))
 					break;

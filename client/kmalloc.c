@@ -256,6 +256,13 @@ int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner)
 	return rc;
 }
 
+/* The same, under the name this sheaf.h's inline sheaf_free_any calls
+ * (sheaf.h: a binary built against it needs this libsheaf). */
+int sheaf__free_any_slow2(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner)
+{
+	return sheaf__free_any_slow(pool, obj, owner);
+}
+
 /* The external definitions of sheaf.h's inline sheaf_malloc and
  * sheaf_free_any. */
 extern inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size);

@@ -910,7 +910,8 @@ inline void *sheaf_alloc(sheaf_cache_t *cache)
 	/* 1..SHEAF__CAP_MAX: a size a peer scribbled past objs[] takes the
 	 * slow path, as an empty sheaf does (one compare for both) */
 	if (__builtin_expect(n - 1 < SHEAF__CAP_MAX, 1)) {
-		char *p = f->base + m->objs[n - 1];
+		/* read once: the test and the pointer see the same entry */
+		char *p = f->base + __atomic_load_n(&m->objs[n - 1], __ATOMIC_RELAXED);
 
 		/* in the home node's data (SHEAF__POP_OK) */
 		if (__builtin_expect(SHEAF__POP_OK(f, p), 1)) {
@@ -1007,9 +1008,11 @@ struct sheaf__pool_head {
  * free) when @obj is that object and no frame went back since: the object
  * came from that sheaf (so it is on an object boundary of the cache, in
  * the thread's home node: a sheaf taken from a barn is vetted, a free is
- * checked, a cache's geometry never changes), and its frame is still the
- * cache's (it may have been freed another way since, and its slab given
- * back: the count then moved).  An object of another pool never matches.
+ * checked, a cache's geometry never changes; an entry a peer wrote there
+ * since, inside the home node's data, goes back as it came), and its
+ * frame is still the cache's (it may have been freed another way since,
+ * and its slab given back: the count then moved).  An object of another
+ * pool never matches.
  * Until the thread's first malloc in the pool, and after anything that
  * changes its fast paths there (sheaf_thread_exit, sheaf_thread_set_node,
  * disconnect), @f is an unused fast path (the push misses) and @obj NULL.
@@ -1023,7 +1026,12 @@ struct sheaf__km_hint {
 
 SHEAF_API void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size,
 				   sheaf_cache_t *failed);
+/* The slow path of this header's sheaf_free_any; sheaf__free_any_slow is
+ * the same, for binaries built against a header before the hint's count
+ * (pool layout 6): a binary of this header refuses to load with an older
+ * libsheaf, whose pools hold no count (the pointer would be NULL). */
 SHEAF_API int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner);
+SHEAF_API int sheaf__free_any_slow2(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner);
 
 /* Larger than sheaf_alloc and sheaf_free (they inline them), so that a
  * compiler at -O2 would call them: inlined always, as those are. */
@@ -1049,7 +1057,7 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 		uint64_t n = w & SHEAF__WORD_SIZE;
 
 		if (__builtin_expect(n - 1 < SHEAF__CAP_MAX, 1)) {   /* as sheaf_alloc */
-			p = f->base + m->objs[n - 1];
+			p = f->base + __atomic_load_n(&m->objs[n - 1], __ATOMIC_RELAXED);
 			if (__builtin_expect(SHEAF__POP_OK(f, p), 1)) {
 				struct sheaf__km_hint *t = (struct sheaf__km_hint *)
 					((uintptr_t)h->hint + sheaf__tls_bias);
@@ -1083,15 +1091,16 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 	struct sheaf__fast *f = t->f;
 	uint64_t len, rel, released;
 
-	if (__builtin_expect(obj == t->obj, 0)) {
-		released = __atomic_load_n(h->released, __ATOMIC_RELAXED);
+	/* NULL: no hint (a cleared hint keeps its fast path), and a thread
+	 * without fast paths reads a shared one, never written */
+	if (__builtin_expect(obj == t->obj, 0) && obj != NULL) {
+		/* the pointer too: racing first slow paths store it again */
+		released = __atomic_load_n(__atomic_load_n(&h->released, __ATOMIC_RELAXED),
+					   __ATOMIC_RELAXED);
 		if (__builtin_expect(released == t->released, 1)) {
 			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
 				return 0;
-		} else if (obj != NULL) {       /* a frame went back: no hint
-						 * until the next malloc (NULL:
-						 * none, and a thread without
-						 * fast paths reads a shared one) */
+		} else {        /* a frame went back: no hint until the next malloc */
 			t->obj = NULL;
 			t->released = released;
 		}
@@ -1109,10 +1118,10 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
 				return 0;
 			/* the guess was right: sheaf_free's slow path */
-			return sheaf__free_any_slow(pool, obj, c);
+			return sheaf__free_any_slow2(pool, obj, c);
 		}
 	}
-	return sheaf__free_any_slow(pool, obj, (sheaf_cache_t *)0);
+	return sheaf__free_any_slow2(pool, obj, (sheaf_cache_t *)0);
 }
 #endif
 

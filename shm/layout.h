@@ -58,13 +58,14 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  5u      /* 3: META and SHARED memfds; 4: per-pool
+#define SHEAF_LAYOUT_VERSION  6u      /* 3: META and SHARED memfds; 4: per-pool
 					 limits, the name directory (off_names),
 					 SHARED and the data on 2 MiB (huge.h),
 					 deferred frees (off_rcu, RING_RCU),
 					 queues (off_queues),
 					 owner tags (off_tags); 5: sheaves
-					 placed by sheaf_line */
+					 placed by sheaf_line; 6: the header's
+					 frames_released (sheaf.h's hint) */
 
 #define SHEAF_MAX_NODES       8u
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in

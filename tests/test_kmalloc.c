@@ -343,7 +343,7 @@ static struct sheaf__km_hint *hint_of(sheaf_pool_t *p)
 START_TEST(hint_follows_released_frames)
 {
 	sheaf_pool_t *p = mkpool(), *q = mkpool();
-	char *objs[16], *o, *x, *y;
+	char *objs[16], *o, *x, *y, *keep;
 	struct sheaf__km_hint *hint;
 	sheaf_cache_t *c;
 	uint64_t before, after;
@@ -355,6 +355,8 @@ START_TEST(hint_follows_released_frames)
 	/* the class made, its fast path set (the slow path sets no hint) */
 	ck_assert_int_eq(sheaf_free_any(p, sheaf_malloc(p, 64)), 0);
 	ck_assert_int_eq(sheaf_free_any(q, sheaf_malloc(q, 64)), 0);
+	keep = sheaf_malloc(p, 64);               /* room in the main sheaf */
+	ck_assert_ptr_nonnull(keep);
 	o = sheaf_malloc(p, 64);
 	ck_assert_ptr_nonnull(o);
 	hint = hint_of(p);
@@ -378,6 +380,10 @@ START_TEST(hint_follows_released_frames)
 				     SHEAF__FAST(class_cache(p, 64))->main), n + 1);
 	ck_assert_ptr_null(hint->obj);
 	ck_assert_uint_eq(hint->released, after);
+	/* a cleared hint keeps its fast path: free(NULL) must not push */
+	ck_assert_int_eq(sheaf_free_any(p, NULL), 0);
+	ck_assert_uint_eq(sheaf_size((struct shm_sheaf *)(void *)
+				     SHEAF__FAST(class_cache(p, 64))->main), n + 1);
 	{
 		char err[128];
 
@@ -388,10 +394,46 @@ START_TEST(hint_follows_released_frames)
 	ck_assert_ptr_eq(hint->obj, x);
 	ck_assert_int_eq(sheaf_free_any(p, x), 0);
 	ck_assert_int_eq(sheaf_free_any(p, x), -EALREADY);
+	ck_assert_int_eq(sheaf_free_any(p, keep), 0);
 	ck_assert_uint_eq(cache_stats_of(class_cache(p, 64), -1).in_use, 0);
 	require_pool_ok(p);
 	require_pool_ok(q);
 	sheaf_pool_destroy(q);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * While the count stands, the free of the last malloc takes the hint and
+ * no frame lookup: a wrong guess planted in by_frame for the object's
+ * frame (another class's handle) is left as it is (the lookup's miss would
+ * have gone to the slow path, which writes the right handle there).
+ */
+START_TEST(hint_used_while_count_stands)
+{
+	sheaf_pool_t *p = mkpool();
+	sheaf_cache_t *c64, *c128, **slot;
+	char *o;
+
+	ck_assert_int_eq(sheaf_free_any(p, sheaf_malloc(p, 64)), 0);    /* both classes */
+	ck_assert_int_eq(sheaf_free_any(p, sheaf_malloc(p, 128)), 0);
+	c64 = class_cache(p, 64);
+	c128 = class_cache(p, 128);
+	o = sheaf_malloc(p, 64);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_ptr_eq(hint_of(p)->obj, o);
+	slot = &p->head.by_frame[(uint64_t)(o - p->head.data) >> SHEAF__FRAME_SHIFT];
+	*slot = c128;
+	ck_assert_int_eq(sheaf_free_any(p, o), 0);
+	ck_assert_ptr_eq(*slot, c128);             /* no lookup was made */
+	/* the same free without the hint: the lookup misses, the slow path
+	 * frees and puts the right guess there */
+	o = sheaf_malloc(p, 64);
+	hint_of(p)->obj = NULL;
+	ck_assert_int_eq(sheaf_free_any(p, o), 0);
+	ck_assert_ptr_ne(*slot, c128);
+	ck_assert_uint_eq(cache_stats_of(c64, -1).in_use, 0);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -781,6 +823,7 @@ int main(void)
 	ADD_ALONE(s, hint_checked_like_any_free, 120);
 	ADD_ALONE(s, hint_stale_with_room, 120);
 	ADD_ALONE(s, hint_follows_released_frames, 120);
+	ADD_ALONE(s, hint_used_while_count_stands, 120);
 	ADD_ALONE(s, hint_dropped_by_set_node, 120);
 	ADD_ALONE(s, debug_class_catches_double_free, 120);
 	ADD_ALONE(s, ordinary_cache_objects, 120);

@@ -579,6 +579,51 @@ START_TEST(scribbled_pop_stays_in_data)
 }
 END_TEST
 
+/*
+ * The same scribbles where the slow path is the only one that tests the
+ * whole object: an owned cache's fast path (its tag is indexed by the
+ * object: an entry off a boundary must not reach it), and a main sheaf
+ * holding nothing but bad entries (the alloc goes on to the barn).
+ */
+START_TEST(scribbled_pop_owned_and_all_bad)
+{
+	sheaf_pool_t *p = pool_small(1);
+	sheaf_cache_t *e = mkcache(p, "popown", 64, 64, SHEAF_CACHE_OWNED);
+	sheaf_cache_t *c = mkcache(p, "popall", 64, 16, 0);
+	int on_stack = 0;
+	uint64_t bad = (uint64_t)((char *)&on_stack - p->shm.base), before;
+	void *objs[64], *o;
+	int k = 0;
+
+	o = xalloc(e);
+	ck_assert_int_eq(sheaf_free(e, o), 0);
+	before = untrusted_count[UT_OBJECT];
+	push_scribble(e, (uint64_t)((char *)o + 8 - p->shm.base));
+	ck_assert_ptr_eq(sheaf_alloc(e), o);
+	ck_assert_uint_eq(untrusted_count[UT_OBJECT], before + 1);
+	ck_assert_int_eq(sheaf_free(e, o), 0);
+	/* empty the main sheaf, then give it two bad entries only */
+	do
+		objs[k++] = xalloc(c);
+	while (sheaf_size(tmain(tcache_get(c))) > 0 && k < 63);
+	ck_assert_uint_eq(sheaf_size(tmain(tcache_get(c))), 0);
+	push_scribble(c, bad);
+	push_scribble(c, bad + 64);
+	o = sheaf_alloc(c);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(slab_validate(&p->shm, c->id, (uint64_t)((char *)o - p->shm.base)), 0);
+	ck_assert_uint_eq(untrusted_count[UT_OBJECT], before + 3);
+	ck_assert_int_eq(sheaf_free(c, o), 0);
+	for (int i = 0; i < k; i++)
+		ck_assert_int_eq(sheaf_free(c, objs[i]), 0);
+	sheaf_thread_exit();
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	ck_assert_uint_eq(cache_stats_of(e, -1).in_use, 0);
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* ---- lanes ---------------------------------------------------------------- */
 
 /* Every lane's live record of a cache left with an odd seq (a stopped or
@@ -762,6 +807,7 @@ int main(void)
 	tcase_add_test(tc, grow_bounded_by_size);
 	tcase_add_test(tc, fast_paths_bounded_by_cap_max);
 	tcase_add_test(tc, scribbled_pop_stays_in_data);
+	tcase_add_test(tc, scribbled_pop_owned_and_all_bad);
 	tcase_add_test(tc, lane_seq_odd_stats_prompt);
 	tcase_add_test(tc, stale_waiters_idle);
 	tcase_add_test(tc, respoiled_ring_idle);
