@@ -11,7 +11,7 @@ V       ?= 0
 DEBUG   ?=
 # SAN=debug, SAN=address-debug, SAN=thread-debug name the same builds as
 # DEBUG=1 [SAN=...]: a build directory's name gives back its make flags
-# (tests/test_systemd runs `make install SAN=<its build dir's suffix>`).
+# (tests/deploy/test_systemd runs `make install SAN=<its build dir's suffix>`).
 ifneq ($(filter debug %-debug,$(SAN)),)
 override DEBUG := 1
 override SAN   := $(patsubst %-debug,%,$(filter-out debug,$(SAN)))
@@ -73,9 +73,24 @@ DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
 SHEAFD     := $(BUILD)/daemon/sheafd
 CTL_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/sheafctl/*.c))
 SHEAFCTL   := $(BUILD)/client/sheafctl/sheafctl
-TEST_SRC   := $(wildcard tests/test_*.c)
-TEST_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/util_*.c))
-TEST_BIN   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# The test programs, in tiers (a folder of tests/ each, built into the
+# same folder under $(BUILD)/tests/; `make test` runs them in this order):
+#   unit    the engine's layers driven directly (ring, slab, checker, vet)
+#   lib     libsheaf's API on local pools (and with a sheafd where a case
+#           needs another process)
+#   daemon  sheafd's protocol and life, sheafctl
+#   crash   processes killed amid their work, and the repair
+#   stress  long multi-thread and multi-process runs, and scale
+#   trust   hostile and untrusted clients, the read-only engine part
+#   deploy  make install, programs linked against it, systemd
+# A test program is tests/TIER/test_*.c: its folder alone places it.  The
+# helpers it links are tests/helpers/util_*.c.
+TEST_TIERS := unit lib daemon crash stress trust deploy
+$(foreach t,$(TEST_TIERS),$(eval TEST_BIN_$(t) := \
+	$(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/$(t)/test_*.c)))))
+TEST_BIN   := $(foreach t,$(TEST_TIERS),$(TEST_BIN_$(t)))
+TEST_OBJ   := $(addsuffix .o,$(TEST_BIN))
+TEST_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/util_*.c))
 BENCH_BIN  := $(BUILD)/tests/bench/sheafbench
 # tests/bench/scale/walks.c: the scale measurements (issue 12), linked like
 # a test program and placed beside them (it finds sheafd as they do).
@@ -110,9 +125,9 @@ $(BUILD)/test-hooks/%.o: %.c | $(PROTO_GEN)
 	$(CC) $(CFLAGS) -DSHEAF_TEST_HOOKS=1 -MMD -MP -c $< -o $@
 
 # Test programs see the hooks' declarations (shm/ring.h).
-$(BUILD)/tests/test_%.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
+$(TEST_OBJ): CFLAGS += -DSHEAF_TEST_HOOKS=1
 # So does the ring crash harness (its children stop through ring_stop_hook).
-$(BUILD)/tests/ring_crash_harness.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
+$(BUILD)/tests/crash/ring_crash_harness.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
 
 $(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)
@@ -137,19 +152,19 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(BUILD)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
+$(TEST_BIN): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_EXTRA) $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
 
 # A test program's own extra objects (TEST_EXTRA, empty for the others),
-# linked into that program only: test_hostile's hostile client
-# (tests/hostile_client.c).
-HOSTILE_OBJ := $(BUILD)/tests/hostile_client.o
-$(BUILD)/tests/test_hostile: $(HOSTILE_OBJ)
-$(BUILD)/tests/test_hostile: TEST_EXTRA := $(HOSTILE_OBJ)
-# test_ring_crash's kill-point harness (tests/ring_crash_harness.c).
-RING_CRASH_OBJ := $(BUILD)/tests/ring_crash_harness.o
-$(BUILD)/tests/test_ring_crash: $(RING_CRASH_OBJ)
-$(BUILD)/tests/test_ring_crash: TEST_EXTRA := $(RING_CRASH_OBJ)
+# kept beside it and linked into that program only: test_hostile's hostile
+# client (tests/trust/hostile_client.c).
+HOSTILE_OBJ := $(BUILD)/tests/trust/hostile_client.o
+$(BUILD)/tests/trust/test_hostile: $(HOSTILE_OBJ)
+$(BUILD)/tests/trust/test_hostile: TEST_EXTRA := $(HOSTILE_OBJ)
+# test_ring_crash's kill-point harness (tests/crash/ring_crash_harness.c).
+RING_CRASH_OBJ := $(BUILD)/tests/crash/ring_crash_harness.o
+$(BUILD)/tests/crash/test_ring_crash: $(RING_CRASH_OBJ)
+$(BUILD)/tests/crash/test_ring_crash: TEST_EXTRA := $(RING_CRASH_OBJ)
 
 $(SCALE_BENCH): $(BUILD)/tests/bench/scale/walks.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
@@ -191,11 +206,14 @@ test: deps-or-check
 # real sheafd, which runs natively: Debian 12's valgrind 3.19 has no
 # pidfd_open, which sheafd calls for each attach).  Check forks each case
 # under valgrind, and a case with a valgrind error exits 99 and fails.
-# test_owner is left out: its victims, slowed down by valgrind, are killed
-# before they allocate anything, which its count requires.
-VALGRIND_TESTS := test_ring test_ring_repair test_slab test_slab_refuse test_check \
-                  test_vet test_kmalloc test_sheaf test_names test_counts test_units \
-                  test_free test_deferred test_queue test_untrusted test_untrusted_bare test_bulk
+# test_owned_caches is left out: its victims, slowed down by valgrind, are
+# killed before they allocate anything, which its count requires.  Paths
+# are relative to $(BUILD)/tests.
+VALGRIND_TESTS := unit/test_ring crash/test_ring_repair unit/test_slab unit/test_slab_refuse \
+                  unit/test_pool_check unit/test_vet lib/test_kmalloc lib/test_sheaf \
+                  lib/test_names lib/test_counts deploy/test_systemd_units lib/test_free \
+                  lib/test_deferred lib/test_queue trust/test_untrusted \
+                  trust/test_untrusted_bare lib/test_bulk
 valgrind: all
 	@command -v valgrind >/dev/null || { echo "valgrind is not installed: make deps, or apt-get install valgrind"; exit 1; }
 	@set -e; for t in $(VALGRIND_TESTS); do \

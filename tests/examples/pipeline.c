@@ -3,8 +3,9 @@
  * messages through a named sheaf queue, zero-copy: the producer allocates
  * each message from a sheaf cache, writes it and enqueues it; a consumer
  * dequeues it, reads it and frees it.  Built against the installed
- * libsheaf with plain `cc -O2 pipeline.c -lsheaf` (tests/test_example_pipeline.c
- * does that and runs it in `make test`).
+ * libsheaf with plain `cc -O2 pipeline.c -lsheaf`
+ * (tests/deploy/test_example_pipeline.c does that and runs it in `make
+ * test`).
  *
  * Usage: pipeline [SOCKET [MESSAGES]]   (SOCKET: sheafd's; default: its own)
  * Exit status 0 when every message arrived intact exactly once.

@@ -9,7 +9,7 @@
  *
  *   cc -O2 -o prefork_server prefork_server.c $(pkg-config --cflags --libs sheaf)
  *
- * and run by `make test` (tests/test_example_prefork.c).  Usage:
+ * and run by `make test` (tests/deploy/test_example_prefork.c).  Usage:
  *   prefork_server [WORKERS [REQUESTS]]   (sheafd at $SHEAF_SOCKET)
  * Exit status 0 when the table adds up, 1 otherwise.
  */

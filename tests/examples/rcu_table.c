@@ -2,7 +2,8 @@
  * rcu_table.c - a hash table in a sheaf pool, read without locks by several
  * processes while one process replaces its entries with
  * sheaf_free_deferred (the example of docs/design.md, "Deferred frees").
- * Built against the installed library with plain `cc -O2` (test_rcu_table).
+ * Built against the installed library with plain `cc -O2`
+ * (test_example_rcu_table).
  *
  *   rcu_table test SECONDS READERS KILLS   readers and writers killed at
  *       random (SIGKILL) until KILLS kills and SECONDS passed; every entry a

@@ -36,10 +36,10 @@
 #include "shm/check.h"
 #include "shm/engine.h"
 #include "shm/pool.h"
-#include "tests/util_check.h"
-#include "tests/util_daemon.h"
-#include "tests/util_proc.h"
-#include "tests/util_rpc.h"
+#include "tests/helpers/util_check.h"
+#include "tests/helpers/util_daemon.h"
+#include "tests/helpers/util_proc.h"
+#include "tests/helpers/util_rpc.h"
 
 #define CACHES  4
 #define REQS    200
