@@ -1,5 +1,7 @@
 # sheaf - top-level build.  `make` builds everything; `make test` runs every
-# test; `make bench` runs the benchmarks; `make deps` installs packages.
+# test, `make test-unit` (test-lib, test-daemon, test-crash, test-stress,
+# test-trust, test-deploy) one tier of them; `make bench` runs the
+# benchmarks; `make deps` installs packages.
 # Sanitizers: `make test SAN=address` (ASan+UBSan) or `make test SAN=thread`.
 # Debug: `make test DEBUG=1` builds with -DSHEAF_DEBUG=1 (SHEAF_ASSERT and the
 # lock-order checks of shm/debug.h) into build-debug/ (with SAN= too:
@@ -74,7 +76,8 @@ SHEAFD     := $(BUILD)/daemon/sheafd
 CTL_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/sheafctl/*.c))
 SHEAFCTL   := $(BUILD)/client/sheafctl/sheafctl
 # The test programs, in tiers (a folder of tests/ each, built into the
-# same folder under $(BUILD)/tests/; `make test` runs them in this order):
+# same folder under $(BUILD)/tests/; `make test-TIER` runs one tier, `make
+# test` all of them in this order):
 #   unit    the engine's layers driven directly (ring, slab, checker, vet)
 #   lib     libsheaf's API on local pools (and with a sheafd where a case
 #           needs another process)
@@ -175,7 +178,12 @@ check-no-hooks: lib $(SHEAFD) $(SHEAFCTL)
 	@if nm $(BUILD)/libsheaf.so $(BUILD)/libsheaf.a $(SHEAFD) $(SHEAFCTL) 2>/dev/null | \
 		grep -w -e '$(HOOK_SYMS)'; then echo "test hooks in release artefacts"; exit 1; fi
 
+# A test program outside a tier folder would be built by nobody and run by
+# no target: name it.
+TEST_STRAY := $(wildcard tests/test_*.c)
 tests: $(TEST_BIN)
+	$(if $(TEST_STRAY),@echo "$(TEST_STRAY): not in a tier folder (tests/unit, lib, daemon, crash," \
+		"stress, trust, deploy): git mv it into one"; exit 1)
 
 $(BENCH_BIN): $(BENCH_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(BENCH_OBJ) $(BUILD)/libsheaf.a $(LIBS) -lm
@@ -194,12 +202,24 @@ run: deps-or-check
 	@echo "sheafd: socket $(RUN_DIR)/sheafd.sock -- clients: export SHEAF_SOCKET=$(RUN_DIR)/sheafd.sock"
 	exec $(SHEAFD) --foreground --socket $(RUN_DIR)/sheafd.sock
 
-# Each test program prints Check's summary line; any failure fails the target.
+# Each test program prints Check's summary line; any failure fails the
+# target.  `make test-TIER` builds everything, checks the release artefacts
+# for hooks and runs that tier's programs; `make test` does the same for
+# every tier in turn, one after the other.
+# $(call run_tier,TIER): the shell commands that run TIER's programs.
+run_tier = set -e; for t in $(TEST_BIN_$(1)); do \
+		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
+	done; echo "== $(1) tests passed ($(words $(TEST_BIN_$(1))) programs$(if $(SAN), under SAN=$(SAN)))"
+TEST_TIER_TARGETS := $(addprefix test-,$(TEST_TIERS))
+.PHONY: $(TEST_TIER_TARGETS)
+$(TEST_TIER_TARGETS): test-%: deps-or-check
+	@$(MAKE) --no-print-directory all check-no-hooks
+	@$(call run_tier,$*)
+
 test: deps-or-check
 	@$(MAKE) --no-print-directory all check-no-hooks
-	@set -e; for t in $(TEST_BIN); do \
-		echo "== $$t"; SHEAF_SAN="$(SAN)" CK_DEFAULT_TIMEOUT=600 $$t; \
-	done; echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
+	@$(foreach t,$(TEST_TIERS),$(call run_tier,$(t));) \
+	echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
 
 # Memcheck over the test programs whose own processes do the work (local
 # pools; the ring, slab, checker and size-class layers; libsheaf against a
