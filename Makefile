@@ -419,6 +419,7 @@ install: lib $(BUILD)/libsheaf-dist.a $(SHEAFD) $(SHEAFCTL)
 	ln -sf libsheaf.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libsheaf.so
 	install -m 0644 $(BUILD)/libsheaf-dist.a $(DESTDIR)$(LIBDIR)/libsheaf.a
 	install -m 0644 client/sheaf.h $(DESTDIR)$(INCLUDEDIR)/sheaf.h
+	install -m 0644 client/sheaf_inline.h $(DESTDIR)$(INCLUDEDIR)/sheaf_inline.h
 	sed -e '/^#/d' -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 		-e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|g' \
 		-e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|g' \
@@ -449,6 +450,7 @@ uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/sheafd $(DESTDIR)$(BINDIR)/sheafctl \
 		$(DESTDIR)$(LIBDIR)/libsheaf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libsheaf.so.$(SOMAJOR) \
 		$(DESTDIR)$(LIBDIR)/libsheaf.so $(DESTDIR)$(LIBDIR)/libsheaf.a $(DESTDIR)$(INCLUDEDIR)/sheaf.h \
+		$(DESTDIR)$(INCLUDEDIR)/sheaf_inline.h \
 		$(DESTDIR)$(PKGCONFIGDIR)/sheaf.pc $(DESTDIR)$(MANDIR)/man8/sheafd.8 \
 		$(DESTDIR)$(MANDIR)/man3/libsheaf.3 $(DESTDIR)$(MANDIR)/man1/sheafctl.1 \
 		$(DESTDIR)$(MANDIR)/man8/sheafctl.8 $(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(UNITS)) \
