@@ -1,5 +1,7 @@
 /*
- * test_manpage.c - sheafctl(1) against sheafctl's own help.
+ * test_manpage.c - the man pages against what they describe: sheafctl(1)
+ * and sheafd(8) against the programs' own --help, libsheaf(3) against
+ * sheaf.h.
  *
  *   global_options  the options of `sheafctl --help` are the GLOBAL OPTIONS
  *                   of docs/sheafctl.1;
@@ -14,7 +16,12 @@
  *   summary_options `sheafctl --help` names every option of each command
  *                   in that command's line;
  *   detects_a_gap   the comparison itself: a copy of the page without one
- *                   of create's options must fail it.
+ *                   of create's options must fail it;
+ *   sheafd_options  the options of `sheafd --help` are the OPTIONS of
+ *                   docs/sheafd.8;
+ *   libsheaf_synopsis  the functions sheaf.h declares (SHEAF_API, the
+ *                   deprecated ones too) are those of the SYNOPSIS of
+ *                   docs/libsheaf.3.
  * An option is compared with its pairing: "-d|--delay", "--socket", "-h|--help".
  */
 #include <check.h>
@@ -74,14 +81,15 @@ static int set_missing(const struct set *a, const struct set *b, const char *lab
 static int set_compare(const struct set *help, const struct set *man, char *msg, size_t len)
 {
 	msg[0] = '\0';
-	return set_missing(help, man, "in --help but not in sheafctl(1)", msg, len) +
-	       set_missing(man, help, "in sheafctl(1) but not in --help", msg, len);
+	return set_missing(help, man, "in --help but not in the page", msg, len) +
+	       set_missing(man, help, "in the page but not in --help", msg, len);
 }
 
 /* ---- reading --help ------------------------------------------------------------- */
 
-/* Output (stdout and stderr) of sheafctl @args; requires exit status 0. */
-static char *sheafctl_out(const char *args)
+/* Output (stdout and stderr) of program @bin with @args; requires exit
+ * status 0. */
+static char *program_out(const char *bin, const char *args)
 {
 	char cmd[PATH_MAX + 128];
 	size_t cap = 1 << 16, n = 0, k;
@@ -90,16 +98,21 @@ static char *sheafctl_out(const char *args)
 	int st;
 
 	REQUIRE(out != NULL, "out of memory");
-	snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1", sheafctl_bin(), args);
+	snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1", bin, args);
 	f = popen(cmd, "r");
 	REQUIRE(f != NULL, "popen %s", cmd);
 	while ((k = fread(out + n, 1, cap - 1 - n, f)) > 0)
 		n += k;
 	out[n] = '\0';
 	st = pclose(f);
-	REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sheafctl %s: status %d:\n%s", args, st,
+	REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s: status %d:\n%s", bin, args, st,
 		out);
 	return out;
+}
+
+static char *sheafctl_out(const char *args)
+{
+	return program_out(sheafctl_bin(), args);
 }
 
 /* The option at @p ("-d, --delay N", "--socket PATH", "-h"): "-d|--delay". */
@@ -213,12 +226,17 @@ static char *read_text(const char *path)
 	return buf;
 }
 
-static char *manpage(void)
+static char *page_named(const char *name)
 {
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "%s/docs/sheafctl.1", root_dir());
+	snprintf(path, sizeof(path), "%s/docs/%s", root_dir(), name);
 	return read_text(path);
+}
+
+static char *manpage(void)
+{
+	return page_named("sheafctl.1");
 }
 
 /* A roff line as text: the macro name, \f fonts, quotes and the \- escapes
@@ -438,6 +456,99 @@ START_TEST(detects_a_gap)
 }
 END_TEST
 
+/* The function names (sheaf_NAME, not the private sheaf__) declared by the
+ * SHEAF_API lines of @text, a header: the first "sheaf_x(" of the line or
+ * of the next one (a SHEAF_DEPRECATED line goes before its declaration). */
+static void header_functions(const char *text, struct set *out)
+{
+	const char *l = text;
+
+	out->n = 0;
+	while ((l = strstr(l, "\nSHEAF_API ")) != NULL) {
+		const char *p = l + 1, *end;
+
+		l = strchr(p, '\n');
+		end = l != NULL ? strchr(l + 1, '\n') : NULL;
+		for (; p != NULL && *p && (end == NULL || p < end); p++) {
+			size_t n;
+			char name[NAME_LEN];
+
+			if (strncmp(p, "sheaf_", 6) != 0 || (p > text && (isalnum((unsigned char)p[-1]) ||
+								   p[-1] == '_')))
+				continue;
+			n = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
+			if (p[n] != '(' || strncmp(p, "sheaf__", 7) == 0 || n >= sizeof(name))
+				continue;
+			memcpy(name, p, n);
+			name[n] = '\0';
+			set_add(out, name);
+			break;
+		}
+		if (l == NULL)
+			break;
+	}
+}
+
+/* The functions of the SYNOPSIS of libsheaf(3): each "sheaf_x(". */
+static void synopsis_functions(const char *page, struct set *out)
+{
+	const char *p = strstr(page, "\n.SH SYNOPSIS"), *end;
+
+	out->n = 0;
+	REQUIRE(p != NULL, "libsheaf(3) has no SYNOPSIS");
+	end = strstr(p + 1, "\n.SH ");
+	for (; *p && (end == NULL || p < end); p++) {
+		size_t n;
+		char name[NAME_LEN];
+
+		if (strncmp(p, "sheaf_", 6) != 0 || isalnum((unsigned char)p[-1]) || p[-1] == '_')
+			continue;
+		n = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
+		if (p[n] != '(' || n >= sizeof(name))
+			continue;
+		memcpy(name, p, n);
+		name[n] = '\0';
+		set_add(out, name);
+	}
+}
+
+START_TEST(libsheaf_synopsis)
+{
+	char path[PATH_MAX], m[4096];
+	char *hdr, *page = page_named("libsheaf.3");
+	struct set got, want;
+
+	snprintf(path, sizeof(path), "%s/client/sheaf.h", root_dir());
+	hdr = read_text(path);
+	header_functions(hdr, &want);
+	synopsis_functions(page, &got);
+	REQUIRE(want.n >= 50, "sheaf.h declares %d functions", want.n);
+	m[0] = '\0';
+	REQUIRE(set_missing(&want, &got, "in sheaf.h but not in the SYNOPSIS", m, sizeof(m)) +
+		set_missing(&got, &want, "in the SYNOPSIS but not in sheaf.h", m, sizeof(m)) == 0,
+		"libsheaf(3):%s", m);
+	printf("  libsheaf(3): the %d functions of sheaf.h, each in the SYNOPSIS\n", want.n);
+	free(hdr);
+	free(page);
+}
+END_TEST
+
+START_TEST(sheafd_options)
+{
+	char *help = program_out(sheafd_bin(), "--help"), *page = page_named("sheafd.8");
+	struct set got, want;
+	char m[2048];
+
+	help_options(help, &got);
+	page_options(page, "OPTIONS", NULL, &want, NULL);
+	REQUIRE(got.n >= 20, "sheafd --help lists %d options", got.n);
+	REQUIRE(set_compare(&got, &want, m, sizeof(m)) == 0, "sheafd options:%s", m);
+	printf("  sheafd: %d options, the same in --help and sheafd(8)\n", got.n);
+	free(help);
+	free(page);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("manpage");
@@ -449,5 +560,7 @@ int main(void)
 	ADD_ALONE(s, command_options, 120);
 	ADD_ALONE(s, summary_options, 120);
 	ADD_ALONE(s, detects_a_gap, 120);
+	ADD_ALONE(s, sheafd_options, 60);
+	ADD_ALONE(s, libsheaf_synopsis, 60);
 	return run_suite(s);
 }
