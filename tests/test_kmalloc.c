@@ -1,5 +1,5 @@
 /*
- * test_kmalloc.c - the size classes (issue 11): sheaf_malloc, sheaf_calloc,
+ * test_kmalloc.c - the size classes: sheaf_malloc, sheaf_calloc,
  * sheaf_realloc, sheaf_free_any, sheaf_obj_size, sheaf_obj_cache.  On local
  * pools: every class boundary, calloc, realloc across classes, every kind
  * of bad pointer given to free_any (and to obj_size / obj_cache), a debug

@@ -446,7 +446,7 @@ START_TEST(detects_a_gap)
 	int bad;
 
 	REQUIRE(tp != NULL, "sheafctl(1) has no .TP entry for create --keep");
-	memcpy(tp, ".br\n", 4);             /* no longer a .TP entry */
+	memcpy(tp, ".br\n", 4);             /* .br for .TP: the tag is plain text */
 	bad = compare_commands(page, help, msg, sizeof(msg));
 	REQUIRE(bad == 1 && strstr(msg, "create:") && strstr(msg, "--keep"),
 		"without create --keep the page still matched (%d):\n%s", bad, msg);
