@@ -1,9 +1,10 @@
 /*
- * api_compat.c - the deprecated names of sheaf.h, kept exported for one
- * minor release after the one that replaced them (sheaf.h, "Deprecated
- * names"), each a call of its replacement with the old contract.
+ * api_compat.c - the deprecated names of sheaf.h, kept exported for at
+ * least one minor release after the one that replaced them, and until the
+ * soname's next major version (sheaf.h, "Deprecated names"), each a call
+ * of its replacement with the old contract.
  *
- * Deprecated in 1.2, to go in 1.3:
+ * Deprecated in 1.2:
  *   sheaf_enqueue_bulk    sheaf_enqueue_burst (same behaviour)
  *   sheaf_dequeue_bulk    sheaf_dequeue_burst (same behaviour)
  *   sheaf_cache_capacity  sheaf_cache_get_capacity (0 + errno ESTALE on a

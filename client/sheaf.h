@@ -35,10 +35,11 @@
  *     (sheaf_enqueue_burst: as many as fit; sheaf_dequeue_burst: as many as
  *     there are).
  *   - Deprecated names (SHEAF_DEPRECATED: the compiler warns at each use)
- *     stay exported, with their old behaviour, for one minor release after
- *     the one that replaced them, then go: sheaf_enqueue_bulk and
- *     sheaf_dequeue_bulk (use the _burst names), sheaf_cache_capacity (use
- *     sheaf_cache_get_capacity), deprecated in 1.2.
+ *     stay exported, with their old behaviour, for at least one minor
+ *     release after the one that replaced them; removing one breaks the
+ *     ABI, so it goes only with a new soname major version.  Deprecated
+ *     in 1.2: sheaf_enqueue_bulk and sheaf_dequeue_bulk (use the _burst
+ *     names), sheaf_cache_capacity (use sheaf_cache_get_capacity).
  *   - Limits a caller may need: SHEAF_CACHE_NAME_MAX (cache and queue
  *     names), SHEAF_CACHE_HANDLES_MAX (cache handles per process),
  *     SHEAF_NAME_LEN_MAX (object names), SHEAF_STATS_MAX.
