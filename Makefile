@@ -242,7 +242,7 @@ valgrind: all
 	done; echo "== valgrind: $(words $(VALGRIND_TESTS)) programs, no errors"
 .PHONY: valgrind
 
-# W7 (issue 10: messages between processes through a shared queue, and
+# W7 (messages between processes through a shared queue, and
 # the Unix-socket baseline): tests/bench/w7/w7bench.c, its own program.
 W7_BENCH := $(BUILD)/tests/bench/w7bench
 $(W7_BENCH): tests/bench/w7/w7bench.c tests/bench/w7/w7.h $(BUILD)/libsheaf.a
@@ -258,7 +258,7 @@ W7_IOX  := $(if $(and $(IOX_INC),$(wildcard $(IOX_INC)/iceoryx_binding_c/publish
 $(BUILD)/tests/bench/w7iox: tests/bench/w7/w7iox.c tests/bench/w7/w7.h
 	$(CC) $(CFLAGS) -isystem $(IOX_INC) -o $@ $< $(LDFLAGS) -liceoryx_binding_c
 
-# W9 (issue 15: a shared table read under deferred frees): the bench mode of
+# W9 (a shared table read under deferred frees): the bench mode of
 # tests/examples/rcu_table.c linked with libsheaf.a, and its in-process
 # DPDK rte_rcu QSBR peer tests/bench/w9/w9dpdk.c (no EAL; when libdpdk is
 # found).  tests/bench/run.sh finds both next to sheafbench.
@@ -313,7 +313,7 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------------------
-# Fuzzing (issue 14; tests/fuzz/, README "Fuzzing").  Two libFuzzer targets
+# Fuzzing (tests/fuzz/, README "Fuzzing").  Two libFuzzer targets
 # built with clang under ASan+UBSan into build-fuzz/ (whatever SAN= says):
 #   fuzz_rpc  a connection's bytes -> consume_frames -> rpc_handle (sheafd)
 #   fuzz_shm  client-writable region contents -> the engine's pass, repair,
@@ -412,10 +412,10 @@ fuzz: fuzz-regress
 -include $(shell find $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------------------
-# install / uninstall (issue #5).  `make install [PREFIX=/usr/local]
+# install / uninstall.  `make install [PREFIX=/usr/local]
 # [DESTDIR=/staging]`: sheafd, sheafctl, libsheaf (.so.VERSION with the .so.MAJOR
-# and .so links, and .a), sheaf.h, sheaf.pc, the man pages, the systemd units
-# with sysusers.d/tmpfiles.d snippets, an example config.  Every directory
+# and .so links, and .a), sheaf.h and sheaf_inline.h, sheaf.pc, the man pages,
+# the systemd units with sysusers.d/tmpfiles.d snippets, an example config.  Every directory
 # below may be overridden on the command line.  The units and man pages name
 # /usr/local/sbin and /usr/local/etc; they are rewritten to SBINDIR and
 # SYSCONFDIR on the way.  With SAN=, the sanitizer build is installed.
@@ -457,6 +457,7 @@ install: lib $(BUILD)/libsheaf-dist.a $(SHEAFD) $(SHEAFCTL)
 	ln -sf libsheaf.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libsheaf.so
 	install -m 0644 $(BUILD)/libsheaf-dist.a $(DESTDIR)$(LIBDIR)/libsheaf.a
 	install -m 0644 client/sheaf.h $(DESTDIR)$(INCLUDEDIR)/sheaf.h
+	install -m 0644 client/sheaf_inline.h $(DESTDIR)$(INCLUDEDIR)/sheaf_inline.h
 	sed -e '/^#/d' -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 		-e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|g' \
 		-e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|g' \
@@ -487,6 +488,7 @@ uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/sheafd $(DESTDIR)$(BINDIR)/sheafctl \
 		$(DESTDIR)$(LIBDIR)/libsheaf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libsheaf.so.$(SOMAJOR) \
 		$(DESTDIR)$(LIBDIR)/libsheaf.so $(DESTDIR)$(LIBDIR)/libsheaf.a $(DESTDIR)$(INCLUDEDIR)/sheaf.h \
+		$(DESTDIR)$(INCLUDEDIR)/sheaf_inline.h \
 		$(DESTDIR)$(PKGCONFIGDIR)/sheaf.pc $(DESTDIR)$(MANDIR)/man8/sheafd.8 \
 		$(DESTDIR)$(MANDIR)/man3/libsheaf.3 $(DESTDIR)$(MANDIR)/man1/sheafctl.1 \
 		$(DESTDIR)$(MANDIR)/man8/sheafctl.8 $(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(UNITS)) \

@@ -233,13 +233,14 @@ size_t sheaf_cache_object_size(const sheaf_cache_t *c)
 	return c->sc->obj_size;
 }
 
-unsigned sheaf_cache_capacity(const sheaf_cache_t *c)
+int sheaf_cache_get_capacity(const sheaf_cache_t *c, unsigned *capacity)
 {
-	if (!cache_handle_live(c)) {
-		errno = ESTALE;
-		return 0;
-	}
-	return at_load_relaxed(&c->sc->sheaf_capacity);
+	if (c == NULL || capacity == NULL)
+		return -EINVAL;
+	if (!cache_handle_live(c))
+		return -ESTALE;
+	*capacity = at_load_relaxed(&c->sc->sheaf_capacity);
+	return 0;
 }
 
 int sheaf_cache_set_capacity(sheaf_cache_t *c, unsigned capacity)

@@ -20,6 +20,8 @@
 
 _Static_assert(SHEAF_QUEUE_SP == QUEUE_F_SP && SHEAF_QUEUE_SC == QUEUE_F_SC,
 	       "queue flags: sheaf.h and shm/queue.h agree");
+_Static_assert(SHEAF_CACHE_NAME_MAX == SHEAF_NAME_MAX - 1,
+	       "name length: sheaf.h and shm/layout.h agree");
 
 struct sheaf_queue {
 	struct queue_ref ref;
@@ -258,7 +260,7 @@ int sheaf_enqueue(sheaf_queue_t *q, void *obj)
 
 #define BULK_CHUNK 64u
 
-int sheaf_enqueue_bulk(sheaf_queue_t *q, void *const *objs, unsigned n)
+int sheaf_enqueue_burst(sheaf_queue_t *q, void *const *objs, unsigned n)
 {
 	uint32_t v[BULK_CHUNK], cflags;
 	unsigned done = 0;
@@ -300,7 +302,7 @@ int sheaf_dequeue(sheaf_queue_t *q, void **obj)
 	return -EAGAIN;
 }
 
-int sheaf_dequeue_bulk(sheaf_queue_t *q, void **objs, unsigned n)
+int sheaf_dequeue_burst(sheaf_queue_t *q, void **objs, unsigned n)
 {
 	uint32_t v[BULK_CHUNK];
 	unsigned done = 0;

@@ -2,13 +2,47 @@
  * sheaf.h - libsheaf, the client library of sheaf: fixed-size objects from
  * shared-memory slab pools, with per-thread sheaves.
  *
- * This is the only installed header.  Conventions:
- *   - Functions returning a pointer return NULL and set errno on failure.
- *   - Functions returning int return 0 (or a count) on success and a
- *     negative errno value on failure; errno is left alone.
+ * This header is the contract of libsheaf: every public function says
+ * what it takes, what it returns and each error it can return.  It
+ * includes sheaf_inline.h, the inline fast paths and the private ABI
+ * they need (names with two underscores, not for callers).
+ *
+ * Conventions:
+ *   - Constructors (functions returning a pointer: sheaf_pool_create,
+ *     sheaf_connect, sheaf_cache_create..., sheaf_queue_create...,
+ *     sheaf_prefill, sheaf_alloc, sheaf_malloc...) return NULL and set
+ *     errno on failure.
+ *   - Functions returning int return 0 (or a count, where said) on success
+ *     and a negative errno value on failure; errno is left alone.
+ *   - A few calls return a value of their own type and mark a failure with
+ *     a sentinel plus errno, since no negative errno fits that type:
+ *       sheaf_ptr_to_off       SHEAF_OFF_INVALID, errno set;
+ *       sheaf_cache_object_size, sheaf_obj_size
+ *                              0 (never a valid size), errno set;
+ *       sheaf_off_to_ptr, sheaf_name_get, sheaf_prefill_alloc,
+ *       sheaf_obj_cache        NULL, errno set;
+ *       sheaf_stat_name        NULL (no errno), sheaf_stat_index  -1.
+ *     Test the sentinel, then errno.  Where 0 is a legal value (a
+ *     capacity), the call reports through an out-parameter instead
+ *     (sheaf_cache_get_capacity).
  *   - Functions taking (char *err, size_t errlen) write a one-line reason
  *     there on failure (err may be NULL).  The library never prints or exits.
  *   - Unknown flag bits are refused with EINVAL.
+ *   - Batches: a name ending in _bulk acts on every one of the n objects
+ *     and never returns a partial count (sheaf_alloc_bulk: all or none;
+ *     sheaf_free_bulk: every valid object is freed).  A name ending in
+ *     _burst acts on as many as it can and returns how many
+ *     (sheaf_enqueue_burst: as many as fit; sheaf_dequeue_burst: as many as
+ *     there are).
+ *   - Deprecated names (SHEAF_DEPRECATED: the compiler warns at each use)
+ *     stay exported, with their old behaviour, for at least one minor
+ *     release after the one that replaced them; removing one breaks the
+ *     ABI, so it goes only with a new soname major version.  Deprecated
+ *     in 1.2: sheaf_enqueue_bulk and sheaf_dequeue_bulk (use the _burst
+ *     names), sheaf_cache_capacity (use sheaf_cache_get_capacity).
+ *   - Limits a caller may need: SHEAF_CACHE_NAME_MAX (cache and queue
+ *     names), SHEAF_CACHE_HANDLES_MAX (cache handles per process),
+ *     SHEAF_NAME_LEN_MAX (object names), SHEAF_STATS_MAX.
  *
  * Threads: every function is thread-safe unless noted.  A thread gets its
  * per-cache sheaves on first use (main, spare, and a stash of up to 32 full
@@ -31,8 +65,9 @@ extern "C" {
 #endif
 
 #define SHEAF_API __attribute__((visibility("default")))
-/* sheaf_alloc and sheaf_free are inline where the compiler follows C99's
- * inline rules (see "inline fast paths" below). */
+#define SHEAF_DEPRECATED(msg) __attribute__((deprecated(msg)))
+/* sheaf_alloc, sheaf_free and a few others are inline where the compiler
+ * follows C99's inline rules (sheaf_inline.h, included at the end). */
 #if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
 #define SHEAF__INLINE inline
 #else
@@ -213,20 +248,26 @@ struct sheaf_cache_config {
 				   -EINVAL) */
 };
 
-/*
- * Handles.  A cache handle names one cache for the life of its pool in this
- * process.  Once the cache is destroyed (`sheafctl destroy`, which sheafd
- * refuses while any thread holds its sheaves or objects are in use), the
- * handle is stale: every call on it fails with ESTALE (sheaf_alloc,
- * sheaf_free, bulk, prefill, stats, capacity, shrink; object_size and
- * capacity return 0 with errno ESTALE), even after a cache of the same
- * name (or another) is created again; create or open that one for a new
- * handle.  A stale handle keeps one of the process's 128 handle slots until
- * the pool is closed.
- */
+/* The longest cache (and queue) name, in bytes, without the NUL. */
+#define SHEAF_CACHE_NAME_MAX 47
 
 /*
- * Create cache @name (1..47 bytes) of objects of @size bytes (1..65536,
+ * Handles.  A cache handle names one cache for the life of its pool in this
+ * process.  A process has SHEAF_CACHE_HANDLES_MAX handles over all its
+ * pools (one per cache it created or opened in a pool; opening a cache
+ * again gives the same handle; EMFILE when none is left).  Once the cache
+ * is destroyed (`sheafctl destroy`, which sheafd refuses while any thread
+ * holds its sheaves or objects are in use), the handle is stale: every
+ * call on it fails with ESTALE (sheaf_alloc, sheaf_free, the bulk calls,
+ * prefill, stats, get_capacity, shrink; sheaf_cache_object_size returns 0
+ * with errno ESTALE), even after a cache of the same name (or another) is
+ * created again; create or open that one for a new handle.  A stale
+ * handle keeps its slot until the pool is closed.
+ */
+#define SHEAF_CACHE_HANDLES_MAX 1024
+
+/*
+ * Create cache @name (1..SHEAF_CACHE_NAME_MAX bytes) of objects of @size bytes (1..65536,
  * rounded up to the alignment) in @pool; @cfg may be NULL for defaults.
  * Returns a handle or NULL with errno: EINVAL (size, align, capacity or
  * flags out of range; SHEAF_CACHE_KEEP without SHEAF_CACHE_OWNED), EEXIST (a cache of that name exists; see
@@ -258,10 +299,21 @@ SHEAF_API sheaf_cache_t *sheaf_cache_create_or_open(sheaf_pool_t *pool, const ch
  */
 SHEAF_API sheaf_cache_t *sheaf_cache_open(sheaf_pool_t *pool, const char *name);
 
-/* Object size (after rounding) and current sheaf capacity of a cache (0
- * with errno ESTALE for a stale handle). */
+/* Object size of @cache (after rounding to the alignment), or 0 with errno
+ * ESTALE for a stale handle. */
 SHEAF_API size_t sheaf_cache_object_size(const sheaf_cache_t *cache);
-SHEAF_API unsigned sheaf_cache_capacity(const sheaf_cache_t *cache);
+
+/*
+ * The current sheaf capacity of @cache (0..256; 0: sheaves disabled) into
+ * *@capacity.  Returns 0, -EINVAL (@cache or @capacity NULL) or -ESTALE (a
+ * stale handle); *@capacity is left alone on failure.
+ */
+SHEAF_API int sheaf_cache_get_capacity(const sheaf_cache_t *cache, unsigned *capacity);
+
+/* Deprecated: the capacity, or 0 with errno ESTALE (0 is also a legal
+ * capacity: use sheaf_cache_get_capacity). */
+SHEAF_API SHEAF_DEPRECATED("use sheaf_cache_get_capacity")
+unsigned sheaf_cache_capacity(const sheaf_cache_t *cache);
 
 /*
  * Set the sheaf capacity of @cache (0..256) at run time.  Threads pick it up
@@ -334,14 +386,15 @@ SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
 SHEAF_API SHEAF__INLINE int sheaf_free(sheaf_cache_t *cache, void *obj);
 
 /*
- * Allocate @n objects into @objs: all or none.  Returns 0, or the negative
- * errno of sheaf_alloc (nothing is allocated then).
+ * Allocate @n objects into @objs: all or none (a _bulk call, see the
+ * conventions).  Returns 0, or the negative errno of sheaf_alloc (nothing
+ * is allocated then).
  */
 SHEAF_API int sheaf_alloc_bulk(sheaf_cache_t *cache, void **objs, size_t n);
 
 /*
- * Free @n objects.  Every valid one is freed; returns 0, or the first error
- * of sheaf_free met (the invalid objects are left alone).
+ * Free @n objects: every valid one is freed (a _bulk call).  Returns 0, or
+ * the first error of sheaf_free met (the invalid objects are left alone).
  */
 SHEAF_API int sheaf_free_bulk(sheaf_cache_t *cache, void **objs, size_t n);
 
@@ -641,7 +694,7 @@ typedef struct sheaf_queue sheaf_queue_t;
 #define SHEAF_QUEUE_SC  0x2u
 
 /*
- * Create queue @name (1..47 bytes) in @pool with room for @capacity
+ * Create queue @name (1..SHEAF_CACHE_NAME_MAX bytes) in @pool with room for @capacity
  * objects (0: 1024; else rounded up to a power of two, at most 2^20) and
  * open it.  @flags: SHEAF_QUEUE_SP, SHEAF_QUEUE_SC or 0 (MPMC).  The
  * queue's slots take whole slab frames (256 KiB each) under the pool's
@@ -686,15 +739,26 @@ SHEAF_API int sheaf_enqueue(sheaf_queue_t *q, void *obj);
 SHEAF_API int sheaf_dequeue(sheaf_queue_t *q, void **obj);
 
 /*
- * Enqueue up to @n objects of @objs in order: the number enqueued (less
- * than @n when the queue fills; the rest stay the caller's), or -EINVAL
- * (one of them is not an object of this pool: none enqueued), -ESTALE.
+ * Enqueue as many of the @n objects of @objs as fit, in order (a _burst
+ * call): returns the number enqueued (less than @n when the queue fills;
+ * objs[count..n) stay the caller's), or -EINVAL, -ESTALE.  The objects are
+ * checked 64 at a time, before any of those 64 is enqueued: an object that
+ * is not an object of a live cache of this pool fails the call with
+ * -EINVAL when it is among the first 64 (nothing enqueued), and otherwise
+ * ends the burst before its group of 64 (the count enqueued is returned).
  */
-SHEAF_API int sheaf_enqueue_bulk(sheaf_queue_t *q, void *const *objs, unsigned n);
+SHEAF_API int sheaf_enqueue_burst(sheaf_queue_t *q, void *const *objs, unsigned n);
 
-/* Dequeue up to @n objects into @objs: the number taken (0: empty), or
- * -ESTALE. */
-SHEAF_API int sheaf_dequeue_bulk(sheaf_queue_t *q, void **objs, unsigned n);
+/* Dequeue as many objects as there are, up to @n, into @objs (a _burst
+ * call): the number taken (0: empty), or -ESTALE. */
+SHEAF_API int sheaf_dequeue_burst(sheaf_queue_t *q, void **objs, unsigned n);
+
+/* Deprecated names of sheaf_enqueue_burst and sheaf_dequeue_burst, the
+ * same functions (their behaviour is a burst's, not a _bulk call's). */
+SHEAF_API SHEAF_DEPRECATED("use sheaf_enqueue_burst")
+int sheaf_enqueue_bulk(sheaf_queue_t *q, void *const *objs, unsigned n);
+SHEAF_API SHEAF_DEPRECATED("use sheaf_dequeue_burst")
+int sheaf_dequeue_bulk(sheaf_queue_t *q, void **objs, unsigned n);
 
 /*
  * As sheaf_enqueue and sheaf_dequeue, but wait while the queue is full
@@ -736,7 +800,8 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  * as it is (e.g. with SHEAF_CACHE_DEBUG, to catch every double free).
  * Racing first uses of a class, in any processes, end with one cache.
  * The classes take up to 31 of the pool's max_caches caches and of the
- * process's 1024 cache handles.  Local pools and pools of sheafd alike.
+ * process's SHEAF_CACHE_HANDLES_MAX cache handles.  Local pools and pools
+ * of sheafd alike.
  */
 #define SHEAF_KMALLOC_MAX     65536u
 #define SHEAF_KMALLOC_CLASSES 31u
@@ -752,7 +817,8 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  *   EINVAL  a cache of the class's name exists with another object size
  *           or alignment;
  *   ENOSPC  the class's cache had to be made and max_caches caches exist;
- *   EMFILE  no cache handle left in this process (128), or no lane;
+ *   EMFILE  no cache handle left in this process
+ *           (SHEAF_CACHE_HANDLES_MAX), or no lane;
  *   any other error of sheaf_cache_create_or_open (for a pool of sheafd:
  *           of the request, e.g. ETIMEDOUT) or of sheaf_alloc (ENOMEM,
  *           EAGAIN, ECHILD).
@@ -825,370 +891,11 @@ SHEAF_API size_t sheaf_obj_size(sheaf_pool_t *pool, const void *obj);
  * as sheaf_obj_size.
  */
 SHEAF_API sheaf_cache_t *sheaf_obj_cache(sheaf_pool_t *pool, const void *obj);
-
 /* ---- inline fast paths ------------------------------------------------- */
 
-/*
- * sheaf_alloc and sheaf_free are defined here as inline functions, so that a
- * caller's compiler puts the fast path (a pop or a push on the thread's main
- * sheaf, and the checks of a free) in the caller, as DPDK's rte_mempool_get
- * does; libsheaf also exports them as ordinary functions.  What follows is
- * the library's private ABI, not API: the names with two underscores may
- * change with the soname (libsheaf.so.0) and are not for use by callers.
- */
-struct sheaf__sheaf {           /* head of a sheaf in the pool */
-	uint64_t word;          /* bits 0-15: objects held, objs[0..size);
-				   16-63: fast-path operations, counted */
-	uint32_t capacity;
-	uint32_t reserved_[13];
-	uint64_t objs[];        /* object offsets from the region start */
-};
-
-struct sheaf__fast {            /* a thread's fast path for one cache */
-	struct sheaf__sheaf *main;
-	char *base;             /* region start */
-	char *node_data;        /* data of the thread's home node */
-	uint64_t node_len;      /* its bytes */
-	const uint16_t *owner;  /* cache id owning each frame of that node */
-	uint32_t div_inv;       /* a frame offset is an object's iff */
-	uint8_t div_shift;      /*   rotr32(off * div_inv, div_shift) */
-	uint8_t reserved_;      /*   < per_slab (exact division test) */
-	uint16_t cache_id;
-	uint32_t per_slab;
-	uint32_t reserved2_;
-	void *last;             /* unused, always NULL (was the last-object
-				   shortcut, which accepted stale frees) */
-};                              /* 64 bytes, as a cache handle */
-
-#define SHEAF__HANDLES      1024
-#define SHEAF__FRAME_SHIFT  18  /* slab frames of 256 KiB */
-#define SHEAF__WORD_SIZE    0xffffu
-#define SHEAF__CAP_MAX      256u    /* objs[] slots of every sheaf: a pop
-				   takes the slow path for a size a peer
-				   scribbled past it, a push indexes objs[]
-				   modulo it whatever the capacity says */
-#define SHEAF__WORD_OP      0x10000u   /* one operation in sheaf__sheaf.word */
-
-/*
- * How the inline paths find the thread's fast path of a cache: a handle
- * points into libsheaf's own array of handles, 64 bytes apart, and each
- * thread's fast paths lie 64 bytes apart in the same order, so the entry is
- * the handle's address plus a per-thread constant, sheaf__tls_bias, which
- * the library sets (an addition, with one thread-local load).  The inline
- * paths use no exported data object: an executable may get its own copy of
- * one (a copy relocation) that the library never sees.  sheaf__tls_bias is
- * 8 bytes of initial-exec TLS, which dlopen() can place.  Until the
- * thread's first slow path it leads to unused fast paths (an empty main
- * sheaf and node_len 0: both paths miss).
- */
-SHEAF_API extern __thread uintptr_t sheaf__tls_bias
-	__attribute__((tls_model("initial-exec")));
-#define SHEAF__FAST(cache)                                                     \
-	((struct sheaf__fast *)((uintptr_t)(const void *)(cache) + sheaf__tls_bias))
-SHEAF_API void *sheaf__alloc_slow(sheaf_cache_t *cache);
-SHEAF_API int sheaf__free_slow(sheaf_cache_t *cache, void *obj);
-
-/*
- * A popped entry @p is in the home node's data.  A sheaf the thread holds
- * stays writable by the pool's other clients after its vet; one that
- * scribbles an entry must not make a pop hand out a pointer outside the
- * pool's data (into this process's own memory): the slow path drops such
- * an entry (alloc.c, take).
- */
-#define SHEAF__POP_OK(f, p) ((uint64_t)((char *)(p) - (f)->node_data) < (f)->node_len)
-
-/* C99 inline definitions (libsheaf provides the external ones); a gnu89
- * compiler, whose inline rules differ, calls the library's. */
-#if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
-inline void *sheaf_alloc(sheaf_cache_t *cache)
-{
-	struct sheaf__fast *f = SHEAF__FAST(cache);
-	struct sheaf__sheaf *m = f->main;
-	uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-	uint64_t n = w & SHEAF__WORD_SIZE;
-
-	/* 1..SHEAF__CAP_MAX: a size a peer scribbled past objs[] takes the
-	 * slow path, as an empty sheaf does (one compare for both) */
-	if (__builtin_expect(n - 1 < SHEAF__CAP_MAX, 1)) {
-		/* read once: the test and the pointer see the same entry */
-		char *p = f->base + __atomic_load_n(&m->objs[n - 1], __ATOMIC_RELAXED);
-
-		/* in the home node's data (SHEAF__POP_OK) */
-		if (__builtin_expect(SHEAF__POP_OK(f, p), 1)) {
-			/* size - 1, one more operation (the alloc_fastpath
-			 * count; other threads and processes read the word) */
-			__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1), __ATOMIC_RELAXED);
-			return p;
-		}
-	}
-	return sheaf__alloc_slow(cache);
-}
-
-/*
- * @obj is an object of the cache in the thread's home node: in that node's
- * data, on an object boundary of a slab frame the cache owns (no pointer is
- * taken on trust: a stale one may name a frame the cache gave back).
- */
-#define SHEAF__FAST_VALID(f, obj) __extension__ ({                             \
-	uint64_t rel_ = (uint64_t)((char *)(obj) - (f)->node_data);            \
-	uint32_t q_ = ((uint32_t)rel_ & ((1u << SHEAF__FRAME_SHIFT) - 1)) *    \
-		      (f)->div_inv;                                            \
-	q_ = (q_ >> (f)->div_shift) | (q_ << ((0u - (f)->div_shift) & 31));    \
-	rel_ < (f)->node_len &&                                                \
-		__atomic_load_n(&(f)->owner[rel_ >> SHEAF__FRAME_SHIFT],       \
-				__ATOMIC_RELAXED) == (f)->cache_id &&          \
-		q_ < (f)->per_slab; })
-
-/*
- * The push needs room in the main sheaf and refuses the object already on
- * its top (the immediate double free, as glibc's fasttop test): the slow
- * path then returns -EALREADY.
- */
-/* Push @obj (checked by SHEAF__FAST_VALID) on @f's main sheaf: 1, or 0
- * when it is full or @obj is on its top (sheaf_free, sheaf_free_any).  A
- * macro: an extern inline function may not call a static one. */
-#define SHEAF__PUSH(f, obj) __extension__ ({                                 \
-	struct sheaf__sheaf *m_ = (f)->main;                                \
-	uint64_t w_ = __atomic_load_n(&m_->word, __ATOMIC_RELAXED);         \
-	uint64_t n_ = w_ & SHEAF__WORD_SIZE;                                \
-	uint64_t o_ = (uint64_t)((char *)(obj) - (f)->base);                \
-	int ok_ = __builtin_expect(n_ < m_->capacity, 1) &&                 \
-		  __builtin_expect(n_ == 0 ||                               \
-				   m_->objs[(n_ - 1) & (SHEAF__CAP_MAX - 1)] != o_, 1); \
-	if (ok_) {                                                          \
-		m_->objs[n_ & (SHEAF__CAP_MAX - 1)] = o_;                   \
-		__atomic_store_n(&m_->word, w_ + (SHEAF__WORD_OP + 1),      \
-				 __ATOMIC_RELAXED);                         \
-	}                                                                   \
-	ok_; })
-
-inline int sheaf_free(sheaf_cache_t *cache, void *obj)
-{
-	struct sheaf__fast *f = SHEAF__FAST(cache);
-
-	if (__builtin_expect(SHEAF__FAST_VALID(f, obj) && SHEAF__PUSH(f, obj), 1))
-		return 0;
-	return sheaf__free_slow(cache, obj);
-}
-#endif
-
-/*
- * The size-class fast paths (sheaf_malloc, sheaf_free_any).  A pool's first
- * bytes are a struct sheaf__pool_head, in libsheaf's memory like the
- * handles: the class handles by size, and a guess of the handle of each
- * slab frame's cache (filled by the slow paths, client/kmalloc.c: a NULL
- * entry or data_len 0 sends a call there).  The guess is only a guess: the
- * free fast path checks the object against the guessed cache exactly as
- * sheaf_free does (the frame owner map, the object boundary) and leaves
- * anything else to the slow path, which asks the frame owner map.
- */
-#define SHEAF__KM_SMALL_MAX  1024u          /* classes by (size + 7) >> 3 */
-#define SHEAF__KM_LOG_MAX    16             /* classes by log2 above 1024 */
-
-struct sheaf__pool_head {
-	uint64_t data_len;      /* bytes of data; 0 until the first slow path */
-	char *data;             /* the pool's data (slab frame 0) */
-	sheaf_cache_t **by_frame; /* per frame: the handle last seen there */
-	const void *hint;       /* leads, as a handle, to the thread's hint
-				   in this pool (set before the pool is
-				   given out) */
-	const uint64_t *released; /* the engine's count of slab frames
-				   given back (read-only to clients) */
-	uintptr_t reserved_[3];
-	sheaf_cache_t *small[SHEAF__KM_SMALL_MAX / 8 + 1]; /* by (size + 7) >> 3 */
-	sheaf_cache_t *large[SHEAF__KM_LOG_MAX + 1];       /* by ceil(log2(size)) */
-};
-
-/*
- * Per thread and pool (in the fast-path slot of a handle that libsheaf
- * never gives out, one per pool: head.hint + sheaf__tls_bias): the fast
- * path and the object of the last sheaf_malloc in that pool, and the
- * pool's count of released frames then.  sheaf_free_any pushes @obj on
- * that fast path's main sheaf without a frame lookup (a malloc and its
- * free) when @obj is that object and no frame went back since: the object
- * came from that sheaf (so it is on an object boundary of the cache, in
- * the thread's home node: a sheaf taken from a barn is vetted, a free is
- * checked, a cache's geometry never changes; an entry a peer wrote there
- * since, inside the home node's data, goes back as it came), and its
- * frame is still the cache's (it may have been freed another way since,
- * and its slab given back: the count then moved).  An object of another
- * pool never matches.
- * Until the thread's first malloc in the pool, and after anything that
- * changes its fast paths there (sheaf_thread_exit, sheaf_thread_set_node,
- * disconnect), @f is an unused fast path (the push misses) and @obj NULL.
- */
-struct sheaf__km_hint {
-	struct sheaf__fast *f;
-	const void *obj;
-	uint64_t released;
-	uintptr_t reserved_[5];
-};
-
-SHEAF_API void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size,
-				   sheaf_cache_t *failed);
-/* The slow path of this header's sheaf_free_any; sheaf__free_any_slow is
- * the same, for binaries built against a header before the hint's count
- * (pool layout 6): a binary of this header refuses to load with an older
- * libsheaf, whose pools hold no count (the pointer would be NULL). */
-SHEAF_API int sheaf__free_any_slow(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner);
-SHEAF_API int sheaf__free_any_slow2(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner);
-
-/* Larger than sheaf_alloc and sheaf_free (they inline them), so that a
- * compiler at -O2 would call them: inlined always, as those are. */
-#define SHEAF__ALWAYS __attribute__((always_inline))
-
-#if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
-SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
-{
-	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
-	sheaf_cache_t *c = NULL;
-	void *p;
-
-	if (__builtin_expect(size <= SHEAF__KM_SMALL_MAX, 1))
-		c = __atomic_load_n(&h->small[(size + 7) >> 3], __ATOMIC_ACQUIRE);
-	else if (size <= (1ul << SHEAF__KM_LOG_MAX))
-		c = __atomic_load_n(&h->large[64 - __builtin_clzll((unsigned long long)size - 1)],
-				    __ATOMIC_ACQUIRE);
-	if (__builtin_expect(c != NULL, 1)) {
-		/* sheaf_alloc's pop (inline here: no test of its result) */
-		struct sheaf__fast *f = SHEAF__FAST(c);
-		struct sheaf__sheaf *m = f->main;
-		uint64_t w = __atomic_load_n(&m->word, __ATOMIC_RELAXED);
-		uint64_t n = w & SHEAF__WORD_SIZE;
-
-		if (__builtin_expect(n - 1 < SHEAF__CAP_MAX, 1)) {   /* as sheaf_alloc */
-			p = f->base + __atomic_load_n(&m->objs[n - 1], __ATOMIC_RELAXED);
-			if (__builtin_expect(SHEAF__POP_OK(f, p), 1)) {
-				struct sheaf__km_hint *t = (struct sheaf__km_hint *)
-					((uintptr_t)h->hint + sheaf__tls_bias);
-
-				__atomic_store_n(&m->word, w + (SHEAF__WORD_OP - 1),
-						 __ATOMIC_RELAXED);
-				t->f = f;
-				t->obj = p;
-				return p;
-			}
-		}
-		p = sheaf__alloc_slow(c);
-		if (__builtin_expect(p != NULL, 1))
-			return p;
-	}
-	return sheaf__malloc_slow(pool, size, c);   /* none yet, or destroyed */
-}
-
-/*
- * First the object of the thread's last sheaf_malloc in @pool, when no
- * frame went back since (struct sheaf__km_hint); then the push of
- * sheaf_free on the guessed cache's fast path.  Every miss (no guess, a
- * wrong one, a full main sheaf, the immediate double free, a debug cache)
- * goes to the slow path, which frees through the right handle.
- */
-SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
-{
-	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
-	struct sheaf__km_hint *t = (struct sheaf__km_hint *)
-		((uintptr_t)h->hint + sheaf__tls_bias);
-	struct sheaf__fast *f = t->f;
-	uint64_t len, rel, released;
-
-	/* NULL: no hint (a cleared hint keeps its fast path), and a thread
-	 * without fast paths reads a shared one, never written */
-	if (__builtin_expect(obj == t->obj, 0) && obj != NULL) {
-		/* the pointer too: racing first slow paths store it again */
-		released = __atomic_load_n(__atomic_load_n(&h->released, __ATOMIC_RELAXED),
-					   __ATOMIC_RELAXED);
-		if (__builtin_expect(released == t->released, 1)) {
-			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
-				return 0;
-		} else {        /* a frame went back: no hint until the next malloc */
-			t->obj = NULL;
-			t->released = released;
-		}
-	}
-	/* data and by_frame: atomic loads, as racing first slow paths store
-	 * them (the same values) again after data_len went up */
-	len = __atomic_load_n(&h->data_len, __ATOMIC_ACQUIRE);
-	rel = (uint64_t)((char *)obj - __atomic_load_n(&h->data, __ATOMIC_RELAXED));
-	if (__builtin_expect(rel < len, 1)) {
-		sheaf_cache_t *const *by = __atomic_load_n(&h->by_frame, __ATOMIC_RELAXED);
-		sheaf_cache_t *c = __atomic_load_n(&by[rel >> SHEAF__FRAME_SHIFT], __ATOMIC_RELAXED);
-
-		f = SHEAF__FAST(c);
-		if (__builtin_expect(c != NULL && SHEAF__FAST_VALID(f, obj), 1)) {
-			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
-				return 0;
-			/* the guess was right: sheaf_free's slow path */
-			return sheaf__free_any_slow2(pool, obj, c);
-		}
-	}
-	return sheaf__free_any_slow2(pool, obj, (sheaf_cache_t *)0);
-}
-#endif
-
-/*
- * The inline read sections: the thread's reader state of the pool it last
- * entered a section of, set by the library's slow path (client/deferred.c)
- * and cleared whenever the thread's lane in that pool changes.  @genp
- * points into the library's own registry (static memory, never freed):
- * *genp == gen while the pool is connected, so a pool disconnected and
- * another one connected at the same address both miss.  Initial-exec TLS,
- * as sheaf__tls_bias (no exported data object).
- */
-struct sheaf__rcu {
-	const void *pool;            /* NULL: none */
-	const uint32_t *genp;
-	uint32_t gen;
-	uint32_t fence;              /* a full fence after the store */
-	uint32_t *nest;              /* the thread's section depth in @pool */
-	uint64_t *ctr;               /* its lane's reader word */
-	const uint64_t *gp_seq;      /* the pool's grace periods started */
-};
-SHEAF_API extern __thread struct sheaf__rcu sheaf__rcu_tls
-	__attribute__((tls_model("initial-exec")));
-SHEAF_API int sheaf__read_lock_slow(sheaf_pool_t *pool);
-SHEAF_API int sheaf__read_unlock_slow(sheaf_pool_t *pool);
-
-#if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
-/* The outermost lock: the epoch, then one store; then a full fence only
- * where the engine cannot issue membarrier (docs/design.md).  The TLS
- * record is named, never reached through a pointer (GCC's -fsanitize=null
- * check of a TLS address is unreliable). */
-#define SHEAF__RCU sheaf__rcu_tls
-inline int sheaf_read_lock(sheaf_pool_t *pool)
-{
-	if (__builtin_expect(SHEAF__RCU.pool == (const void *)pool &&
-			     __atomic_load_n(SHEAF__RCU.genp, __ATOMIC_RELAXED) == SHEAF__RCU.gen, 1)) {
-		if ((*SHEAF__RCU.nest)++ == 0) {
-			uint64_t g = __atomic_load_n(SHEAF__RCU.gp_seq, __ATOMIC_ACQUIRE);
-
-			__atomic_store_n(SHEAF__RCU.ctr, g << 1 | 1, __ATOMIC_RELAXED);
-			if (SHEAF__RCU.fence)
-#if defined(__SANITIZE_THREAD__)   /* GCC's TSan has no fences */
-				__atomic_fetch_add(SHEAF__RCU.ctr, 0, __ATOMIC_SEQ_CST);
-#else
-				__atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
-			else
-				__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		}
-		return 0;
-	}
-	return sheaf__read_lock_slow(pool);
-}
-
-/* Release: the section's loads come before the engine sees it end. */
-inline int sheaf_read_unlock(sheaf_pool_t *pool)
-{
-	if (__builtin_expect(SHEAF__RCU.pool == (const void *)pool &&
-			     __atomic_load_n(SHEAF__RCU.genp, __ATOMIC_RELAXED) == SHEAF__RCU.gen &&
-			     *SHEAF__RCU.nest != 0, 1)) {
-		if (--*SHEAF__RCU.nest == 0)
-			__atomic_store_n(SHEAF__RCU.ctr, 0, __ATOMIC_RELEASE);
-		return 0;
-	}
-	return sheaf__read_unlock_slow(pool);
-}
-#endif
+#define SHEAF__INSIDE_SHEAF_H 1
+#include "sheaf_inline.h"
+#undef SHEAF__INSIDE_SHEAF_H
 
 #ifdef __cplusplus
 }

@@ -252,7 +252,7 @@ int cmd_metrics(struct ctl *c, int argc, char **argv)
 	struct stats_set s;
 	int first, rc;
 
-	rc = ctl_getopt(c, argc, argv, "", NULL, 1, NULL, NULL, &first);
+	rc = ctl_getopt(c, argc, argv, "", NULL, 0, NULL, NULL, &first);
 	if (rc != CTL_OK)
 		return rc;
 	if (first < argc)

@@ -193,9 +193,12 @@ static void contender_open_sheaf(struct contender *c, const struct options *o)
 	else
 		open_local_pool(c, o);
 	c->cache = cache_create_or_open(c, capacity, o->owned);
-	if (capacity >= 0 && sheaf_cache_capacity(c->cache) != (unsigned)capacity)
-		die("cache capacity is %u, asked for %d",
-		    sheaf_cache_capacity(c->cache), capacity);
+	if (capacity >= 0) {
+		unsigned got = 0;
+
+		if (sheaf_cache_get_capacity(c->cache, &got) != 0 || got != (unsigned)capacity)
+			die("cache capacity is %u, asked for %d", got, capacity);
+	}
 }
 
 static void contender_open_mpool(struct contender *c, const struct options *o)

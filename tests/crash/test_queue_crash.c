@@ -112,7 +112,7 @@ static int consumer(void *arg)
 	sh->ready[slot] = 1;
 	for (;;) {
 		void *objs[BULK_MAX];
-		int n = sheaf_dequeue_bulk(q, objs, 1 + (unsigned)(xorshift(&rnd) % BULK_MAX));
+		int n = sheaf_dequeue_burst(q, objs, 1 + (unsigned)(xorshift(&rnd) % BULK_MAX));
 
 		if (n == 0 && sheaf_dequeue_wait(q, objs, 5) == 0)
 			n = 1;

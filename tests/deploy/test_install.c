@@ -104,7 +104,8 @@ START_TEST(install_pkgconfig)
 	static const char *const files[] = {
 		"usr/local/sbin/sheafd", "usr/local/bin/sheafctl",
 		"usr/local/lib/libsheaf.a",
-		"usr/local/include/sheaf.h", "usr/local/lib/pkgconfig/sheaf.pc",
+		"usr/local/include/sheaf.h", "usr/local/include/sheaf_inline.h",
+		"usr/local/lib/pkgconfig/sheaf.pc",
 		"usr/local/share/man/man8/sheafd.8", "usr/local/share/man/man3/libsheaf.3",
 		"usr/local/lib/systemd/system/sheafd@.service",
 		"usr/local/lib/systemd/system/sheafd@.socket",
@@ -223,6 +224,18 @@ START_TEST(install_pkgconfig)
 	out = capture(cmd, pcenv, &st);
 	REQUIRE(exited_ok(st), "the header in C++ or gnu89 C failed:\n%s", out);
 	free(out);
+	/* sheaf_inline.h is sheaf.h's: included alone it stops with its #error. */
+	fmt(path, sizeof(path), "%s/inl.c", test_dir);
+	REQUIRE(write_text(path, "#include <sheaf_inline.h>\nint main(void) { return 0; }\n") == 0,
+		"cannot write %s", path);
+	fmt(cmd, sizeof(cmd), "cd '%s' && cc -c -o inl.o inl.c $(pkg-config --cflags sheaf) 2>&1",
+	    test_dir);
+	out = capture(cmd, pcenv, &st);
+	REQUIRE(!exited_ok(st) && strstr(out, "#error") != NULL &&
+		strstr(out, "#include <sheaf.h> instead") != NULL,
+		"including sheaf_inline.h directly did not stop with its #error:\n%s", out);
+	free(out);
+	printf("  sheaf_inline.h included alone: refused with its #error\n");
 
 	/* The installed sheafd, with the installed default config. */
 	notify_open(&n);

@@ -74,8 +74,18 @@ static void require_stale(sheaf_cache_t *a, void *obj)
 	REQUIRE(sheaf_cache_shrink(a) == -ESTALE, "shrink on a stale handle");
 	errno = 0;
 	REQUIRE(sheaf_cache_object_size(a) == 0 && errno == ESTALE, "object_size");
+	{
+		unsigned cap = 12345;
+
+		REQUIRE(sheaf_cache_get_capacity(a, &cap) == -ESTALE && cap == 12345,
+			"get_capacity on a stale handle");
+	}
+	/* The deprecated name keeps its contract: 0 with errno ESTALE. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 	errno = 0;
 	REQUIRE(sheaf_cache_capacity(a) == 0 && errno == ESTALE, "capacity");
+#pragma GCC diagnostic pop
 }
 
 /* @b (a fresh cache of @size-byte objects) works: distinct objects of its

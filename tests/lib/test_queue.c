@@ -74,24 +74,32 @@ static void calls_local(unsigned flags)
 	REQUIRE(sheaf_enqueue(q, objs[32]) == -EAGAIN, "full");
 	REQUIRE(sheaf_queue_stats(q, &st) == 0 && st.capacity == 32 && st.depth == 32, "stats");
 	REQUIRE(sheaf_dequeue_wait(q, &got[0], 0) == 0 && got[0] == objs[0], "first out");
-	n = sheaf_dequeue_bulk(q, got + 1, 40);
+	n = sheaf_dequeue_burst(q, got + 1, 40);
 	REQUIRE(n == 31, "bulk dequeue %d", n);
 	for (int i = 0; i < 32; i++)
 		REQUIRE(got[i] == objs[i], "order at %d", i);
 	REQUIRE(sheaf_dequeue_wait(q, &o, 50) == -ETIMEDOUT, "timeout");
 
-	/* Bulk enqueue: partial when it fills; an invalid object refuses all. */
+	/* Burst enqueue: partial when it fills; an invalid object refuses all. */
 	objs[5] = local;
-	REQUIRE(sheaf_enqueue_bulk(q, objs, 10) == -EINVAL, "invalid in bulk");
+	REQUIRE(sheaf_enqueue_burst(q, objs, 10) == -EINVAL, "invalid in bulk");
 	REQUIRE(sheaf_queue_stats(q, &st) == 0 && st.depth == 0, "none enqueued");
 	objs[5] = got[5];
-	n = sheaf_enqueue_bulk(q, objs, 33);
+	n = sheaf_enqueue_burst(q, objs, 33);
 	REQUIRE(n == 32, "bulk enqueue %d", n);
 	REQUIRE(sheaf_queue_destroy(q2) == -EBUSY, "destroy while it holds objects");
-	REQUIRE(sheaf_dequeue_bulk(q, got, 40) == 32, "drain");
+	REQUIRE(sheaf_dequeue_burst(q, got, 40) == 32, "drain");
 	REQUIRE(sheaf_queue_stats(q, &st) == 0 && st.enqueued == 65 && st.dequeued == 65 &&
 		st.depth == 0, "counts %llu %llu", (unsigned long long)st.enqueued,
 		(unsigned long long)st.dequeued);
+	/* The deprecated _bulk names are the _burst calls. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	REQUIRE(sheaf_enqueue_bulk(q, objs, 33) == 32, "deprecated enqueue_bulk");
+	REQUIRE(sheaf_dequeue_bulk(q, got, 40) == 32, "deprecated dequeue_bulk");
+#pragma GCC diagnostic pop
+	for (int i = 0; i < 32; i++)
+		REQUIRE(got[i] == objs[i], "order at %d (deprecated names)", i);
 	for (int i = 0; i < 33; i++)
 		sheaf_free(i % 2 ? c : c2, objs[i]);
 	REQUIRE(sheaf_queue_destroy(q2) == 0, "destroy");
@@ -148,12 +156,12 @@ START_TEST(test_bulk_checks_each_object)
 			"objects %d and 0 in different frames", i);
 
 	objs[9] = (char *)objs[8] + 8;
-	REQUIRE(sheaf_enqueue_bulk(q, objs, 10) == -EINVAL, "8 bytes into an object, last");
+	REQUIRE(sheaf_enqueue_burst(q, objs, 10) == -EINVAL, "8 bytes into an object, last");
 	objs[9] = (char *)big + 64;
-	REQUIRE(sheaf_enqueue_bulk(q, objs, 10) == -EINVAL, "64 bytes into a 1-KiB object");
+	REQUIRE(sheaf_enqueue_burst(q, objs, 10) == -EINVAL, "64 bytes into a 1-KiB object");
 	REQUIRE(sheaf_queue_stats(q, &st) == 0 && st.depth == 0, "none enqueued");
 	objs[9] = big;
-	REQUIRE(sheaf_enqueue_bulk(q, objs, 10) == 10, "all good");
+	REQUIRE(sheaf_enqueue_burst(q, objs, 10) == 10, "all good");
 
 	/* Spoil slots 3 (8 bytes into objs[2]) and 6 (64 bytes into big). */
 	id = pool_queue_find(sp, "qb");
@@ -171,7 +179,7 @@ START_TEST(test_bulk_checks_each_object)
 		atomic_store(&slots[3], (w3 & ~0xffffffffull) | queue_value_at(r2 + 8));
 		atomic_store(&slots[6], (w6 & ~0xffffffffull) | queue_value_at(rb + 64));
 	}
-	n = sheaf_dequeue_bulk(q, got, 16);
+	n = sheaf_dequeue_burst(q, got, 16);
 	REQUIRE(n == 8, "dequeued %d, want 8", n);
 	for (int i = 0, k = 0; i < 10; i++)
 		if (i != 3 && i != 6) {
@@ -255,7 +263,7 @@ static int consumer(void *arg)
 	REQUIRE(c != NULL && q != NULL, "open: %s", strerror(errno));
 	for (;;) {
 		void *objs[16];
-		int n = sheaf_dequeue_bulk(q, objs, 1 + (unsigned)(rand() % 16));
+		int n = sheaf_dequeue_burst(q, objs, 1 + (unsigned)(rand() % 16));
 
 		REQUIRE(n >= 0, "dequeue %d", n);
 		if (n == 0) {

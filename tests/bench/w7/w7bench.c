@@ -1,5 +1,5 @@
 /*
- * w7bench - W7 of BENCHMARKS.md (issue 10): zero-copy messages between two
+ * w7bench - W7 of BENCHMARKS.md: zero-copy messages between two
  * processes pinned to two CPUs; the driver of every W7 contender and the
  * home of two of them.  One invocation = one contender, all its figures
  * (w7.h: throughput at 64 B and 1 KiB, ping-pong p50/p99 at both sizes),
@@ -16,8 +16,8 @@
  *                      producer, one consumer: the fastest correct mode, as
  *                      DPDK's rings here are RING_F_SP_ENQ | RING_F_SC_DEQ);
  *                      --mpmc makes them MPMC (flags 0) instead.
- *   --peer sheaf_b32   the same with sheaf_alloc_bulk / sheaf_enqueue_bulk /
- *                      sheaf_dequeue_bulk / sheaf_free_bulk, 32 at a time
+ *   --peer sheaf_b32   the same with sheaf_alloc_bulk / sheaf_enqueue_burst /
+ *                      sheaf_dequeue_burst / sheaf_free_bulk, 32 at a time
  *   --peer socket      the copy baseline: the producer writes the message
  *                      whole into its buffer and write()s it to a
  *                      SOCK_STREAM socketpair; the consumer read()s it whole
@@ -122,7 +122,7 @@ static unsigned sheaf_get(void *ctx, int s, void **m, unsigned n)
 static unsigned sheaf_send(void *ctx, int s, int dir, void **m, unsigned n)
 {
 	struct sheaf_ctx *x = ctx;
-	int rc = n == 1 ? sheaf_enqueue(x->q[dir], m[0]) : sheaf_enqueue_bulk(x->q[dir], m, n);
+	int rc = n == 1 ? sheaf_enqueue(x->q[dir], m[0]) : sheaf_enqueue_burst(x->q[dir], m, n);
 
 	(void)s;
 	if (rc == -EAGAIN)
@@ -146,7 +146,7 @@ static unsigned sheaf_recv(void *ctx, int s, int dir, void **m, unsigned n)
 			return 1;
 		if (rc == -EAGAIN)
 			return 0;
-	} else if ((rc = sheaf_dequeue_bulk(x->q[dir], m, n)) >= 0) {
+	} else if ((rc = sheaf_dequeue_burst(x->q[dir], m, n)) >= 0) {
 		return (unsigned)rc;
 	}
 	errno = -rc;
