@@ -17,8 +17,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "tests/util_check.h"
-#include "tests/util_daemon.h"
+#include "tests/helpers/util_check.h"
+#include "tests/helpers/util_daemon.h"
 
 /* Run @cmd through the shell: its exit status (-1: not run), output in @out. */
 static int shell(const char *cmd, char *out, size_t len)

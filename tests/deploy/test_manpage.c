@@ -32,8 +32,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "tests/util_check.h"
-#include "tests/util_daemon.h"
+#include "tests/helpers/util_check.h"
+#include "tests/helpers/util_daemon.h"
 
 #define SET_MAX  64
 #define NAME_LEN 48
