@@ -104,7 +104,7 @@ int sheaf__read_lock_slow(sheaf_pool_t *pool)
 	if (rcu_mode(pool) == RCU_FENCE)
 		at_fence_seqcst();
 	else
-		atomic_signal_fence(memory_order_seq_cst);
+		at_signal_fence_seqcst();
 	return 0;
 }
 
