@@ -1,8 +1,9 @@
 /*
  * queue.c - libsheaf's shared queues (sheaf.h, "shared queues"): the
- * handles, create/open/destroy at the seam of pool_ops.h (local.c calls the
- * engine, remote.c sends QueueCreate/QueueDestroy to sheafd), and enqueue /
- * dequeue over shm/queue.c's ring, with futex waits.
+ * handles, create/open/destroy at the seam of pool_ops.h (pool_local.c
+ * calls the engine, pool_sheafd.c sends QueueCreate/QueueDestroy to
+ * sheafd), and enqueue / dequeue over shm/queue.c's ring, with futex
+ * waits.
  *
  * A handle keeps a private copy of what it needs from the descriptor
  * (engine-owned, trusted) and the descriptor's generation: every operation

@@ -1,9 +1,12 @@
 /*
- * local.c - local pools: a pool region created by this process, with the
- * engine running as threads of this process (the same engine sheafd
- * hosts), and their operations (pool_ops.h, local_pool_ops), which call
- * that engine directly.  The public calls on a pool are pool.c's, cache.c's
- * and stats.c's.
+ * pool_local.c - a local pool: sheaf_pool_create makes a pool region in
+ * this process, with the engine running as threads of this process (the
+ * same engine sheafd hosts), and gives the pool this file's operations
+ * (pool_ops.h, local_pool_ops), which call that engine directly.
+ *
+ * Who may call: the public API (sheaf_pool_create); the operations only
+ * through pool->ops, from pool.c, cache.c, stats.c, names.c and queue.c,
+ * which checked the arguments.
  */
 #include <errno.h>
 #include <stdio.h>
