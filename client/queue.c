@@ -15,7 +15,7 @@
 #include <string.h>
 #include "client/internal.h"
 #include "client/pool_ops.h"
-#include "client/owner.h"
+#include "client/owner_handoff.h"
 #include "shm/futex.h"
 #include "shm/queue.h"
 
@@ -218,11 +218,11 @@ static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, 
 	return k;
 }
 
-/* Objects of owned caches (client/owner.h) are tagged QUEUED before they
- * go in (a producer that dies after the enqueue must not have them freed
- * under their consumer), and given back to this process when they did not
- * go in (@from on).  Only when one of them is of an owned cache
- * (@cflags: values_of's): plain caches pay nothing. */
+/* Objects of owned caches (client/owner_handoff.h) are tagged QUEUED
+ * before they go in (a producer that dies after the enqueue must not have
+ * them freed under their consumer), and given back to this process when
+ * they did not go in (@from on).  Only when one of them is of an owned
+ * cache (@cflags: values_of's): plain caches pay nothing. */
 static void mark_queued(sheaf_queue_t *q, void *const *objs, unsigned n, uint32_t cflags)
 {
 	if (likely(!(cflags & SHEAF_CACHE_F_OWNED)))
