@@ -12,11 +12,11 @@
  * engine) and struct sheaf_cache handles, each with a process-wide slot.
  * Per thread: struct tstate (all the thread's tcaches and per-pool lanes,
  * and the array of fast paths by handle slot that sheaf__tls_bias leads
- * the inline paths to; a debug cache's entry stays unused so that it
- * always takes the checked slow path).
+ * the inline paths to; a debug or owned cache's entry stays unused so
+ * that it always takes the slow path, checked or tagged).
  *
  * Lock order (docs/design.md, "Lock order"): pool->lock, then thread.c's
- * registry_lock; pool->conn.lock (rpc.h) and thread.c's numa_lock are
+ * slots_lock; pool->conn.lock (rpc.h) and thread.c's numa_lock are
  * leaves (conn.lock is held across a round trip with sheafd).  None of
  * these nests with the engine's locks (shm/engine.h); none is held across
  * a wait for supply.
@@ -53,12 +53,12 @@ struct sheaf_pool {
 	struct engine engine;        /* local pools only (pool_local.c) */
 	struct rpc_conn conn;        /* pools of sheafd only (pool_sheafd.c) */
 	int forked;                  /* this process is a fork() child */
-	uint32_t slot;               /* index in the process's pool registry */
-	uint32_t gen;                /* registry generation of this pool */
+	uint32_t slot;               /* index in the process's pool slots */
+	uint32_t gen;                /* generation of this pool in its slot */
 	uint32_t client;             /* our client id in the region */
 	int64_t wait_ns;
 	_Atomic int rcu_mode;        /* deferred.c: 0 unknown, RCU_NOFENCE, RCU_FENCE */
-	pthread_mutex_t lock;        /* handles[]; before registry_lock */
+	pthread_mutex_t lock;        /* handles[]; before slots_lock */
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];   /* by cache id < shm.max_caches */
 };
 
@@ -179,18 +179,18 @@ static inline struct tcache *tcache_get(sheaf_cache_t *c)
 void tcache_flush(struct tcache *t);                /* give sheaves back */
 struct tpool *thread_tpool(sheaf_pool_t *pool);     /* NULL + errno */
 void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
-int registry_add_pool(sheaf_pool_t *pool);
-void registry_remove_pool(sheaf_pool_t *pool);
-sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id); /* NULL: EMFILE */
-/* Per registry slot, the generation of the pool connected there (0:
+int slots_add_pool(sheaf_pool_t *pool);
+void slots_remove_pool(sheaf_pool_t *pool);
+sheaf_cache_t *slots_new_handle(sheaf_pool_t *pool, uint32_t id); /* NULL: EMFILE */
+/* Per pool slot, the generation of the pool connected there (0:
  * none); sheaf.h's inline read sections compare it (never freed). */
-extern uint32_t registry_live_gen[SHEAF_POOLS_MAX];
+extern uint32_t slots_live_gen[SHEAF_POOLS_MAX];
 /* What leads sheaf.h's sheaf_malloc and sheaf_free_any to the thread's
  * struct sheaf__km_hint in the pool of slot @pool_slot (a handle slot
  * never given out, KM_HINT_SLOT + @pool_slot: its handle plus
  * sheaf__tls_bias, as for a fast path). */
 #define KM_HINT_SLOT SHEAF_HANDLES_MAX
-const void *registry_km_hint(uint32_t pool_slot);
+const void *slots_km_hint(uint32_t pool_slot);
 
 /* ---- cache.c: a thread's handshake with a cache destroy, handles by id --- */
 

@@ -22,7 +22,7 @@ void sheaf_pool_destroy(sheaf_pool_t *pool)
 	if (!pool->forked)
 		thread_flush_pool(pool);
 	pool->ops->close(pool);
-	registry_remove_pool(pool);          /* and its handles */
+	slots_remove_pool(pool);          /* and its handles */
 	pool_unmap(&pool->shm);
 	kmalloc_pool_fini(pool);
 	pthread_mutex_destroy(&pool->lock);

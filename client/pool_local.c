@@ -75,7 +75,7 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 		}
 		pp.huge = (uint32_t)m;
 	}
-	rc = registry_add_pool(pool);
+	rc = slots_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",
 			 SHEAF_POOLS_MAX);
@@ -83,7 +83,7 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	}
 	rc = pool_create(&pool->shm, &pp, msg, sizeof(msg));
 	if (rc != 0)
-		goto err_registry;
+		goto err_slots;
 	client = client_attach(&pool->shm, (uint32_t)getpid(), (uint32_t)getuid(), "local");
 	if (client < 0) {
 		rc = client;
@@ -103,8 +103,8 @@ err_engine:
 	engine_fini(&pool->engine);
 err_unmap:
 	pool_unmap(&pool->shm);
-err_registry:
-	registry_remove_pool(pool);
+err_slots:
+	slots_remove_pool(pool);
 err_free:
 	pthread_mutex_destroy(&pool->lock);
 	free(pool);

@@ -60,7 +60,7 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 	if (rc != 0)
 		goto err_conn;
 	pool->client = pool->conn.client;
-	rc = registry_add_pool(pool);
+	rc = slots_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",
 			 SHEAF_POOLS_MAX);
@@ -69,7 +69,7 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 	rc = pool_map_fds(&pool->shm, fds[0], fds[1], 1,
 			  (flags & SHEAF_CONNECT_RELOCATE) != 0, msg, sizeof(msg));
 	if (rc != 0) {
-		registry_remove_pool(pool);
+		slots_remove_pool(pool);
 		goto err_conn;
 	}
 	return pool;
