@@ -51,7 +51,8 @@ struct sheaf_pool {
 	struct shm_pool shm;
 	const struct pool_ops *ops;
 	struct engine engine;        /* local pools only (pool_local.c) */
-	struct rpc_conn conn;        /* pools of sheafd only (pool_sheafd.c) */
+	struct rpc_conn conn;        /* pools of sheafd only (pool_sheafd.c;
+					pool.c sets its timeout for either) */
 	int forked;                  /* this process is a fork() child */
 	uint32_t slot;               /* index in the process's pool slots */
 	uint32_t gen;                /* generation of this pool in its slot */

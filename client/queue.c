@@ -210,7 +210,8 @@ static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, 
 			continue;
 		}
 		objs[k] = data + rel;
-		/* An owned cache's object becomes this process's (owner.h). */
+		/* An owned cache's object becomes this process's
+		 * (owner_handoff.h). */
 		if (unlikely(m.g.flags & SHEAF_CACHE_F_OWNED))
 			owner_on_dequeue(q->pool, objs[k]);
 		k++;
