@@ -180,9 +180,15 @@ static inline struct tcache *tcache_get(sheaf_cache_t *c)
 void tcache_flush(struct tcache *t);                /* give sheaves back */
 struct tpool *thread_tpool(sheaf_pool_t *pool);     /* NULL + errno */
 void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
+/* Put @pool in a free pool slot, with a new generation and its size-class
+ * hint (before the pool is given out): 0, or -EMFILE when all
+ * SHEAF_POOLS_MAX are taken. */
 int slots_add_pool(sheaf_pool_t *pool);
+/* Take @pool out of its slot, and free the handle slots of its caches. */
 void slots_remove_pool(sheaf_pool_t *pool);
-sheaf_cache_t *slots_new_handle(sheaf_pool_t *pool, uint32_t id); /* NULL: EMFILE */
+/* A handle for cache @id of @pool in a free handle slot; NULL with errno
+ * EMFILE when none is free. */
+sheaf_cache_t *slots_new_handle(sheaf_pool_t *pool, uint32_t id);
 /* Per pool slot, the generation of the pool connected there (0:
  * none); sheaf.h's inline read sections compare it (never freed). */
 extern uint32_t slots_live_gen[SHEAF_POOLS_MAX];
