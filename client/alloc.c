@@ -60,7 +60,7 @@ static void *take(struct tcache *t, struct shm_sheaf *s, enum sheaf_stat st)
 	if (is_owned(t))
 		owner_alloc(owned_tag_of(t, off), me_of(t));
 	if (is_debug(t))
-		debug_mark_alloc(t, off);
+		debug_track_mark(t, off);
 	/* Counted in @st with the pop, exactly if the thread dies between
 	 * the two (shm/clients.h, lane_count_stage). */
 	count_stage(t, s, n - 1, st);

@@ -29,7 +29,7 @@ static _Atomic uint64_t *inuse_word(struct tcache *t, uint64_t off, uint64_t *bi
 	return &pool_inuse(p, f)[idx / 64];
 }
 
-int debug_allocated(struct tcache *t, uint64_t off)
+int debug_track_allocated(struct tcache *t, uint64_t off)
 {
 	uint64_t bit;
 	_Atomic uint64_t *w = inuse_word(t, off, &bit);
@@ -37,7 +37,7 @@ int debug_allocated(struct tcache *t, uint64_t off)
 	return (at_load_acquire(w) & bit) != 0;
 }
 
-void debug_mark_alloc(struct tcache *t, uint64_t off)
+void debug_track_mark(struct tcache *t, uint64_t off)
 {
 	uint64_t bit;
 	_Atomic uint64_t *w = inuse_word(t, off, &bit);
@@ -45,7 +45,7 @@ void debug_mark_alloc(struct tcache *t, uint64_t off)
 	at_fetch_or_acqrel(w, bit);
 }
 
-int debug_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off)
+int debug_track_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off)
 {
 	uint64_t bit;
 	_Atomic uint64_t *w;

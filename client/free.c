@@ -42,7 +42,7 @@ static int free_check(struct tcache *t, void *obj, uint64_t off, uint32_t *node)
 		rc = slab_validate(tshm(t), t->f->cache_id, off);
 	if (rc != 0)
 		return rc;
-	if (is_debug(t) && !debug_allocated(t, off))
+	if (is_debug(t) && !debug_track_allocated(t, off))
 		return -EALREADY;
 	*node = pool_node_of_frame(tshm(t), pool_frame_of(tshm(t), off));
 	to = *node == t->node ? tmain(t) : t->remote[*node];
@@ -182,7 +182,7 @@ static int free_slow(struct tcache *t, void *obj)
 	 * nothing. */
 	count_stage(t, s, sheaf_size(s) + 1, fast ? ST_FREE_FASTPATH : ST_FREE_SLOWPATH);
 	sheaf_push(s, off);
-	rc = debug_commit_free(t, s, off);
+	rc = debug_track_commit_free(t, s, off);
 	if (rc == 0)
 		count_commit(t);
 	else

@@ -341,14 +341,14 @@ void exchange_give_back_full(struct tcache *t);
 /* ---- debug_track.c: a debug cache's in-use bits --------------------------- */
 
 /* Whether @off (validated) is allocated. */
-int debug_allocated(struct tcache *t, uint64_t off);
+int debug_track_allocated(struct tcache *t, uint64_t off);
 /* Set @off's bit: before the pop that hands it out. */
-void debug_mark_alloc(struct tcache *t, uint64_t off);
+void debug_track_mark(struct tcache *t, uint64_t off);
 /* For a debug cache, after pushing @off onto @s: clear its bit.  By
  * fetch_and, so that of two racing frees of one object exactly one wins;
  * the loser takes its push back (still on top of @s, which this thread
  * holds): -EALREADY.  0 for any other cache. */
-int debug_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off);
+int debug_track_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off);
 
 /* ---- bulk.c: runs of objects on the main sheaf ---------------------------- */
 
