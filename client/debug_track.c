@@ -3,9 +3,10 @@
  * (SHEAF_CACHE_DEBUG): set by an alloc, cleared by a free, so that a free
  * of an object not allocated is refused (-EALREADY) whatever sheaf it is in.
  *
- * Who may call: the slow paths of the object path (alloc.c, free.c), for a
- * debug cache only (is_debug), on an offset already validated as an object
- * of the cache.
+ * Who may call: the slow paths of the object path (alloc.c, free.c), on
+ * an offset already validated as an object of the cache; for a debug
+ * cache only (is_debug), but debug_track_commit_free, which is a no-op
+ * for any other.
  *
  * The bit and the sheaf change in an order that a killed thread cannot
  * break: alloc sets the bit before the pop, free clears it after the push.
