@@ -36,7 +36,7 @@ static sheaf_cache_t *handle_of(sheaf_pool_t *pool, uint32_t id, uint32_t gen)
 	lock_acquire(&pool->lock, LOCK_RANK_POOL_HANDLES);
 	c = pool->handles[id];
 	if (c == NULL || c->gen != gen) {
-		c = registry_new_handle(pool, id);
+		c = slots_new_handle(pool, id);
 		if (c != NULL) {
 			c->gen = gen;
 			pool->handles[id] = c;

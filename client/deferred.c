@@ -76,7 +76,7 @@ void rcu_tls_forget(void)
 static void rcu_tls_set(sheaf_pool_t *pool, struct tpool *tp)
 {
 	/* Named, not through a pointer: see sheaf.h. */
-	sheaf__rcu_tls.genp = &registry_live_gen[pool->slot];
+	sheaf__rcu_tls.genp = &slots_live_gen[pool->slot];
 	sheaf__rcu_tls.gen = pool->gen;
 	sheaf__rcu_tls.fence = rcu_mode(pool) == RCU_FENCE;
 	sheaf__rcu_tls.nest = &tp->rcu_nest;
@@ -104,7 +104,7 @@ int sheaf__read_lock_slow(sheaf_pool_t *pool)
 	if (rcu_mode(pool) == RCU_FENCE)
 		at_fence_seqcst();
 	else
-		atomic_signal_fence(memory_order_seq_cst);
+		at_signal_fence_seqcst();
 	return 0;
 }
 

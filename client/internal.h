@@ -1,16 +1,22 @@
 /*
- * internal.h - libsheaf's private structures, shared by the files of
- * client/ only (never installed).
+ * internal.h - libsheaf's private structures and the calls its files make
+ * of one another, shared by the files of client/ only (never installed).
+ * The structures come first; then one block per source file, headed by
+ * its name, in the order of the object path (a thread's state, the cache
+ * handshake, alloc and free and the files they call, bulk), then the
+ * rest.  The two kinds of pool are behind pool_ops.h; the connection to
+ * sheafd is rpc.h's, the check of a full sheaf vet.h's, the owner-tag
+ * hooks of the shared queues owner_handoff.h's.
  *
  * Per process: struct sheaf_pool (a mapped region and, for a local pool, its
  * engine) and struct sheaf_cache handles, each with a process-wide slot.
  * Per thread: struct tstate (all the thread's tcaches and per-pool lanes,
  * and the array of fast paths by handle slot that sheaf__tls_bias leads
- * the inline paths to; a debug cache's entry stays unused so that it
- * always takes the checked slow path).
+ * the inline paths to; a debug or owned cache's entry stays unused so
+ * that it always takes the slow path, checked or tagged).
  *
  * Lock order (docs/design.md, "Lock order"): pool->lock, then thread.c's
- * registry_lock; pool->conn.lock (rpc.h) and thread.c's numa_lock are
+ * slots_lock; pool->conn.lock (rpc.h) and thread.c's numa_lock are
  * leaves (conn.lock is held across a round trip with sheafd).  None of
  * these nests with the engine's locks (shm/engine.h); none is held across
  * a wait for supply.
@@ -34,25 +40,26 @@
 #define STASH_BYTES        SHEAF_STASH_BYTES
 
 /*
- * A pool of either kind.  @ops is the kind (pool_ops.h): local.c's, whose
- * @engine runs in this process, or remote.c's, which talks to sheafd over
- * @conn.  Only that kind's files use its fields; the rest are for any
- * file of client/.
+ * A pool of either kind.  @ops is the kind (pool_ops.h): pool_local.c's,
+ * whose @engine runs in this process, or pool_sheafd.c's, which talks to
+ * sheafd over @conn.  Only that kind's file uses its fields; the rest are
+ * for any file of client/.
  */
 struct sheaf_pool {
 	struct sheaf__pool_head head; /* first: sheaf.h's size-class fast paths
 					 (kmalloc.c fills it) */
 	struct shm_pool shm;
 	const struct pool_ops *ops;
-	struct engine engine;        /* local pools only (local.c) */
-	struct rpc_conn conn;        /* pools of sheafd only (connect.c, remote.c) */
+	struct engine engine;        /* local pools only (pool_local.c) */
+	struct rpc_conn conn;        /* pools of sheafd only (pool_sheafd.c;
+					pool.c sets its timeout for either) */
 	int forked;                  /* this process is a fork() child */
-	uint32_t slot;               /* index in the process's pool registry */
-	uint32_t gen;                /* registry generation of this pool */
+	uint32_t slot;               /* index in the process's pool slots */
+	uint32_t gen;                /* generation of this pool in its slot */
 	uint32_t client;             /* our client id in the region */
 	int64_t wait_ns;
 	_Atomic int rcu_mode;        /* deferred.c: 0 unknown, RCU_NOFENCE, RCU_FENCE */
-	pthread_mutex_t lock;        /* handles[]; before registry_lock */
+	pthread_mutex_t lock;        /* handles[]; before slots_lock */
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];   /* by cache id < shm.max_caches */
 };
 
@@ -103,7 +110,7 @@ struct tcache {
 	struct shm_sheaf *spare;     /* NULL when none */
 	/* More sheaves kept by the thread, beyond main and spare: full ones
 	 * it filled and empty ones it emptied, reused before the barn's
-	 * (alloc.c's stash_room: at most STASH_MAX each, STASH_BYTES of objects) */
+	 * (exchange.c's stash_room: at most STASH_MAX each, STASH_BYTES of objects) */
 	struct shm_sheaf *stash_full[SHEAF_STASH_LIMIT];
 	struct shm_sheaf *stash_empty[SHEAF_STASH_LIMIT];
 	uint32_t nfull, nempty;
@@ -124,7 +131,7 @@ struct tstate {
 	struct tpool tp[SHEAF_POOLS_MAX];
 } __attribute__((aligned(64)));
 
-extern struct shm_sheaf sheaf_dummy;
+extern struct shm_sheaf sheaf_dummy;    /* thread.c */
 
 /* The main sheaf, as the pool's struct. */
 static inline struct shm_sheaf *tmain(const struct tcache *t)
@@ -140,6 +147,130 @@ static inline void tmain_set(struct tcache *t, struct shm_sheaf *s)
 static inline _Atomic uint64_t *tstat(const struct tcache *t)
 {
 	return t->stat;
+}
+
+static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_sheaf *s)
+{
+	return pool_sheaf_id(&t->cache->pool->shm, s);
+}
+
+/* ---- thread.c: the process's pool and handle slots, each thread's state -- */
+
+extern __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's fast paths by handle slot, once it has a tstate
+ * (tests read them). */
+#define sheaf__tls_fast (tls_state->fast)
+
+struct tcache *tcache_get_slow(sheaf_cache_t *c);   /* NULL + errno */
+
+/* The calling thread's tcache of @c, made on first use; NULL with errno
+ * (ENOMEM, ECHILD in a fork() child, EMFILE: no lane, ESTALE: a handle of
+ * a destroyed cache). */
+static inline struct tcache *tcache_get(sheaf_cache_t *c)
+{
+	struct tstate *ts = tls_state;
+	struct tcache *t;
+
+	if (likely(ts != NULL && !c->pool->forked) && (t = ts->tc[c->slot]) != NULL &&
+	    likely(t->cache == c && t->gen == c->pool->gen && cache_handle_live(c)))
+		return t;
+	return tcache_get_slow(c);
+}
+void tcache_flush(struct tcache *t);                /* give sheaves back */
+struct tpool *thread_tpool(sheaf_pool_t *pool);     /* NULL + errno */
+void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
+/* Put @pool in a free pool slot, with a new generation and its size-class
+ * hint (before the pool is given out): 0, or -EMFILE when all
+ * SHEAF_POOLS_MAX are taken. */
+int slots_add_pool(sheaf_pool_t *pool);
+/* Take @pool out of its slot, and free the handle slots of its caches. */
+void slots_remove_pool(sheaf_pool_t *pool);
+/* A handle for cache @id of @pool in a free handle slot; NULL with errno
+ * EMFILE when none is free. */
+sheaf_cache_t *slots_new_handle(sheaf_pool_t *pool, uint32_t id);
+/* Per pool slot, the generation of the pool connected there (0:
+ * none); sheaf.h's inline read sections compare it (never freed). */
+extern uint32_t slots_live_gen[SHEAF_POOLS_MAX];
+/* What leads sheaf.h's sheaf_malloc and sheaf_free_any to the thread's
+ * struct sheaf__km_hint in the pool of slot @pool_slot (a handle slot
+ * never given out, KM_HINT_SLOT + @pool_slot: its handle plus
+ * sheaf__tls_bias, as for a fast path). */
+#define KM_HINT_SLOT SHEAF_HANDLES_MAX
+const void *slots_km_hint(uint32_t pool_slot);
+
+/* ---- cache.c: a thread's handshake with a cache destroy, handles by id --- */
+
+/* Around anything that touches the cache's barns (a slow path, a flush),
+ * so that engine_cache_destroy never races it: 0 (then call tcache_leave),
+ * -ESTALE (the cache is gone) or -EAGAIN (a destroy stayed undecided for
+ * wait_ms: its engine died). */
+int tcache_enter(struct tcache *t);
+void tcache_leave(struct tcache *t);
+/* The process's handle of the live cache @id of @pool (made on first
+ * use); NULL with errno EINVAL (no live cache there) or EMFILE. */
+sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id);
+
+/* ---- the object path: helpers of alloc.c, free.c and the files they call - */
+
+static inline struct shm_pool *tshm(const struct tcache *t)
+{
+	return &t->cache->pool->shm;
+}
+
+/* Our client id in the pool. */
+static inline uint32_t me_of(const struct tcache *t)
+{
+	return t->cache->pool->client;
+}
+
+/* The lane's ring intent, for the barn's rings (shm/ring.h). */
+static inline struct ring_intent *intent_of(const struct tcache *t)
+{
+	return &t->tp->lane->intent;
+}
+
+static inline void stat_inc(struct tcache *t, enum sheaf_stat s)
+{
+	at_counter_add(&tstat(t)[s], 1);
+}
+
+/* A push or pop of the slow path and its count (shm/clients.h). */
+static inline void count_stage(struct tcache *t, struct shm_sheaf *s, uint32_t size,
+			       enum sheaf_stat st)
+{
+	lane_count_stage(&t->cache->pool->shm, t->tp->lane, t->f->cache_id, st,
+			 sheaf_index(t, s), size);
+}
+
+static inline void count_commit(struct tcache *t)
+{
+	lane_count_commit(&t->cache->pool->shm, t->tp->lane);
+}
+
+static inline uint32_t cache_capacity(const struct tcache *t)
+{
+	return at_load_relaxed(&t->cache->sc->sheaf_capacity);
+}
+
+/* The capacity barn sheaves get when sheaves are disabled for threads. */
+static inline uint32_t barn_capacity(const struct tcache *t)
+{
+	uint32_t cap = cache_capacity(t);
+	return cap ? cap : engine_default_capacity(t->cache->sc->obj_size);
+}
+
+/* Debug caches keep an in-use bit per object (debug_track.c). */
+static inline int is_debug(const struct tcache *t)
+{
+	return (t->cache->sc->flags & SHEAF_CACHE_F_DEBUG) != 0;
+}
+
+/* Owned caches (shm/owner.h) tag each object with its holder, in the slow
+ * path (their inline paths always miss, thread.c; owned_fast.c). */
+static inline int is_owned(const struct tcache *t)
+{
+	return (t->cache->sc->flags & SHEAF_CACHE_F_OWNED) != 0;
 }
 
 /*
@@ -159,65 +290,84 @@ static inline void tcache_publish(struct tcache *t)
 				  pool_sheaf_id(&t->cache->pool->shm, tmain(t)));
 }
 
-/* thread.c */
-struct tcache *tcache_get_slow(sheaf_cache_t *c);   /* NULL + errno */
+/* ---- alloc.c: sheaf_alloc's slow path ------------------------------------ */
 
-extern __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
-/* thread.c: per registry slot, the generation of the pool connected there
- * (0: none); sheaf.h's inline read sections compare it (never freed). */
-extern uint32_t registry_live_gen[SHEAF_POOLS_MAX];
-/* deferred.c: forget the thread's inline read-section state (its lane in
- * the pool changes, fork, thread exit). */
+/* Nothing for other files: sheaf__alloc_slow is sheaf.h's. */
+
+/* ---- free.c: sheaf_free's slow path -------------------------------------- */
+
+/* Nothing for other files: sheaf__free_slow is sheaf.h's. */
+
+/* ---- owned_fast.c: an owned cache's fast paths, out of line -------------- */
+
+/*
+ * The pop and the push of sheaf.h's inline paths, with the object's owner
+ * tag (shm/owner.h); for an owned cache that is not a debug cache.  NULL
+ * / 0: take the slow path; the free's 1: done, with *@rc (0, or -EALREADY:
+ * the object's tag says nobody held it).
+ */
+void *owned_alloc_fast(sheaf_cache_t *c);
+int owned_free_fast(sheaf_cache_t *c, void *obj, int *rc);
+/* The owner tag of object @off of @t's cache (validated: a frame of the
+ * cache, an object boundary). */
+_Atomic otag_t *owned_tag_of(struct tcache *t, uint64_t off);
+
+/* ---- exchange.c: whole sheaves with the barn, and the thread's stash ----- */
+
+/* A full sheaf of node @node's barn (vetted), waiting for the engine if
+ * needed; when this node is starved, what other nodes' barns hold.  NULL
+ * with errno ENOMEM (starved everywhere) or EAGAIN (timeout). */
+struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node);
+/* An empty sheaf bound to (cache, @node), waiting for the engine's flushes
+ * if every sheaf of the pool is full.  NULL with errno EAGAIN on timeout. */
+struct shm_sheaf *exchange_get_empty(struct tcache *t, uint32_t node, uint32_t cap);
+/* An empty sheaf for (cache, @node) if there is one at once: the barn's
+ * empty ring or the depot; else NULL. */
+struct shm_sheaf *exchange_empty_now(struct tcache *t, uint32_t node, uint32_t cap);
+/* Hand sheaf @s back to its barn: the full ring if it holds objects (and
+ * a doorbell for a flush when the barn is over its limit), else the empty
+ * ring. */
+void exchange_put(struct tcache *t, struct shm_sheaf *s);
+/* The main sheaf @m that a new main replaces: the spare when there is none,
+ * else kept in @stash (the stash of its kind, *@n in it) while room is
+ * left, else back to the barn; the dummy is nobody's. */
+void exchange_retire_main(struct tcache *t, struct shm_sheaf *m, struct shm_sheaf **stash,
+			  uint32_t *n);
+/* Before waiting for an empty sheaf: hand the thread's full sheaves beyond
+ * main to the barn, where other threads' allocs can use them and the
+ * engine flushes them for a waiting free (engine_worker.c). */
+void exchange_give_back_full(struct tcache *t);
+
+/* ---- debug_track.c: a debug cache's in-use bits --------------------------- */
+
+/* Whether @off (validated) is allocated. */
+int debug_track_allocated(struct tcache *t, uint64_t off);
+/* Set @off's bit: before the pop that hands it out. */
+void debug_track_mark(struct tcache *t, uint64_t off);
+/* For a debug cache, after pushing @off onto @s: clear its bit.  By
+ * fetch_and, so that of two racing frees of one object exactly one wins;
+ * the loser takes its push back (still on top of @s, which this thread
+ * holds): -EALREADY.  0 for any other cache. */
+int debug_track_commit_free(struct tcache *t, struct shm_sheaf *s, uint64_t off);
+
+/* ---- bulk.c: runs of objects on the main sheaf ---------------------------- */
+
+/* Nothing for other files: sheaf_alloc_bulk and sheaf_free_bulk are
+ * public (prefill.c calls them). */
+
+/* ---- deferred.c: deferred frees and read sections ------------------------- */
+
+/* Forget the thread's inline read-section state (its lane in the pool
+ * changes, fork, thread exit). */
 void rcu_tls_forget(void);
-
-/* The calling thread's fast paths by handle slot, once it has a tstate
- * (tests read them). */
-#define sheaf__tls_fast (tls_state->fast)
-
-/* The calling thread's tcache of @c, made on first use; NULL with errno
- * (ENOMEM, ECHILD in a fork() child, EMFILE: no lane, ESTALE: a handle of
- * a destroyed cache). */
-static inline struct tcache *tcache_get(sheaf_cache_t *c)
-{
-	struct tstate *ts = tls_state;
-	struct tcache *t;
-
-	if (likely(ts != NULL && !c->pool->forked) && (t = ts->tc[c->slot]) != NULL &&
-	    likely(t->cache == c && t->gen == c->pool->gen && cache_handle_live(c)))
-		return t;
-	return tcache_get_slow(c);
-}
-void tcache_flush(struct tcache *t);                /* give sheaves back */
-struct tpool *thread_tpool(sheaf_pool_t *pool);     /* NULL + errno */
-/* deferred.c: hand the thread's deferred sheaf of @t to the rcu ring
- * (tcache_flush calls it: thread exit, set_node, shrink, disconnect). */
+/* Hand the thread's deferred sheaf of @t to the rcu ring (tcache_flush
+ * calls it: thread exit, set_node, shrink, disconnect). */
 void deferred_flush(struct tcache *t);
-/* cache.c: around anything that touches the cache's barns (a slow path, a
- * flush), so that engine_cache_destroy never races it: 0 (then call
- * tcache_leave), -ESTALE (the cache is gone) or -EAGAIN (a destroy stayed
- * undecided for wait_ms: its engine died). */
-int tcache_enter(struct tcache *t);
-void tcache_leave(struct tcache *t);
-void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
-int registry_add_pool(sheaf_pool_t *pool);
-void registry_remove_pool(sheaf_pool_t *pool);
-sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id); /* NULL: EMFILE */
-/* kmalloc.c: free what the size-class paths keep for @pool (pool.c, when
- * the pool goes). */
-void kmalloc_pool_fini(sheaf_pool_t *pool);
-/* thread.c: what leads sheaf.h's sheaf_malloc and sheaf_free_any to the
- * thread's struct sheaf__km_hint in the pool of slot @pool_slot (a handle
- * slot never given out, KM_HINT_SLOT + @pool_slot: its handle plus
- * sheaf__tls_bias, as for a fast path). */
-#define KM_HINT_SLOT SHEAF_HANDLES_MAX
-const void *registry_km_hint(uint32_t pool_slot);
-/* cache.c: the process's handle of the live cache @id of @pool (made on
- * first use); NULL with errno EINVAL (no live cache there) or EMFILE. */
-sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id);
 
-static inline uint32_t sheaf_index(const struct tcache *t, const struct shm_sheaf *s)
-{
-	return pool_sheaf_id(&t->cache->pool->shm, s);
-}
+/* ---- kmalloc.c: size classes ---------------------------------------------- */
+
+/* Free what the size-class paths keep for @pool (pool.c, when the pool
+ * goes). */
+void kmalloc_pool_fini(sheaf_pool_t *pool);
 
 #endif

@@ -32,10 +32,8 @@ _Static_assert(SHEAF_KMALLOC_MAX == SHEAF_MAX_OBJ_SIZE &&
 _Static_assert(offsetof(struct sheaf_pool, head) == 0, "the head starts the pool");
 
 /* The head's fields are plain (sheaf.h's inline paths read them with
- * __atomic builtins, as a C++ or gnu89 caller may include it): the same
- * builtins here. */
-#define head_load(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define head_store(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+ * __atomic builtins, as a C++ or gnu89 caller may include it): here
+ * through atomics.h's at_plain_* helpers, with the same orders. */
 
 /* The classes, ascending; each a multiple of 8 (the small table's step).
  * Finer than the kernel's up to 1 KiB (steps of 16 to 128, of a quarter of
@@ -70,22 +68,21 @@ static void km_head_init(sheaf_pool_t *pool)
 	struct sheaf__pool_head *h = &pool->head;
 	sheaf_cache_t **mine, **none = NULL;
 
-	if (head_load(&h->data_len) != 0)
+	if (at_plain_load_acquire(&h->data_len) != 0)
 		return;
 	/* Before any class is published (sheaf_malloc's hint reads it) */
-	__atomic_store_n(&h->released, (const uint64_t *)&pool->shm.hdr->frames_released,
-			 __ATOMIC_RELAXED);
-	if (head_load(&h->by_frame) == NULL) {
+	at_plain_store_relaxed(&h->released,
+			       (const uint64_t *)&pool->shm.hdr->frames_released);
+	if (at_plain_load_acquire(&h->by_frame) == NULL) {
 		mine = calloc(pool->shm.frames_total, sizeof(*mine));
 		if (mine == NULL)
 			return;
-		if (!__atomic_compare_exchange_n(&h->by_frame, &none, mine, 0,
-						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		if (!at_plain_cas_acqrel(&h->by_frame, &none, mine))
 			free(mine);
 	}
-	__atomic_store_n(&h->data, pool->shm.data, __ATOMIC_RELAXED);
+	at_plain_store_relaxed(&h->data, pool->shm.data);
 	/* Release: a thread that reads data_len sees data and by_frame. */
-	head_store(&h->data_len, pool->shm.data_len);
+	at_plain_store_release(&h->data_len, pool->shm.data_len);
 }
 
 void kmalloc_pool_fini(sheaf_pool_t *pool)
@@ -104,9 +101,9 @@ static void km_publish(sheaf_pool_t *pool, uint32_t k, sheaf_cache_t *c)
 		 * in one class as every class is a multiple of 8 */
 		for (uint32_t i = 0; i <= SHEAF__KM_SMALL_MAX / 8; i++)
 			if (km_class_of((size_t)i * 8) == k)
-				head_store(&h->small[i], c);
+				at_plain_store_release(&h->small[i], c);
 	} else {
-		head_store(&h->large[__builtin_ctz(km_size[k])], c);
+		at_plain_store_release(&h->large[__builtin_ctz(km_size[k])], c);
 	}
 }
 
@@ -183,7 +180,7 @@ static sheaf_cache_t *km_owner_of(sheaf_pool_t *pool, const void *obj)
 		return NULL;
 	}
 	km_head_init(pool);
-	by_frame = head_load(&pool->head.by_frame);
+	by_frame = at_plain_load_acquire(&pool->head.by_frame);
 	if (o - p->data_off >= p->data_len) {
 		errno = EFAULT;
 		return NULL;
@@ -196,12 +193,12 @@ static sheaf_cache_t *km_owner_of(sheaf_pool_t *pool, const void *obj)
 	}
 	/* The inline free's guess, when right (mostly: its main sheaf was
 	 * full), saves handle_of's lock */
-	guess = by_frame != NULL ? head_load(&by_frame[f]) : NULL;
+	guess = by_frame != NULL ? at_plain_load_acquire(&by_frame[f]) : NULL;
 	if (guess != NULL && guess->id == id && cache_handle_live(guess))
 		return guess;
 	c = cache_handle_by_id(pool, id);
 	if (c != NULL && by_frame != NULL)
-		head_store(&by_frame[f], c);
+		at_plain_store_release(&by_frame[f], c);
 	return c;
 }
 
@@ -227,8 +224,8 @@ static sheaf_cache_t *km_handle(sheaf_pool_t *pool, uint32_t k)
 {
 	const struct sheaf__pool_head *h = &pool->head;
 	sheaf_cache_t *c = km_size[k] <= SHEAF__KM_SMALL_MAX ?
-		head_load(&h->small[km_size[k] / 8]) :
-		head_load(&h->large[__builtin_ctz(km_size[k])]);
+		at_plain_load_acquire(&h->small[km_size[k] / 8]) :
+		at_plain_load_acquire(&h->large[__builtin_ctz(km_size[k])]);
 
 	return c != NULL && cache_handle_live(c) ? c : km_class_handle(pool, k);
 }

@@ -1,9 +1,9 @@
 /*
  * pool.c - the public calls on a pool of either kind (sheaf_pool_destroy,
- * sheaf_pool_nodes, sheaf_pool_set_timeout, sheaf_pool_check): one side of the seam of pool_ops.h.
- * Each refuses a pool inherited through fork() before calling pool->ops.
- * The pools are made by local.c (sheaf_pool_create) and connect.c
- * (sheaf_connect).
+ * sheaf_pool_nodes, sheaf_pool_set_timeout, sheaf_pool_check): one side of
+ * the seam of pool_ops.h.  Each refuses a pool inherited through fork()
+ * before calling pool->ops.  The pools are made by pool_local.c
+ * (sheaf_pool_create) and pool_sheafd.c (sheaf_connect).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@ void sheaf_pool_destroy(sheaf_pool_t *pool)
 	if (!pool->forked)
 		thread_flush_pool(pool);
 	pool->ops->close(pool);
-	registry_remove_pool(pool);          /* and its handles */
+	slots_remove_pool(pool);          /* and its handles */
 	pool_unmap(&pool->shm);
 	kmalloc_pool_fini(pool);
 	pthread_mutex_destroy(&pool->lock);

@@ -2,13 +2,14 @@
  * pool_ops.h - the seam between libsheaf's public pool and cache calls and
  * the two kinds of pool behind them.  Private to client/.
  *
- *   pool.c, cache.c, stats.c   the public calls: they refuse a pool
- *                              inherited through fork() (ECHILD) and check
+ *   pool.c, cache.c, stats.c,  the public calls: they refuse a pool
+ *   names.c, queue.c           inherited through fork() (ECHILD) and check
  *                              every argument, then call pool->ops->X;
- *   local.c  local_pool_ops    a local pool: the engine runs in this
- *                              process and is called directly;
- *   remote.c remote_pool_ops   a pool of sheafd: each operation is a
- *                              request over rpc.c's connection.
+ *   pool_local.c               a local pool (local_pool_ops): the engine
+ *                              runs in this process and is called directly;
+ *   pool_sheafd.c              a pool of sheafd (sheafd_pool_ops): each
+ *                              operation is a request over rpc.c's
+ *                              connection.
  *
  * An operation may assume its caller did both (not forked, arguments valid:
  * the same checks sheafd applies, so either kind refuses the same).  Each
@@ -65,7 +66,7 @@ struct pool_ops {
 	int (*name_del)(sheaf_pool_t *pool, const char *name);
 };
 
-extern const struct pool_ops local_pool_ops;    /* local.c */
-extern const struct pool_ops remote_pool_ops;   /* remote.c */
+extern const struct pool_ops local_pool_ops;    /* pool_local.c */
+extern const struct pool_ops sheafd_pool_ops;   /* pool_sheafd.c */
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * queue.c - libsheaf's shared queues (sheaf.h, "shared queues"): the
- * handles, create/open/destroy at the seam of pool_ops.h (local.c calls the
- * engine, remote.c sends QueueCreate/QueueDestroy to sheafd), and enqueue /
- * dequeue over shm/queue.c's ring, with futex waits.
+ * handles, create/open/destroy at the seam of pool_ops.h (pool_local.c
+ * calls the engine, pool_sheafd.c sends QueueCreate/QueueDestroy to
+ * sheafd), and enqueue / dequeue over shm/queue.c's ring, with futex
+ * waits.
  *
  * A handle keeps a private copy of what it needs from the descriptor
  * (engine-owned, trusted) and the descriptor's generation: every operation
@@ -14,7 +15,7 @@
 #include <string.h>
 #include "client/internal.h"
 #include "client/pool_ops.h"
-#include "client/owner.h"
+#include "client/owner_handoff.h"
 #include "shm/futex.h"
 #include "shm/queue.h"
 
@@ -211,7 +212,8 @@ static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, 
 			continue;
 		}
 		objs[k] = data + rel;
-		/* An owned cache's object becomes this process's (owner.h). */
+		/* An owned cache's object becomes this process's
+		 * (owner_handoff.h). */
 		if (unlikely(m.g.flags & SHEAF_CACHE_F_OWNED))
 			owner_on_dequeue(q->pool, objs[k]);
 		k++;
@@ -219,11 +221,11 @@ static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, 
 	return k;
 }
 
-/* Objects of owned caches (client/owner.h) are tagged QUEUED before they
- * go in (a producer that dies after the enqueue must not have them freed
- * under their consumer), and given back to this process when they did not
- * go in (@from on).  Only when one of them is of an owned cache
- * (@cflags: values_of's): plain caches pay nothing. */
+/* Objects of owned caches (client/owner_handoff.h) are tagged QUEUED
+ * before they go in (a producer that dies after the enqueue must not have
+ * them freed under their consumer), and given back to this process when
+ * they did not go in (@from on).  Only when one of them is of an owned
+ * cache (@cflags: values_of's): plain caches pay nothing. */
 static void mark_queued(sheaf_queue_t *q, void *const *objs, unsigned n, uint32_t cflags)
 {
 	if (likely(!(cflags & SHEAF_CACHE_F_OWNED)))

@@ -2,7 +2,7 @@
  * rpc.c - libsheaf's connection to sheafd (rpc.h): connect to its socket,
  * Attach, one request and its response over proto/call.h's round trip, and
  * the reconnect when sheafd restarted.  The control calls built on it are
- * remote.c's.
+ * pool_sheafd.c's.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -4,9 +4,10 @@
  * request/response round trip every control call of a sheafd pool uses
  * (proto/call.h), with a reconnect when sheafd restarted.
  *
- * Who may call: connect.c (open, attach) and remote.c (requests, close).  It
- * knows nothing of struct sheaf_pool: a pool of sheafd embeds one struct
- * rpc_conn.  Errors: 0 or -errno, with a one-line cause in @err when the
+ * Who may call: pool_sheafd.c (open, attach, requests, close) and pool.c
+ * (rpc_set_timeout, on a pool of either kind).  It knows nothing of
+ * struct sheaf_pool: every pool embeds one struct rpc_conn, opened for a
+ * pool of sheafd only.  Errors: 0 or -errno, with a one-line cause in @err when the
  * caller passes one.
  */
 #ifndef SHEAF_CLIENT_RPC_H

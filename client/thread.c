@@ -1,8 +1,15 @@
 /*
- * thread.c - per-thread state of libsheaf: the process's registry of pools
- * and cache handles, each thread's tcaches, lanes and fast paths (with
- * sheaf__tls_bias, which leads sheaf.h's inline paths to them), and thread
- * exit.
+ * thread.c - per-thread state of libsheaf: the process's slots of pools
+ * and of cache handles (slots_*: a pool's slot leads each thread to its
+ * lane state in that pool, a handle's slot to its tcache and fast path),
+ * each thread's tcaches, lanes and fast paths (with sheaf__tls_bias, which
+ * leads sheaf.h's inline paths from a handle to them), and thread exit and
+ * fork.
+ *
+ * Who may call: any file of client/ (internal.h, thread.c's block); the
+ * pools are put in and taken out of their slots by pool_local.c,
+ * pool_sheafd.c and pool.c, handles by cache.c.  slots_lock is taken
+ * after a pool's lock (internal.h, "Lock order").
  */
 #include <errno.h>
 #include <numa.h>
@@ -20,18 +27,18 @@ struct shm_sheaf sheaf_dummy;    /* size 0, capacity 0: both fast paths miss */
 /* An unused fast path: an empty main sheaf, and no frame passes its test. */
 #define FAST_UNUSED { .main = (struct sheaf__sheaf *)(void *)&sheaf_dummy }
 /* An unused hint, as a fast path: f an unused fast path, obj NULL. */
-#define HINT_UNUSED { .main = (struct sheaf__sheaf *)(void *)&reg.unused[0] }
+#define HINT_UNUSED { .main = (struct sheaf__sheaf *)(void *)&slots.unused[0] }
 
 /*
  * The cache handles, and the fast paths of a thread without a tstate:
  * sheaf.h finds a thread's entry at the handle's address plus
- * sheaf__tls_bias, here offsetof(struct registry, unused) (those entries
+ * sheaf__tls_bias, here offsetof(struct slots, unused) (those entries
  * are never written: both inline paths miss on them).
  */
-static struct registry {
+static struct slots {
 	struct sheaf_cache handles[SHEAF_HANDLES_MAX + SHEAF_POOLS_MAX];
 	struct sheaf__fast unused[SHEAF_HANDLES_MAX + SHEAF_POOLS_MAX];
-} reg = { .unused = { [0 ... SHEAF_HANDLES_MAX - 1] = FAST_UNUSED,
+} slots = { .unused = { [0 ... SHEAF_HANDLES_MAX - 1] = FAST_UNUSED,
 		      /* KM_HINT_SLOT + pool slot, read by sheaf.h as a struct
 		       * sheaf__km_hint: f an unused fast path, obj NULL */
 		      [KM_HINT_SLOT ... KM_HINT_SLOT + SHEAF_POOLS_MAX - 1] = HINT_UNUSED } };
@@ -39,25 +46,25 @@ _Static_assert(sizeof(struct sheaf__km_hint) == sizeof(struct sheaf__fast) &&
 	       offsetof(struct sheaf__km_hint, f) == offsetof(struct sheaf__fast, main),
 	       "the hint fills a fast-path slot; its f where main is");
 
-const void *registry_km_hint(uint32_t pool_slot)
+const void *slots_km_hint(uint32_t pool_slot)
 {
-	return &reg.handles[KM_HINT_SLOT + pool_slot];
+	return &slots.handles[KM_HINT_SLOT + pool_slot];
 }
 
 /* sheaf__pool_head.released until the pool's own count is known */
 static const uint64_t released_none;
 
-#define BIAS_UNUSED offsetof(struct registry, unused)
+#define BIAS_UNUSED offsetof(struct slots, unused)
 
 __thread uintptr_t sheaf__tls_bias __attribute__((tls_model("initial-exec"))) = BIAS_UNUSED;
 __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t numa_lock = PTHREAD_MUTEX_INITIALIZER;   /* current_node */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static sheaf_pool_t *pools[SHEAF_POOLS_MAX];
-uint32_t registry_live_gen[SHEAF_POOLS_MAX];
+uint32_t slots_live_gen[SHEAF_POOLS_MAX];
 static uint32_t pool_gen;
 static void thread_destructor(void *arg);
 
@@ -95,7 +102,7 @@ static void atfork_child(void)
 		memset(tls_state->tp, 0, sizeof(tls_state->tp));
 	}
 	rcu_tls_forget();
-	pthread_mutex_init(&registry_lock, NULL);
+	pthread_mutex_init(&slots_lock, NULL);
 	queue_mb_forget();       /* membarrier registration is per process */
 }
 
@@ -105,39 +112,39 @@ static void make_key(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-int registry_add_pool(sheaf_pool_t *pool)
+int slots_add_pool(sheaf_pool_t *pool)
 {
 	int rc = -EMFILE;
 
 	pthread_once(&key_once, make_key);
-	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
+	lock_acquire(&slots_lock, LOCK_RANK_REGISTRY);
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
 		if (pools[i] == NULL) {
 			pools[i] = pool;
 			pool->slot = i;
 			/* before the pool is given out: sheaf.h's inline
 			 * sheaf_malloc and sheaf_free_any go through it */
-			pool->head.hint = registry_km_hint(i);
+			pool->head.hint = slots_km_hint(i);
 			pool->head.released = &released_none;
 			pool->gen = ++pool_gen;
-			at_store_relaxed(&registry_live_gen[i], pool->gen);
+			at_store_relaxed(&slots_live_gen[i], pool->gen);
 			rc = 0;
 			break;
 		}
 	}
-	lock_release(&registry_lock);
+	lock_release(&slots_lock);
 	return rc;
 }
 
-void registry_remove_pool(sheaf_pool_t *pool)
+void slots_remove_pool(sheaf_pool_t *pool)
 {
-	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
+	lock_acquire(&slots_lock, LOCK_RANK_REGISTRY);
 	pools[pool->slot] = NULL;
-	at_store_relaxed(&registry_live_gen[pool->slot], 0u);
+	at_store_relaxed(&slots_live_gen[pool->slot], 0u);
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++)
-		if (reg.handles[i].pool == pool)
-			memset(&reg.handles[i], 0, sizeof(reg.handles[i]));
-	lock_release(&registry_lock);
+		if (slots.handles[i].pool == pool)
+			memset(&slots.handles[i], 0, sizeof(slots.handles[i]));
+	lock_release(&slots_lock);
 }
 
 /*
@@ -146,17 +153,17 @@ void registry_remove_pool(sheaf_pool_t *pool)
  * sheaf_free refuse it with EINVAL) stays so for as long as possible before
  * its slot serves a new handle.
  */
-sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
+sheaf_cache_t *slots_new_handle(sheaf_pool_t *pool, uint32_t id)
 {
-	static uint32_t next;       /* under registry_lock */
+	static uint32_t next;       /* under slots_lock */
 	sheaf_cache_t *c = NULL;
 
-	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
+	lock_acquire(&slots_lock, LOCK_RANK_REGISTRY);
 	for (uint32_t k = 0; k < SHEAF_HANDLES_MAX; k++) {
 		uint32_t i = (next + k) % SHEAF_HANDLES_MAX;
-		if (reg.handles[i].pool == NULL) {
+		if (slots.handles[i].pool == NULL) {
 			next = i + 1;
-			c = &reg.handles[i];
+			c = &slots.handles[i];
 			c->slot = i;
 			c->id = id;
 			c->pool = pool;
@@ -164,7 +171,7 @@ sheaf_cache_t *registry_new_handle(sheaf_pool_t *pool, uint32_t id)
 			break;
 		}
 	}
-	lock_release(&registry_lock);
+	lock_release(&slots_lock);
 	if (c == NULL)
 		errno = EMFILE;
 	return c;
@@ -183,9 +190,9 @@ static struct tstate *tstate_get(void)
 	if (ts == NULL)
 		return NULL;
 	memset(ts, 0, sizeof(*ts));
-	memcpy(ts->fast, reg.unused, sizeof(ts->fast));
+	memcpy(ts->fast, slots.unused, sizeof(ts->fast));
 	tls_state = ts;
-	sheaf__tls_bias = (uintptr_t)ts->fast - (uintptr_t)reg.handles;
+	sheaf__tls_bias = (uintptr_t)ts->fast - (uintptr_t)slots.handles;
 	pthread_setspecific(exit_key, ts);
 	return ts;
 }
@@ -374,7 +381,7 @@ static void thread_detach(sheaf_pool_t *only)
 
 	if (ts == NULL)
 		return;
-	lock_acquire(&registry_lock, LOCK_RANK_REGISTRY);
+	lock_acquire(&slots_lock, LOCK_RANK_REGISTRY);
 	for (uint32_t i = 0; i < SHEAF_HANDLES_MAX; i++) {
 		struct tcache *t = ts->tc[i];
 		if (t == NULL || (only != NULL && t->cache->pool != only))
@@ -402,7 +409,7 @@ static void thread_detach(sheaf_pool_t *only)
 		tp->rcu_nest = 0;
 		rcu_tls_forget();
 	}
-	lock_release(&registry_lock);
+	lock_release(&slots_lock);
 }
 
 void thread_flush_pool(sheaf_pool_t *pool)

@@ -6,7 +6,8 @@
  * this cache owns (the frame owner map: engine-owned, read-only here) on an
  * object boundary (the free fast path's exact division test, struct
  * sheaf__fast), and the size must fit objs[].  Once per exchange, never per
- * alloc.  Who may call: alloc.c (vet_full).
+ * alloc.  Who may call: exchange.c and free.c (vet_full), alloc.c
+ * (vet_top, vet_rising).
  *
  * Cost.  In a one-way flow between processes (W3 cross-process) every
  * exchange vets 256 offsets that another CPU wrote.  The test runs four

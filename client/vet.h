@@ -1,6 +1,7 @@
 /*
  * vet.h - a client's check of the full sheaves it takes from a barn, and
- * their order (client/vet.c).  Who may call: alloc.c.
+ * their order (client/vet.c).  Who may call: the object path's slow
+ * paths: exchange.c and free.c (vet_full), alloc.c (vet_top, vet_rising).
  */
 #ifndef SHEAF_CLIENT_VET_H
 #define SHEAF_CLIENT_VET_H

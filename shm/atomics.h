@@ -51,6 +51,26 @@ static _Atomic unsigned at_fence_word_ __attribute__((unused));
 #define at_load_seqcst(p)       atomic_load_explicit((p), memory_order_seq_cst)
 #define at_store_seqcst(p, v)   atomic_store_explicit((p), (v), memory_order_seq_cst)
 
+/* A compiler-only barrier (no instruction): orders this thread's accesses
+ * against a signal handler, or against a peer's membarrier() (which makes
+ * it a full fence on every running thread). */
+#define at_signal_fence_seqcst() atomic_signal_fence(memory_order_seq_cst)
+
+/*
+ * The same orders on a plain (not _Atomic) object: the fields of
+ * client/sheaf.h's private ABI, which that header reads and writes with
+ * the __atomic builtins (a C++ or gnu89 caller may include it), so that
+ * libsheaf's side of each access names its order as the inline side does.
+ */
+#define at_plain_load_relaxed(p)      __atomic_load_n((p), __ATOMIC_RELAXED)
+#define at_plain_load_acquire(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define at_plain_store_relaxed(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define at_plain_store_release(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+/* Strong CAS, as at_cas_acqrel. */
+#define at_plain_cas_acqrel(p, expected, desired)                            \
+	__atomic_compare_exchange_n((p), (expected), (desired), 0,           \
+		__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+
 /*
  * Single-writer counters: only the owning thread writes, readers sum with a
  * relaxed load.  A relaxed load plus store compiles to a plain increment (no

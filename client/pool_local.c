@@ -1,9 +1,12 @@
 /*
- * local.c - local pools: a pool region created by this process, with the
- * engine running as threads of this process (the same engine sheafd
- * hosts), and their operations (pool_ops.h, local_pool_ops), which call
- * that engine directly.  The public calls on a pool are pool.c's, cache.c's
- * and stats.c's.
+ * pool_local.c - a local pool: sheaf_pool_create makes a pool region in
+ * this process, with the engine running as threads of this process (the
+ * same engine sheafd hosts), and gives the pool this file's operations
+ * (pool_ops.h, local_pool_ops), which call that engine directly.
+ *
+ * Who may call: the public API (sheaf_pool_create); the operations only
+ * through pool->ops, from pool.c, cache.c, stats.c, names.c and queue.c,
+ * which checked the arguments.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -72,7 +75,7 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 		}
 		pp.huge = (uint32_t)m;
 	}
-	rc = registry_add_pool(pool);
+	rc = slots_add_pool(pool);
 	if (rc != 0) {
 		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",
 			 SHEAF_POOLS_MAX);
@@ -80,7 +83,7 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	}
 	rc = pool_create(&pool->shm, &pp, msg, sizeof(msg));
 	if (rc != 0)
-		goto err_registry;
+		goto err_slots;
 	client = client_attach(&pool->shm, (uint32_t)getpid(), (uint32_t)getuid(), "local");
 	if (client < 0) {
 		rc = client;
@@ -100,8 +103,8 @@ err_engine:
 	engine_fini(&pool->engine);
 err_unmap:
 	pool_unmap(&pool->shm);
-err_registry:
-	registry_remove_pool(pool);
+err_slots:
+	slots_remove_pool(pool);
 err_free:
 	pthread_mutex_destroy(&pool->lock);
 	free(pool);

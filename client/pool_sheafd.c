@@ -1,19 +1,99 @@
 /*
- * remote.c - the operations of a pool of sheafd (pool_ops.h,
- * remote_pool_ops): each is one request over the pool's connection
- * (rpc.c), since the engine, the cache descriptors and the slab lists are
- * sheafd's.  The numbers of a Stats reply are stats_cache_node's (sheafd
- * sums them the way local.c does).
+ * pool_sheafd.c - a pool of sheafd: sheaf_connect connects to its socket
+ * and attaches (rpc.c), maps the pool's two memfds at the daemon's address
+ * (META, the engine-owned pages, read-only: its descriptor cannot write)
+ * and gives the pool this file's operations (pool_ops.h, sheafd_pool_ops):
+ * each is one request over the pool's connection, since the engine, the
+ * cache descriptors and the slab lists are sheafd's.  The numbers of a
+ * Stats reply are stats_cache_node's (sheafd sums them the way
+ * pool_local.c does).  sheaf_disconnect is sheaf_pool_destroy (pool.c).
+ *
+ * Who may call: the public API (sheaf_connect, sheaf_disconnect); the
+ * operations only through pool->ops, from pool.c, cache.c, stats.c,
+ * names.c and queue.c, which checked the arguments.  fork(): a child
+ * cannot use its parent's pools (their sheaves and lanes are the
+ * parent's); those calls fail with ECHILD until it connects on its own.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "client/internal.h"
 #include "client/pool_ops.h"
 #include "client/rpc.h"
+#include "proto/paths.h"
 #include "proto/sheaf.pb-c.h"
 #include "shm/engine.h"
 #include "shm/tune.h"
+
+sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
+			    char *err, size_t errlen)
+{
+	char def[108], msg[256] = "";
+	sheaf_pool_t *pool;
+	int fds[2] = { -1, -1 }, rc;
+
+	if (flags & ~SHEAF_CONNECT_RELOCATE) {
+		snprintf(msg, sizeof(msg), "unknown flags 0x%x", flags);
+		rc = -EINVAL;
+		goto out_msg;
+	}
+	if (path == NULL || path[0] == '\0') {
+		sheaf_default_socket(def, sizeof(def), 1);
+		path = def;
+	}
+	pool = calloc(1, sizeof(*pool));
+	if (pool == NULL) {
+		rc = -ENOMEM;
+		snprintf(msg, sizeof(msg), "out of memory");
+		goto out_msg;
+	}
+	pool->ops = &sheafd_pool_ops;
+	pthread_mutex_init(&pool->lock, NULL);
+	pool->shm.meta_fd = pool->shm.shared_fd = pool->shm.meta_ro_fd = -1;
+	pool->wait_ns = 5000000000ll;
+	rc = rpc_open(&pool->conn, path, msg, sizeof(msg));
+	if (rc != 0)
+		goto err_free;
+	rc = rpc_attach(&pool->conn, name, fds, msg, sizeof(msg));
+	if (rc != 0)
+		goto err_conn;
+	pool->client = pool->conn.client;
+	rc = slots_add_pool(pool);
+	if (rc != 0) {
+		snprintf(msg, sizeof(msg), "too many pools in this process (max %u)",
+			 SHEAF_POOLS_MAX);
+		goto err_conn;
+	}
+	rc = pool_map_fds(&pool->shm, fds[0], fds[1], 1,
+			  (flags & SHEAF_CONNECT_RELOCATE) != 0, msg, sizeof(msg));
+	if (rc != 0) {
+		slots_remove_pool(pool);
+		goto err_conn;
+	}
+	return pool;
+
+err_conn:
+	for (int i = 0; i < 2; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
+	rpc_close(&pool->conn);
+err_free:
+	pthread_mutex_destroy(&pool->lock);
+	free(pool);
+out_msg:
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "%s", msg);
+	errno = -rc;
+	return NULL;
+}
+
+void sheaf_disconnect(sheaf_pool_t *pool)
+{
+	sheaf_pool_destroy(pool);
+}
 
 /*
  * Send @rq over @conn and take its reply: 0 with *@r (the caller frees it
@@ -36,7 +116,7 @@ static int request(struct rpc_conn *conn, Sheaf__V1__Request *rq,
 	return 0;
 }
 
-static int remote_cache_create(sheaf_pool_t *pool, const char *name,
+static int sheafd_cache_create(sheaf_pool_t *pool, const char *name,
 			       const struct engine_cache_params *cp, uint32_t *gen)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
@@ -68,7 +148,7 @@ static int remote_cache_create(sheaf_pool_t *pool, const char *name,
 }
 
 /* A Tune request of one setting of @c: the descriptors are sheafd's. */
-static int remote_cache_tune(sheaf_cache_t *c, const struct tune_setting *s)
+static int sheafd_cache_tune(sheaf_cache_t *c, const struct tune_setting *s)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__TuneRequest tr = SHEAF__V1__TUNE_REQUEST__INIT;
@@ -89,7 +169,7 @@ static int remote_cache_tune(sheaf_cache_t *c, const struct tune_setting *s)
 	return rc;
 }
 
-static int remote_cache_shrink(sheaf_cache_t *c)
+static int sheafd_cache_shrink(sheaf_cache_t *c)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__ShrinkRequest sr = SHEAF__V1__SHRINK_REQUEST__INIT;
@@ -134,7 +214,7 @@ static void add_node(const Sheaf__V1__NodeStats *ns, struct pool_cache_stats *ou
 	out->slab_bytes += ns->slab_bytes;
 }
 
-static int remote_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stats *out)
+static int sheafd_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stats *out)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__StatsRequest sr = SHEAF__V1__STATS_REQUEST__INIT;
@@ -160,7 +240,7 @@ static int remote_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stat
 	return rc;
 }
 
-static int remote_check(sheaf_pool_t *pool, char *err, size_t errlen)
+static int sheafd_check(sheaf_pool_t *pool, char *err, size_t errlen)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__CheckRequest cr = SHEAF__V1__CHECK_REQUEST__INIT;
@@ -190,7 +270,7 @@ static int remote_check(sheaf_pool_t *pool, char *err, size_t errlen)
 	return rc;
 }
 
-static int remote_queue_create(sheaf_pool_t *pool, const char *name, uint32_t capacity,
+static int sheafd_queue_create(sheaf_pool_t *pool, const char *name, uint32_t capacity,
 			       uint32_t flags, uint32_t *gen)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
@@ -214,7 +294,7 @@ static int remote_queue_create(sheaf_pool_t *pool, const char *name, uint32_t ca
 	return id;
 }
 
-static int remote_queue_destroy(sheaf_pool_t *pool, uint32_t id, const char *name)
+static int sheafd_queue_destroy(sheaf_pool_t *pool, uint32_t id, const char *name)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__QueueDestroyRequest qd = SHEAF__V1__QUEUE_DESTROY_REQUEST__INIT;
@@ -233,13 +313,13 @@ static int remote_queue_destroy(sheaf_pool_t *pool, uint32_t id, const char *nam
 
 /* Close the connection: sheafd counts us detached.  A fork() child closes
  * only its copy of the socket; the parent's connection stays. */
-static void remote_close(sheaf_pool_t *pool)
+static void sheafd_close(sheaf_pool_t *pool)
 {
 	rpc_close(&pool->conn);
 }
 
 /* The name directory is sheafd's to change: one request each. */
-static int remote_name_set(sheaf_pool_t *pool, const char *name, uint64_t off)
+static int sheafd_name_set(sheaf_pool_t *pool, const char *name, uint64_t off)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__NameSetRequest nr = SHEAF__V1__NAME_SET_REQUEST__INIT;
@@ -256,7 +336,7 @@ static int remote_name_set(sheaf_pool_t *pool, const char *name, uint64_t off)
 	return rc;
 }
 
-static int remote_name_del(sheaf_pool_t *pool, const char *name)
+static int sheafd_name_del(sheaf_pool_t *pool, const char *name)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__NameDelRequest nr = SHEAF__V1__NAME_DEL_REQUEST__INIT;
@@ -272,15 +352,15 @@ static int remote_name_del(sheaf_pool_t *pool, const char *name)
 	return rc;
 }
 
-const struct pool_ops remote_pool_ops = {
-	.cache_create = remote_cache_create,
-	.cache_tune = remote_cache_tune,
-	.cache_shrink = remote_cache_shrink,
-	.cache_stats = remote_cache_stats,
-	.check = remote_check,
-	.queue_create = remote_queue_create,
-	.queue_destroy = remote_queue_destroy,
-	.close = remote_close,
-	.name_set = remote_name_set,
-	.name_del = remote_name_del,
+const struct pool_ops sheafd_pool_ops = {
+	.cache_create = sheafd_cache_create,
+	.cache_tune = sheafd_cache_tune,
+	.cache_shrink = sheafd_cache_shrink,
+	.cache_stats = sheafd_cache_stats,
+	.check = sheafd_check,
+	.queue_create = sheafd_queue_create,
+	.queue_destroy = sheafd_queue_destroy,
+	.close = sheafd_close,
+	.name_set = sheafd_name_set,
+	.name_del = sheafd_name_del,
 };

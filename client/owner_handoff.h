@@ -1,5 +1,5 @@
 /*
- * owner.h - libsheaf's hooks for modules that move objects between
+ * owner_handoff.h - libsheaf's hooks for modules that move objects between
  * processes without a free and an alloc (the shared queues): they keep the
  * owner tags of SHEAF_CACHE_OWNED caches true (shm/owner.h,
  * docs/design.md "Object ownership").  Internal to libsheaf (never
@@ -10,8 +10,8 @@
  * a cache that is not owned, and for a pointer that is no object of
  * @pool (the queue validates its own input; these never fail).
  */
-#ifndef SHEAF_CLIENT_OWNER_H
-#define SHEAF_CLIENT_OWNER_H
+#ifndef SHEAF_CLIENT_OWNER_HANDOFF_H
+#define SHEAF_CLIENT_OWNER_HANDOFF_H
 
 struct sheaf_pool;
 

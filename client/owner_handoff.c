@@ -1,9 +1,12 @@
 /*
- * owner.c - the queue hooks of client/owner.h: move an object's owner tag
- * (shm/owner.h) when a shared queue hands it from one process to another.
+ * owner_handoff.c - the hooks of owner_handoff.h: move an object's owner
+ * tag (shm/owner.h) when a shared queue hands it from one process to
+ * another, without a free and an alloc.  Who may call: queue.c.  The tags
+ * that an owned cache's alloc and free write are owned_fast.c's and the
+ * slow paths'.
  */
 #include "client/internal.h"
-#include "client/owner.h"
+#include "client/owner_handoff.h"
 #include "shm/owner.h"
 #include "shm/slab.h"
 

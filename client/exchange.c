@@ -1,0 +1,198 @@
+/*
+ * exchange.c - a thread's exchange of whole sheaves with its cache's barns
+ * (shm/barn.h), and its stash of sheaves beyond main and spare: take a full
+ * sheaf (vetted, vet.c), waiting for the engine when the barn has none;
+ * take an empty one, at once or waiting for the engine's flushes; hand a
+ * sheaf back; keep a replaced main sheaf as spare or in the stash.
+ *
+ * Who may call: the slow paths of the object path (alloc.c, free.c), on
+ * the calling thread's own tcache, between tcache_enter and tcache_leave.
+ *
+ * Exchange sequence (docs/design.md, "The object path"):
+ *   alloc: main empty -> swap with spare if it holds objects -> else put the
+ *          empty main in the barn's empty ring (or keep it as spare), take a
+ *          full sheaf from the barn -> else ring the doorbell and wait for
+ *          the engine's verdict -> starved: try other nodes' barns -> ENOMEM.
+ *   free:  main full -> swap with spare if it is empty -> else put the full
+ *          main in the barn's full ring, take an empty sheaf (barn, depot,
+ *          or wait for the engine to flush).
+ */
+#include <errno.h>
+#include "shm/barn.h"
+#include "shm/futex.h"
+#include "shm/untrusted.h"
+#include "client/internal.h"
+#include "client/vet.h"
+
+/*
+ * A full sheaf of node @node's barn, vetted (vet_full), or NULL when the
+ * barn has none.  One that held nothing valid goes back as an empty sheaf,
+ * and the next is taken (the barn's sheaves bound the loop).
+ */
+static struct shm_sheaf *take_full(struct tcache *t, uint32_t node)
+{
+	struct shm_pool *p = tshm(t);
+	uint32_t c = t->f->cache_id, s;
+
+	while ((s = barn_get_full(p, c, node, me_of(t), intent_of(t))) != SHEAF_ID_NONE) {
+		struct shm_sheaf *sh = vet_full(t, pool_sheaf(p, s));
+
+		if (likely(sheaf_size(sh) > 0))
+			return sh;
+		barn_put_empty(p, c, node, s, me_of(t), intent_of(t));
+	}
+	return NULL;
+}
+
+struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node)
+{
+	struct shm_pool *p = tshm(t);
+	uint32_t c = t->f->cache_id;
+	struct shm_sheaf *s;
+	int64_t end = 0;
+	int fresh = 0;
+
+	for (;;) {
+		s = take_full(t, node);
+		if (s != NULL) {
+			struct ring_ref full = pool_full_ref(p, c, node);
+
+			stat_inc(t, ST_BARN_GET);
+			if (rr_count(&full) < at_load_relaxed(&t->cache->sc->barn_low))
+				node_ring_doorbell(p, node);   /* restock early */
+			return s;
+		}
+		stat_inc(t, ST_BARN_GET_FAIL);
+		if (at_load_acquire(&pool_barn(p, c, node)->starved)) {
+			/* Take what other nodes' barns hold, never waiting. */
+			for (uint32_t k = 1; k < p->nodes; k++) {
+				uint32_t m = (node + k) % p->nodes;
+				s = take_full(t, m);
+				if (s != NULL) {
+					stat_inc(t, ST_BARN_GET);
+					return s;
+				}
+			}
+			/* Starved by a verdict made after this call began. */
+			if (fresh) {
+				errno = ENOMEM;
+				return NULL;
+			}
+		}
+		/* One deadline for every wait of this call: verdicts that
+		 * never leave a sheaf for us (others took it, or a ring that
+		 * takes nothing) end in EAGAIN, not in an endless loop. */
+		if (end == 0)
+			end = clock_ns() + t->cache->pool->wait_ns;
+		if (clock_ns() >= end ||
+		    barn_wait_supply(p, c, node, end - clock_ns()) != 0) {
+			errno = EAGAIN;
+			return NULL;
+		}
+		fresh = 1;
+	}
+}
+
+struct shm_sheaf *exchange_get_empty(struct tcache *t, uint32_t node, uint32_t cap)
+{
+	struct shm_pool *p = tshm(t);
+	int64_t end = 0;
+
+	for (;;) {
+		int dep;
+		uint32_t s = barn_get_empty(p, t->f->cache_id, node, cap, me_of(t),
+					    intent_of(t), &dep);
+		if (s != SHEAF_ID_NONE) {
+			if (dep)
+				stat_inc(t, ST_SHEAF_ALLOC);
+			return pool_sheaf(p, s);
+		}
+		if (end == 0)           /* the clock only when it must wait */
+			end = clock_ns() + t->cache->pool->wait_ns;
+		if (clock_ns() >= end ||
+		    barn_wait_supply(p, t->f->cache_id, node, end - clock_ns()) != 0) {
+			errno = EAGAIN;
+			return NULL;
+		}
+	}
+}
+
+struct shm_sheaf *exchange_empty_now(struct tcache *t, uint32_t node, uint32_t cap)
+{
+	int dep;
+	uint32_t s = barn_get_empty(tshm(t), t->f->cache_id, node, cap, me_of(t),
+				    intent_of(t), &dep);
+
+	if (s == SHEAF_ID_NONE)
+		return NULL;
+	if (dep)
+		stat_inc(t, ST_SHEAF_ALLOC);
+	return pool_sheaf(tshm(t), s);
+}
+
+/* A barn over barn_limit: over what the engine keeps now too?  (Only then
+ * is a flush worth a doorbell; barn.h, barn_flush_limit.) */
+static int barn_put_over(struct tcache *t)
+{
+	struct ring_ref full;
+	uint32_t keep = barn_flush_limit(tshm(t), t->cache->sc, t->node);
+
+	full = pool_full_ref(tshm(t), t->f->cache_id, t->node);
+	return rr_count(&full) > keep;
+}
+
+void exchange_put(struct tcache *t, struct shm_sheaf *s)
+{
+	struct shm_pool *p = tshm(t);
+	uint32_t id = sheaf_index(t, s);
+
+	if (sheaf_size(s) == 0) {
+		barn_put_empty(p, t->f->cache_id, s->node, id, me_of(t), intent_of(t));
+		return;
+	}
+	stat_inc(t, ST_BARN_PUT);
+	if (barn_put_full(p, t->f->cache_id, s->node, id, me_of(t), intent_of(t)) >
+	    at_load_relaxed(&t->cache->sc->barn_limit) &&
+	    barn_put_over(t)) {
+		stat_inc(t, ST_BARN_PUT_FAIL);
+		node_ring_doorbell(p, s->node);        /* ask for a flush */
+	}
+}
+
+/* Sheaves of each kind the thread may keep beyond main and spare: at most
+ * the cache's stash_sheaves (SHEAF_STASH_LIMIT), and no more than its
+ * stash_bytes of objects in full ones (tunables, shm/tune.c). */
+static uint32_t stash_room(const struct tcache *t)
+{
+	const struct shm_cache *sc = t->cache->sc;
+	uint64_t per = (uint64_t)cache_capacity(t) * sc->obj_size;
+	uint64_t n = per ? at_load_relaxed(&sc->stash_bytes) / per : 0;
+	uint32_t max = at_load_relaxed(&sc->stash_sheaves);
+
+	if (max > SHEAF_STASH_LIMIT)
+		max = SHEAF_STASH_LIMIT;
+	return n < max ? (uint32_t)n : max;
+}
+
+void exchange_retire_main(struct tcache *t, struct shm_sheaf *m, struct shm_sheaf **stash,
+			  uint32_t *n)
+{
+	if (m == &sheaf_dummy)
+		return;
+	if (t->spare == NULL)
+		t->spare = m;
+	else if (*n < stash_room(t))
+		stash[(*n)++] = m;
+	else
+		exchange_put(t, m);
+}
+
+void exchange_give_back_full(struct tcache *t)
+{
+	while (t->nfull > 0)
+		exchange_put(t, t->stash_full[--t->nfull]);
+	if (t->spare != NULL && sheaf_size(t->spare) > 0) {
+		exchange_put(t, t->spare);
+		t->spare = NULL;
+	}
+}
