@@ -23,7 +23,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
-#include "untrusted.h"
+#include "refusal_log.h"
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
@@ -321,7 +321,7 @@ int main(int argc, char **argv)
 	if (engine_start(&d.engine, err, sizeof(err)) != 0)
 		goto out_engine;
 	add_events(&d);
-	untrusted_watch_start(&d);
+	refusal_log_start(&d);
 	if (d.adopted)
 		daemon_watch_existing(&d);
 	if (!d.adopted) {       /* an adopted pool's memfds are in the store already */
@@ -340,7 +340,7 @@ int main(int argc, char **argv)
 	check_fini(&d);
 
 	daemon_unwatch_all(&d);
-	untrusted_watch_stop();
+	refusal_log_stop();
 	del_events(&d);
 out_engine:
 	engine_fini(&d.engine);
