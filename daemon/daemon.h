@@ -171,6 +171,9 @@ void rpc_out_free(struct rpc_out *out);
  * pool_check's (pool_check_cache's) @rc, @rep and @err. */
 int rpc_check_reply(struct daemon *d, uint64_t id, int cache, int rc,
 		    const struct check_report *rep, const char *err, struct rpc_out *out);
+/* Whether every request body of the protocol has its row in rpc.c's table
+ * of request kinds, matching the body's field: 0, or -1 with @err. */
+int rpc_kinds_check(char *err, size_t errlen);
 
 /*
  * check.c: the pool check (a walk of every slab, long on a big pool) on a

@@ -295,6 +295,10 @@ int main(int argc, char **argv)
 		return rc < 0 ? 2 : 0;
 	}
 	log_threshold = (enum log_level)d.cfg.log_level;
+	/* A request body of the protocol without its row in rpc.c's table is
+	 * a build that cannot serve it: refuse to start. */
+	if (rpc_kinds_check(err, sizeof(err)) != 0)
+		goto out;
 	signal(SIGPIPE, SIG_IGN);
 	d.listen_fd = d.lock_fd = -1;
 	d.started = time(NULL);
