@@ -195,8 +195,8 @@ void rpc_check_fill(struct daemon *d, int cache, int rc, const struct check_repo
 }
 
 /* Check (of the pool, or of the cache it names): off the event loop
- * (check.c) when there is one; its reply then comes through
- * server_check_done. */
+ * (check.c) when there is one; its reply then comes through the
+ * completion the server registered there (rp->deferred). */
 void rpc_check(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
 	const Sheaf__V1__CheckRequest *rq = RPC_BODY(call, Sheaf__V1__CheckRequest);
