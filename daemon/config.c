@@ -32,7 +32,7 @@ void config_defaults(struct config *c)
 	c->max_threads = SHEAF_DEFAULT_LANES;
 	c->max_caches = SHEAF_DEFAULT_CACHES;
 	c->log_level = LOG_INFO;
-	c->huge_pages = HUGE_TRY;       /* used when the kernel allows (design 5b) */
+	c->huge_pages = HUGE_TRY;       /* used when the kernel allows (shm/huge.h) */
 	c->allow_uid[0] = (uint32_t)getuid();
 	c->n_uid = 1;
 }
