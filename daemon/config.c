@@ -174,7 +174,7 @@ static int add_ids(uint32_t *ids, uint32_t *n, const char *list, int reset, int 
  * The pool's ranges are shm/pool.h's, the ones pool_create checks again.
  */
 enum key_kind {
-	KEY_PATH,                    /* a string of at most the field's size - 1 */
+	KEY_PATH,                    /* the socket's path: at most the field's size - 1 */
 	KEY_BYTES,                   /* parse_size, within [min, max] */
 	KEY_U32,                     /* a decimal uint32_t within [min, max] */
 	KEY_HUGE,                    /* huge_mode_parse */
@@ -232,6 +232,8 @@ static const struct key *key_find(const char *name)
 	return NULL;
 }
 
+_Static_assert(sizeof(int) == sizeof(uint32_t), "log_level is stored as 4 bytes");
+
 /* Store @v in @k's field of @c (4 or 8 bytes wide). */
 static void key_store(struct config *c, const struct key *k, uint64_t v)
 {
@@ -271,11 +273,13 @@ static int key_apply(struct config *c, const struct key *k, const char *key,
 		break;
 	case KEY_U32:
 		rc = parse_u32(val, (uint32_t)k->min, (uint32_t)k->max, &v32);
-		v = v32;
+		if (rc == 0)
+			v = v32;
 		break;
 	case KEY_HUGE:
 		rc = huge_mode_parse(val, &m);
-		v = (uint64_t)m;
+		if (rc == 0)
+			v = (uint64_t)m;
 		break;
 	case KEY_LEVEL:
 		rc = log_level_parse(val);
