@@ -1,7 +1,7 @@
 /*
  * arena.h - an allocation arena: every block of one reply (protobuf-c
  * messages, their arrays and strings) is taken here and freed together once
- * the reply is packed.  Blocks are zeroed.  Who may call: daemon/rpc.c.
+ * the reply is packed.  Blocks are zeroed.  Who may call: daemon/rpc*.c.
  */
 #ifndef SHEAF_DAEMON_ARENA_H
 #define SHEAF_DAEMON_ARENA_H

@@ -2,12 +2,13 @@
  * check.c - the pool check off the event loop (daemon.h): Check stops the
  * engine (the checker needs it quiet) and walks every slab on a thread of
  * its own; an eventfd tells the event loop when it is done, which then
- * restarts the engine, replies (server_check_done), and lets go what
- * waited meanwhile (requests that change the pool, rpc.c; repairs of
- * clients that ended, registry.c).  One check at a time: a second waits
- * like any request that changes the pool.  Who may call: rpc.c
- * (check_start, check_running), registry.c (check_running), main.c
- * (check_fini).
+ * restarts the engine, lets go the repairs of clients that ended
+ * (registry.c) and hands the packed reply to the completion registered
+ * with check_on_done, which sends it and lets the held requests go.  This
+ * file never calls into the socket layer.  One check at a time: a second
+ * waits like any request that changes the pool.  Who may call: rpc_pool.c
+ * (check_start), rpc.c and registry.c (check_running), server.c
+ * (check_on_done), main.c (check_fini).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@ struct check_job {
 	int rc;                      /* pool_check's result, read after join */
 	struct check_report rep;
 	char err[256];
+	check_done_fn *done;         /* check_on_done's, or NULL */
 };
 
 int check_running(const struct daemon *d)
@@ -75,7 +77,8 @@ static void on_check_done(evutil_socket_t fd, short what, void *arg)
 	if (rpc_check_reply(d, j->id, j->cache, j->rc, &j->rep, j->err, &out) != 0)
 		log_err("pool check: out of memory for the reply");
 	daemon_after_check(d);
-	server_check_done(d, &out);
+	if (j->done != NULL)
+		j->done(d, &out);
 	rpc_out_free(&out);
 }
 
@@ -126,6 +129,12 @@ int check_start(struct daemon *d, uint64_t id, int cache)
 		return -rc;          /* the caller checks inline, restarting it */
 	}
 	return 0;
+}
+
+void check_on_done(struct daemon *d, check_done_fn *done)
+{
+	if (d->check != NULL)
+		d->check->done = done;
 }
 
 void check_fini(struct daemon *d)

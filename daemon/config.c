@@ -1,9 +1,14 @@
-/* config.c - sheafd configuration (config.h). */
+/*
+ * config.c - sheafd configuration (config.h): defaults, the table of
+ * settings (keys[]) that the file and the flags both go through.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,23 +16,23 @@
 #include "log.h"
 #include "proto/frame.h"
 #include "proto/paths.h"
-
 #include "proto/version.h"
 #include "shm/huge.h"
+#include "shm/pool.h"
 
 void config_defaults(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
 	sheaf_default_socket(c->socket, sizeof(c->socket), 0);
-	c->size = 1ull << 30;
-	c->sheaves = 32768;
+	c->size = POOL_DEFAULT_SIZE;
+	c->sheaves = POOL_DEFAULT_SHEAVES;
 	c->max_frame = FRAME_DEFAULT_CAP;
 	c->idle_timeout_ms = CONFIG_IDLE_TIMEOUT_MS;
 	c->max_clients = SHEAF_DEFAULT_CLIENTS;
 	c->max_threads = SHEAF_DEFAULT_LANES;
 	c->max_caches = SHEAF_DEFAULT_CACHES;
 	c->log_level = LOG_INFO;
-	c->huge_pages = HUGE_TRY;       /* used when the kernel allows (design 5b) */
+	c->huge_pages = HUGE_TRY;       /* used when the kernel allows (shm/huge.h) */
 	c->allow_uid[0] = (uint32_t)getuid();
 	c->n_uid = 1;
 }
@@ -48,8 +53,8 @@ void config_usage(FILE *out)
 "                         (flags win)\n"
 "      --size BYTES       pool data size, K/M/G suffixes (default 1G; sparse)\n"
 "      --mem-cap BYTES    most bytes of slabs (default: size)\n"
-"      --nodes N          simulate N NUMA nodes (1..8; default: the machine's)\n"
-"      --sheaves N        sheaves in the pool (default 32768)\n"
+"      --nodes N          simulate N NUMA nodes (%u..%u; default: the machine's)\n"
+"      --sheaves N        sheaves in the pool (default %u)\n"
 "      --huge-pages MODE  back the object data with 2 MiB pages (shmem\n"
 "                         transparent huge pages, madvise): off, try\n"
 "                         (default: logged and off when the kernel refuses), on\n"
@@ -64,13 +69,13 @@ void config_usage(FILE *out)
 "      --idle-timeout MS  close a connection that sends no complete first\n"
 "                         request, or stalls inside a frame, this long\n"
 "                         (default %u; 0: never)\n"
-"      --max-clients-per-uid N  client slots one uid may hold (1..%u,\n"
+"      --max-clients-per-uid N  client slots one uid may hold (%u..%u,\n"
 "                         default half of max-clients); Attach beyond fails\n"
 "                         with NO_SPACE\n"
-"      --max-clients N    attached processes the pool holds (1..%u, default %u)\n"
+"      --max-clients N    attached processes the pool holds (%u..%u, default %u)\n"
 "      --max-threads N    threads using the pool at once, all processes\n"
 "                         (%u..%u, default %u)\n"
-"      --max-caches N     caches in the pool (1..%u, default %u)\n"
+"      --max-caches N     caches in the pool (%u..%u, default %u)\n"
 "                         (the three are fixed when the pool is created;\n"
 "                         unused slots cost no memory)\n"
 "  -f, --foreground       stay in the foreground (default: detach)\n"
@@ -83,10 +88,23 @@ void config_usage(FILE *out)
 "  -V, --version          version\n"
 "\n"
 "Signals: SIGTERM stops cleanly, SIGHUP re-reads log_level and allow lists.\n",
+		POOL_NODES_MIN, POOL_NODES_MAX, POOL_DEFAULT_SHEAVES,
 		CONFIG_FD_RESERVE(SHEAF_DEFAULT_CLIENTS), CONFIG_IDLE_TIMEOUT_MS,
-		SHEAF_MAX_CLIENTS, SHEAF_MAX_CLIENTS, SHEAF_DEFAULT_CLIENTS,
-		2 + SHEAF_MAX_NODES, SHEAF_MAX_LANES, SHEAF_DEFAULT_LANES,
-		SHEAF_MAX_CACHES, SHEAF_DEFAULT_CACHES);
+		POOL_CLIENTS_MIN, POOL_CLIENTS_MAX,
+		POOL_CLIENTS_MIN, POOL_CLIENTS_MAX, SHEAF_DEFAULT_CLIENTS,
+		POOL_LANES_MIN, POOL_LANES_MAX, SHEAF_DEFAULT_LANES,
+		POOL_CACHES_MIN, POOL_CACHES_MAX, SHEAF_DEFAULT_CACHES);
+}
+
+/* Fill the caller's @err (truncated to @errlen, as snprintf does). */
+static void __attribute__((format(printf, 3, 4)))
+set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -149,69 +167,154 @@ static int add_ids(uint32_t *ids, uint32_t *n, const char *list, int reset, int 
 	return 0;
 }
 
+/*
+ * The settings, one row each: the file's key, the alias the file also
+ * takes and the flag's name (--ALIAS, or --NAME without one), how the value
+ * is parsed, the range accepted, and the field of struct config it sets.
+ * The pool's ranges are shm/pool.h's, the ones pool_create checks again.
+ */
+enum key_kind {
+	KEY_PATH,                    /* the socket's path: at most the field's size - 1 */
+	KEY_BYTES,                   /* parse_size, within [min, max] */
+	KEY_U32,                     /* a decimal uint32_t within [min, max] */
+	KEY_HUGE,                    /* huge_mode_parse */
+	KEY_LEVEL,                   /* log_level_parse (an int field) */
+	KEY_USERS,                   /* add_ids, user names; off_n: the count */
+	KEY_GROUPS,                  /* add_ids, group names; off_n: the count */
+};
+
+struct key {
+	const char *name;
+	const char *alias;           /* NULL: none */
+	enum key_kind kind;
+	uint64_t min, max;
+	size_t off, width;           /* the field: offset, size */
+	size_t off_n;                /* KEY_USERS, KEY_GROUPS: the count's offset */
+};
+
+#define FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
+#define ANY 0, UINT64_MAX
+
+static const struct key keys[] = {
+	{ "socket", NULL, KEY_PATH, ANY, FIELD(socket), 0 },
+	{ "size", NULL, KEY_BYTES, ANY, FIELD(size), 0 },
+	{ "mem_cap", "mem-cap", KEY_BYTES, ANY, FIELD(mem_cap), 0 },
+	{ "nodes", NULL, KEY_U32, POOL_NODES_MIN, POOL_NODES_MAX, FIELD(nodes), 0 },
+	{ "sheaves", NULL, KEY_U32, POOL_SHEAVES_MIN, POOL_SHEAVES_MAX, FIELD(sheaves), 0 },
+	{ "huge_pages", "huge-pages", KEY_HUGE, ANY, FIELD(huge_pages), 0 },
+	{ "max_frame", "max-frame", KEY_BYTES, 64, 64u << 20, FIELD(max_frame), 0 },
+	{ "max_connections", "max-connections", KEY_U32, 1, 1u << 24,
+	  FIELD(max_connections), 0 },
+	{ "idle_timeout", "idle-timeout", KEY_U32, 0, 3600u * 1000u, FIELD(idle_timeout_ms), 0 },
+	{ "max_clients_per_uid", "max-clients-per-uid", KEY_U32, POOL_CLIENTS_MIN,
+	  POOL_CLIENTS_MAX, FIELD(max_clients_per_uid), 0 },
+	{ "max_clients", "max-clients", KEY_U32, POOL_CLIENTS_MIN, POOL_CLIENTS_MAX,
+	  FIELD(max_clients), 0 },
+	{ "max_threads", "max-threads", KEY_U32, POOL_LANES_MIN, POOL_LANES_MAX,
+	  FIELD(max_threads), 0 },
+	{ "max_caches", "max-caches", KEY_U32, POOL_CACHES_MIN, POOL_CACHES_MAX,
+	  FIELD(max_caches), 0 },
+	{ "log_level", "log-level", KEY_LEVEL, ANY, FIELD(log_level), 0 },
+	{ "allow_uid", "allow-uid", KEY_USERS, ANY, FIELD(allow_uid),
+	  offsetof(struct config, n_uid) },
+	{ "allow_gid", "allow-gid", KEY_GROUPS, ANY, FIELD(allow_gid),
+	  offsetof(struct config, n_gid) },
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+static const struct key *key_find(const char *name)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (strcmp(name, keys[i].name) == 0 ||
+		    (keys[i].alias != NULL && strcmp(name, keys[i].alias) == 0))
+			return &keys[i];
+	return NULL;
+}
+
+_Static_assert(sizeof(int) == sizeof(uint32_t), "log_level is stored as 4 bytes");
+
+/* Store @v in @k's field of @c (4 or 8 bytes wide). */
+static void key_store(struct config *c, const struct key *k, uint64_t v)
+{
+	char *f = (char *)c + k->off;
+
+	if (k->width == sizeof(uint64_t)) {
+		memcpy(f, &v, sizeof(v));
+	} else {
+		uint32_t v32 = (uint32_t)v;
+
+		memcpy(f, &v32, sizeof(v32));
+	}
+}
+
+/* Set @k from @val (named @key as given: the file's spelling, or the
+ * row's name for a flag): 0, or -1 with @err. */
+static int key_apply(struct config *c, const struct key *k, const char *key,
+		     const char *val, int from_file, char *err, size_t errlen)
+{
+	uint64_t v = 0;
+	uint32_t v32;
+	enum huge_mode m;
+	int rc = 0;
+
+	switch (k->kind) {
+	case KEY_PATH:
+		if (strlen(val) >= k->width) {
+			set_err(err, errlen, "socket path too long (max %zu bytes)", k->width - 1);
+			return -1;
+		}
+		snprintf((char *)c + k->off, k->width, "%s", val);
+		return 0;
+	case KEY_BYTES:
+		rc = parse_size(val, &v);
+		if (rc == 0 && (v < k->min || v > k->max))
+			rc = -1;
+		break;
+	case KEY_U32:
+		rc = parse_u32(val, (uint32_t)k->min, (uint32_t)k->max, &v32);
+		if (rc == 0)
+			v = v32;
+		break;
+	case KEY_HUGE:
+		rc = huge_mode_parse(val, &m);
+		if (rc == 0)
+			v = (uint64_t)m;
+		break;
+	case KEY_LEVEL:
+		rc = log_level_parse(val);
+		if (rc >= 0) {
+			v = (uint64_t)rc;
+			rc = 0;
+		}
+		break;
+	case KEY_USERS:
+	case KEY_GROUPS:
+		rc = add_ids((uint32_t *)((char *)c + k->off), (uint32_t *)((char *)c + k->off_n),
+			     val, from_file, k->kind == KEY_GROUPS);
+		if (rc == 0)
+			return 0;
+		break;
+	}
+	if (rc != 0) {
+		set_err(err, errlen, "bad value '%s' for %s", val, key);
+		return -1;
+	}
+	key_store(c, k, v);
+	return 0;
+}
+
 /* Apply one setting (from the file or a flag). */
 static int apply(struct config *c, const char *key, const char *val, int from_file,
 		 char *err, size_t errlen)
 {
-	int rc = 0;
+	const struct key *k = key_find(key);
 
-	if (strcmp(key, "socket") == 0) {
-		if (strlen(val) >= sizeof(c->socket)) {
-			snprintf(err, errlen, "socket path too long (max %zu bytes)",
-				 sizeof(c->socket) - 1);
-			return -1;
-		}
-		snprintf(c->socket, sizeof(c->socket), "%s", val);
-	} else if (strcmp(key, "size") == 0) {
-		rc = parse_size(val, &c->size);
-	} else if (strcmp(key, "mem_cap") == 0 || strcmp(key, "mem-cap") == 0) {
-		rc = parse_size(val, &c->mem_cap);
-	} else if (strcmp(key, "nodes") == 0) {
-		rc = parse_u32(val, 1, 8, &c->nodes);
-	} else if (strcmp(key, "sheaves") == 0) {
-		rc = parse_u32(val, 64, 1u << 20, &c->sheaves);
-	} else if (strcmp(key, "huge_pages") == 0 || strcmp(key, "huge-pages") == 0) {
-		enum huge_mode m;
-
-		rc = huge_mode_parse(val, &m);
-		c->huge_pages = (uint32_t)m;
-	} else if (strcmp(key, "max_frame") == 0 || strcmp(key, "max-frame") == 0) {
-		uint64_t v;
-		rc = parse_size(val, &v);
-		if (rc == 0 && (v < 64 || v > (64u << 20)))
-			rc = -1;
-		c->max_frame = (uint32_t)v;
-	} else if (strcmp(key, "max_connections") == 0 ||
-		   strcmp(key, "max-connections") == 0) {
-		rc = parse_u32(val, 1, 1u << 24, &c->max_connections);
-	} else if (strcmp(key, "idle_timeout") == 0 || strcmp(key, "idle-timeout") == 0) {
-		rc = parse_u32(val, 0, 3600u * 1000u, &c->idle_timeout_ms);
-	} else if (strcmp(key, "max_clients_per_uid") == 0 ||
-		   strcmp(key, "max-clients-per-uid") == 0) {
-		rc = parse_u32(val, 1, SHEAF_MAX_CLIENTS, &c->max_clients_per_uid);
-	} else if (strcmp(key, "max_clients") == 0 || strcmp(key, "max-clients") == 0) {
-		rc = parse_u32(val, 1, SHEAF_MAX_CLIENTS, &c->max_clients);
-	} else if (strcmp(key, "max_threads") == 0 || strcmp(key, "max-threads") == 0) {
-		rc = parse_u32(val, 2 + SHEAF_MAX_NODES, SHEAF_MAX_LANES, &c->max_threads);
-	} else if (strcmp(key, "max_caches") == 0 || strcmp(key, "max-caches") == 0) {
-		rc = parse_u32(val, 1, SHEAF_MAX_CACHES, &c->max_caches);
-	} else if (strcmp(key, "log_level") == 0 || strcmp(key, "log-level") == 0) {
-		rc = log_level_parse(val);
-		if (rc >= 0) {
-			c->log_level = rc;
-			rc = 0;
-		}
-	} else if (strcmp(key, "allow_uid") == 0 || strcmp(key, "allow-uid") == 0) {
-		rc = add_ids(c->allow_uid, &c->n_uid, val, from_file, 0);
-	} else if (strcmp(key, "allow_gid") == 0 || strcmp(key, "allow-gid") == 0) {
-		rc = add_ids(c->allow_gid, &c->n_gid, val, from_file, 1);
-	} else {
-		snprintf(err, errlen, "unknown setting '%s'", key);
+	if (k == NULL) {
+		set_err(err, errlen, "unknown setting '%s'", key);
 		return -1;
 	}
-	if (rc != 0)
-		snprintf(err, errlen, "bad value '%s' for %s", val, key);
-	return rc;
+	return key_apply(c, k, key, val, from_file, err, errlen);
 }
 
 static int load_file(struct config *c, const char *path, char *err, size_t errlen)
@@ -257,49 +360,43 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
 	return 0;
 }
 
-static const struct option longopts[] = {
-	{ "socket", required_argument, NULL, 's' },
-	{ "config", required_argument, NULL, 'c' },
-	{ "size", required_argument, NULL, 1 },
-	{ "mem-cap", required_argument, NULL, 2 },
-	{ "nodes", required_argument, NULL, 3 },
-	{ "sheaves", required_argument, NULL, 4 },
-	{ "max-frame", required_argument, NULL, 5 },
-	{ "foreground", no_argument, NULL, 'f' },
-	{ "log-level", required_argument, NULL, 6 },
-	{ "allow-uid", required_argument, NULL, 7 },
-	{ "allow-gid", required_argument, NULL, 8 },
-	{ "max-connections", required_argument, NULL, 9 },
-	{ "idle-timeout", required_argument, NULL, 10 },
-	{ "max-clients-per-uid", required_argument, NULL, 11 },
-	{ "max-clients", required_argument, NULL, 12 },
-	{ "max-threads", required_argument, NULL, 13 },
-	{ "max-caches", required_argument, NULL, 14 },
-	{ "huge-pages", required_argument, NULL, 15 },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 },
-};
+/* getopt_long's values: a row of keys[] is OPT_KEY + its index. */
+enum { OPT_KEY = 256 };
 
-static const char *const keys[] = {
-	[1] = "size", [2] = "mem_cap", [3] = "nodes", [4] = "sheaves",
-	[5] = "max_frame", [6] = "log_level", [7] = "allow_uid", [8] = "allow_gid",
-	[9] = "max_connections", [10] = "idle_timeout", [11] = "max_clients_per_uid",
-	[12] = "max_clients", [13] = "max_threads", [14] = "max_caches",
-	[15] = "huge_pages",
-};
+/* The long options: one per row of keys[], then --config, --foreground,
+ * --help, --version. */
+static void long_options(struct option *o)
+{
+	static const struct option rest[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+
+	for (size_t i = 0; i < NKEYS; i++)
+		o[i] = (struct option){ keys[i].alias != NULL ? keys[i].alias : keys[i].name,
+					required_argument, NULL, OPT_KEY + (int)i };
+	memcpy(o + NKEYS, rest, sizeof(rest));
+}
 
 int config_from_args(struct config *c, int argc, char **argv, char *err, size_t errlen)
 {
-	int opt, pass, uid_flag = 0, gid_flag = 0;
+	struct option longopts[NKEYS + 5];
+	unsigned char listed[NKEYS] = { 0 };
+	int opt, pass;
 
 	config_defaults(c);
+	long_options(longopts);
 	/* Pass 0 finds --config and --help; pass 1 applies the flags over
 	 * what the file set. */
 	for (pass = 0; pass < 2; pass++) {
 		optind = 1;
 		opterr = 0;
 		while ((opt = getopt_long(argc, argv, "s:c:fhV", longopts, NULL)) != -1) {
+			const struct key *k;
+
 			if (opt == '?' || opt == ':') {
 				snprintf(err, errlen, "unknown or incomplete option '%s' (see --help)",
 					 argv[optind - 1]);
@@ -320,18 +417,19 @@ int config_from_args(struct config *c, int argc, char **argv, char *err, size_t 
 			}
 			if (opt == 'f') {
 				c->foreground = 1;
-			} else if (opt == 's') {
-				if (apply(c, "socket", optarg, 0, err, errlen) != 0)
-					return -1;
-			} else if (opt >= 1 && opt <= 15) {
-				/* A flag's id list replaces the file's. */
-				if (opt == 7 && !uid_flag++)
-					c->n_uid = 0;
-				if (opt == 8 && !gid_flag++)
-					c->n_gid = 0;
-				if (apply(c, keys[opt], optarg, 0, err, errlen) != 0)
-					return -1;
+				continue;
 			}
+			if (opt == 's')
+				k = key_find("socket");
+			else if (opt >= OPT_KEY && opt < OPT_KEY + (int)NKEYS)
+				k = &keys[opt - OPT_KEY];
+			else
+				continue;
+			/* A flag's id list replaces the file's. */
+			if ((k->kind == KEY_USERS || k->kind == KEY_GROUPS) && !listed[k - keys]++)
+				*(uint32_t *)((char *)c + k->off_n) = 0;
+			if (key_apply(c, k, k->name, optarg, 0, err, errlen) != 0)
+				return -1;
 		}
 		if (pass == 0 && optind < argc) {
 			snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);

@@ -114,9 +114,10 @@ struct rpc_out {
 	unsigned npass;              /* how many (0: none) */
 	int close_after;             /* close the connection once it is sent */
 	int later;                   /* no reply: a pool check runs; hand the same
-					frame in again after server_check_done */
+					frame in again once it ended */
 	int deferred;                /* no reply yet: the pool check started; its
-					reply comes through server_check_done */
+					reply comes through check_on_done's
+					completion */
 };
 
 /* server.c: the control socket (libevent callbacks; calls rpc_handle). */
@@ -124,9 +125,6 @@ struct rpc_out {
  * configured path (refusing when another daemon holds it). */
 int server_listen(struct daemon *d, int activated, char *err, size_t errlen);
 void server_close_all(struct daemon *d);
-/* The pool check ended: send @out (its reply) to the connection that asked,
- * when still open, then let paused connections go on. */
-void server_check_done(struct daemon *d, struct rpc_out *out);
 /* Answer every whole frame in @c's input buffer (c->in, c->in_len), keep
  * the partial rest: 0, or -1 when @c must be closed now.  Called by
  * on_read; exported for tests/fuzz/fuzz_rpc.c. */
@@ -171,6 +169,9 @@ void rpc_out_free(struct rpc_out *out);
  * pool_check's (pool_check_cache's) @rc, @rep and @err. */
 int rpc_check_reply(struct daemon *d, uint64_t id, int cache, int rc,
 		    const struct check_report *rep, const char *err, struct rpc_out *out);
+/* Whether every request body of the protocol has its row in rpc.c's table
+ * of request kinds, matching the body's field: 0, or -1 with @err. */
+int rpc_kinds_check(char *err, size_t errlen);
 
 /*
  * check.c: the pool check (a walk of every slab, long on a big pool) on a
@@ -182,9 +183,18 @@ int rpc_check_reply(struct daemon *d, uint64_t id, int cache, int rc,
  */
 int check_running(const struct daemon *d);
 /* Start the check for Check request @id of @cache (-1: the pool): 0 (its
- * reply comes through server_check_done), or -errno when it could not start
- * off the loop (the caller then runs it inline). */
+ * reply comes through the completion of check_on_done), or -errno when it
+ * could not start off the loop (the caller then runs it inline). */
 int check_start(struct daemon *d, uint64_t id, int cache);
+/* What the pool check's end calls, on the event loop, after it restarted
+ * the engine and let registry.c's held-back repairs go: @reply is the
+ * packed Check reply (buf NULL when none could be made), freed by check.c
+ * after the call. */
+typedef void check_done_fn(struct daemon *d, struct rpc_out *reply);
+/* Have @done called whenever a check started with check_start ends (the
+ * layer holding the connection that waits for the reply: server.c, once
+ * rpc_handle answered rpc_out.deferred).  Kept until check_fini. */
+void check_on_done(struct daemon *d, check_done_fn *done);
 /* Shutdown: wait for a running check and free what check.c holds. */
 void check_fini(struct daemon *d);
 

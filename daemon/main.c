@@ -23,7 +23,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
-#include "untrusted.h"
+#include "refusal_log.h"
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
@@ -295,6 +295,10 @@ int main(int argc, char **argv)
 		return rc < 0 ? 2 : 0;
 	}
 	log_threshold = (enum log_level)d.cfg.log_level;
+	/* A request body of the protocol without its row in rpc.c's table is
+	 * a build that cannot serve it: refuse to start. */
+	if (rpc_kinds_check(err, sizeof(err)) != 0)
+		goto out;
 	signal(SIGPIPE, SIG_IGN);
 	d.listen_fd = d.lock_fd = -1;
 	d.started = time(NULL);
@@ -321,7 +325,7 @@ int main(int argc, char **argv)
 	if (engine_start(&d.engine, err, sizeof(err)) != 0)
 		goto out_engine;
 	add_events(&d);
-	untrusted_watch_start(&d);
+	refusal_log_start(&d);
 	if (d.adopted)
 		daemon_watch_existing(&d);
 	if (!d.adopted) {       /* an adopted pool's memfds are in the store already */
@@ -340,7 +344,7 @@ int main(int argc, char **argv)
 	check_fini(&d);
 
 	daemon_unwatch_all(&d);
-	untrusted_watch_stop();
+	refusal_log_stop();
 	del_events(&d);
 out_engine:
 	engine_fini(&d.engine);

@@ -1,9 +1,10 @@
 /*
  * rpc_names.c - sheafd's handlers for the name directory (shm/names.h):
- * NameSet, NameDel, NameList.  Called by rpc.c's dispatch only.
+ * NameSet, NameDel, NameList.  Called through rpc.c's table of
+ * request kinds only.
  */
 #include <errno.h>
-#include "rpc_reply.h"
+#include "rpc_handlers.h"
 #include "shm/names.h"
 
 static Sheaf__V1__NameInfo *name_info(struct daemon *d, struct arena *a,
@@ -27,9 +28,9 @@ static Sheaf__V1__Status name_status(int rc)
 	return rc == -ENAMETOOLONG ? SHEAF__V1__STATUS__STATUS_BAD_REQUEST : rpc_status(rc);
 }
 
-void rpc_name_set(struct daemon *d, const Sheaf__V1__NameSetRequest *rq,
-			    struct reply *rp)
+void rpc_name_set(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
+	const Sheaf__V1__NameSetRequest *rq = RPC_BODY(call, Sheaf__V1__NameSetRequest);
 	Sheaf__V1__NameSetResponse *nr;
 	struct name_rec r;
 	char err[160];
@@ -49,9 +50,9 @@ void rpc_name_set(struct daemon *d, const Sheaf__V1__NameSetRequest *rq,
 	rp->r.name_set = nr;
 }
 
-void rpc_name_del(struct daemon *d, const Sheaf__V1__NameDelRequest *rq,
-			    struct reply *rp)
+void rpc_name_del(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
+	const Sheaf__V1__NameDelRequest *rq = RPC_BODY(call, Sheaf__V1__NameDelRequest);
 	char err[160];
 	int rc = engine_name_del(&d->engine, rq->name, err, sizeof(err));
 
@@ -66,12 +67,13 @@ void rpc_name_del(struct daemon *d, const Sheaf__V1__NameDelRequest *rq,
 		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
-void rpc_name_list(struct daemon *d, struct reply *rp)
+void rpc_name_list(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
 	Sheaf__V1__NameListResponse *lr = ARENA_NEW(&rp->a, Sheaf__V1__NameListResponse,
 						    SHEAF__V1__NAME_LIST_RESPONSE__INIT);
 	struct name_rec r;
 
+	(void)call;
 	if (lr == NULL ||
 	    (lr->names = arena_alloc(&rp->a, SHEAF_DIR_ENTRIES * sizeof(void *))) == NULL)
 		goto oom;

@@ -1,11 +1,12 @@
 /*
- * rpc_queues.c - sheafd's handlers for the shared queues (issue 10;
- * shm/queue.h, engine_queue.c): QueueCreate, QueueDestroy, QueueList, and
- * the queues' numbers that Stats reports.  Called by rpc.c's dispatch only.
+ * rpc_queues.c - sheafd's handlers for the shared queues (shm/queue.h,
+ * engine_queue.c): QueueCreate, QueueDestroy, QueueList, and
+ * the queues' numbers that Stats reports.  Called through rpc.c's table of
+ * request kinds only.
  */
 #include <errno.h>
 #include "log.h"
-#include "rpc_reply.h"
+#include "rpc_handlers.h"
 #include "shm/queue.h"
 
 /* Queue @id's descriptor and numbers (its shared words read as untrusted,
@@ -50,9 +51,9 @@ int rpc_queue_infos(struct daemon *d, struct arena *a, Sheaf__V1__QueueInfo ***o
 	return 0;
 }
 
-void rpc_queue_create(struct daemon *d, const Sheaf__V1__QueueCreateRequest *rq,
-				struct reply *rp)
+void rpc_queue_create(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
+	const Sheaf__V1__QueueCreateRequest *rq = RPC_BODY(call, Sheaf__V1__QueueCreateRequest);
 	Sheaf__V1__QueueCreateResponse *cr;
 	char err[160];
 	int id = engine_queue_create(&d->engine, rq->name, rq->capacity, rq->flags, err,
@@ -73,9 +74,9 @@ void rpc_queue_create(struct daemon *d, const Sheaf__V1__QueueCreateRequest *rq,
 	rp->r.queue_create = cr;
 }
 
-void rpc_queue_destroy(struct daemon *d, const Sheaf__V1__QueueDestroyRequest *rq,
-				 struct reply *rp)
+void rpc_queue_destroy(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
+	const Sheaf__V1__QueueDestroyRequest *rq = RPC_BODY(call, Sheaf__V1__QueueDestroyRequest);
 	char err[160];
 	int id = pool_queue_find(&d->pool, rq->name), rc;
 
@@ -96,11 +97,12 @@ void rpc_queue_destroy(struct daemon *d, const Sheaf__V1__QueueDestroyRequest *r
 		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 }
 
-void rpc_queue_list(struct daemon *d, struct reply *rp)
+void rpc_queue_list(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
 	Sheaf__V1__QueueListResponse *lr = ARENA_NEW(&rp->a, Sheaf__V1__QueueListResponse,
 						     SHEAF__V1__QUEUE_LIST_RESPONSE__INIT);
 
+	(void)call;
 	if (lr == NULL || rpc_queue_infos(d, &rp->a, &lr->queues, &lr->n_queues) != 0) {
 		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;

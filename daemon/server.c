@@ -4,8 +4,9 @@
  * accepting with peer credentials, reading frames, handing each to
  * rpc_handle (rpc.c) and sending the reply it packs (with a descriptor for
  * Attach).  Thin: parsing and acting live in rpc.c, which never calls back
- * here.  Connection state (struct conn) is this file's; registry.c only
- * marks a connection to close.
+ * here; the pool check (check.c) hands its reply to on_check_reply, which
+ * this file registers with check_on_done.  Connection state (struct conn)
+ * is this file's; registry.c only marks a connection to close.
  *
  * Abuse of the socket costs bounded memory and no spinning:
  *   - at most d->max_conns connections: over it, the oldest connection that
@@ -50,6 +51,7 @@
 static void on_accept(evutil_socket_t fd, short what, void *arg);
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
+static void on_check_reply(struct daemon *d, struct rpc_out *out);
 
 /* ---- rate-limited logging ------------------------------------------------ */
 
@@ -627,8 +629,10 @@ static enum frame_fate handle_frame(struct conn *c, const uint8_t *buf, size_t l
 		return FRAME_DROP;
 	if (out.later || out.deferred) {
 		*consumed = out.deferred;
-		if (out.deferred)
+		if (out.deferred) {
 			c->d->check_conn = c;
+			check_on_done(c->d, on_check_reply);
+		}
 		fate = FRAME_HELD;
 	} else if (conn_send(c, out.buf, out.len, out.pass_fds, out.npass) != 0) {
 		fate = FRAME_DROP;
@@ -704,7 +708,9 @@ static void after_input(struct conn *c, int rc)
 	}
 }
 
-void server_check_done(struct daemon *d, struct rpc_out *out)
+/* The pool check ended: send @out (its reply) to the connection that asked,
+ * when still open, then let paused connections go on. */
+static void on_check_reply(struct daemon *d, struct rpc_out *out)
 {
 	struct conn *c = d->check_conn, *next;
 

@@ -119,20 +119,20 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 		     h->off_frame_owner % PAGE == PAGE / 2 + SHEAF_CACHELINE / 2);
 }
 
-/* Limits within 1..SHEAF_MAX_* (and room for the engine's lanes).  0, or
- * -EINVAL with @err. */
+/* Limits within POOL_*_MIN..POOL_*_MAX (pool.h).  0, or -EINVAL with
+ * @err. */
 static int limits_check(uint32_t clients, uint32_t lanes, uint32_t caches,
 			char *err, size_t errlen)
 {
-	if (clients < 1 || clients > SHEAF_MAX_CLIENTS)
-		return fail(err, errlen, -EINVAL, "max clients %u out of range 1..%u",
-			    clients, SHEAF_MAX_CLIENTS);
-	if (lanes < 1 + SHEAF_MAX_NODES + 1 || lanes > SHEAF_MAX_LANES)
+	if (clients < POOL_CLIENTS_MIN || clients > POOL_CLIENTS_MAX)
+		return fail(err, errlen, -EINVAL, "max clients %u out of range %u..%u",
+			    clients, POOL_CLIENTS_MIN, POOL_CLIENTS_MAX);
+	if (lanes < POOL_LANES_MIN || lanes > POOL_LANES_MAX)
 		return fail(err, errlen, -EINVAL, "max threads %u out of range %u..%u",
-			    lanes, 2 + SHEAF_MAX_NODES, SHEAF_MAX_LANES);
-	if (caches < 1 || caches > SHEAF_MAX_CACHES)
-		return fail(err, errlen, -EINVAL, "max caches %u out of range 1..%u",
-			    caches, SHEAF_MAX_CACHES);
+			    lanes, POOL_LANES_MIN, POOL_LANES_MAX);
+	if (caches < POOL_CACHES_MIN || caches > POOL_CACHES_MAX)
+		return fail(err, errlen, -EINVAL, "max caches %u out of range %u..%u",
+			    caches, POOL_CACHES_MIN, POOL_CACHES_MAX);
 	return 0;
 }
 
@@ -148,8 +148,9 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	struct shm_header want;
 	uint32_t fpn = h->frames_per_node, n = h->sheaf_count;
 
-	if (h->nodes == 0 || h->nodes > SHEAF_MAX_NODES || n < 64 || n > (1u << 20) ||
-	    (n & (n - 1)) != 0 || fpn == 0 || fpn > (1u << 24) || (fpn & (fpn - 1)) != 0)
+	if (h->nodes < POOL_NODES_MIN || h->nodes > POOL_NODES_MAX ||
+	    n < POOL_SHEAVES_MIN || n > POOL_SHEAVES_MAX || (n & (n - 1)) != 0 ||
+	    fpn == 0 || fpn > POOL_FRAMES_PER_NODE_MAX || (fpn & (fpn - 1)) != 0)
 		return fail(err, errlen, -EINVAL, "pool header: geometry out of range "
 			    "(%u nodes, %u sheaves, %u frames per node)", h->nodes, n, fpn);
 	if (limits_check(h->max_clients, h->max_lanes, h->max_caches, err, errlen) != 0 ||
@@ -425,20 +426,20 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 
 	memset(p, 0, sizeof(*p));
 	p->meta_fd = p->shared_fd = p->meta_ro_fd = -1;
-	if (pp->nodes > SHEAF_MAX_NODES)
-		return fail(err, errlen, -EINVAL, "nodes %u out of range 1..%u",
-			    pp->nodes, SHEAF_MAX_NODES);
-	if (sheaves < 64 || sheaves > (1u << 20))
-		return fail(err, errlen, -EINVAL, "sheaf count %u out of range 64..%u",
-			    sheaves, 1u << 20);
-	if (size < (uint64_t)nodes * SLAB_SIZE || size > (1ull << 44))
+	if (pp->nodes > POOL_NODES_MAX)        /* 0: discovered */
+		return fail(err, errlen, -EINVAL, "nodes %u out of range %u..%u",
+			    pp->nodes, POOL_NODES_MIN, POOL_NODES_MAX);
+	if (sheaves < POOL_SHEAVES_MIN || sheaves > POOL_SHEAVES_MAX)
+		return fail(err, errlen, -EINVAL, "sheaf count %u out of range %u..%u",
+			    sheaves, POOL_SHEAVES_MIN, POOL_SHEAVES_MAX);
+	if (size < (uint64_t)nodes * SLAB_SIZE || size > POOL_SIZE_MAX)
 		return fail(err, errlen, -EINVAL,
 			    "pool size %llu out of range %llu..%llu bytes",
 			    (unsigned long long)size,
-			    (unsigned long long)nodes * SLAB_SIZE, 1ull << 44);
+			    (unsigned long long)nodes * SLAB_SIZE, POOL_SIZE_MAX);
 	sheaves = pow2_ceil(sheaves);
 	fpn = (size / nodes + SLAB_SIZE - 1) >> SLAB_SHIFT;
-	if (fpn > (1u << 24))
+	if (fpn > POOL_FRAMES_PER_NODE_MAX)
 		return fail(err, errlen, -EINVAL, "pool too large per node");
 	memset(&h, 0, sizeof(h));
 	h.max_clients = pp->max_clients ? pp->max_clients : SHEAF_DEFAULT_CLIENTS;

@@ -83,6 +83,27 @@ struct pool_params {
 #define POOL_DEFAULT_SIZE        (1ull << 30)
 #define POOL_DEFAULT_SHEAVES     32768u
 
+/*
+ * The ranges of a pool's parameters: pool_create refuses a pool_params
+ * outside them, the header check refuses a region whose header is, and
+ * sheafd's configuration (daemon/config.c) takes its ranges from here, so
+ * each range is written once.  Inclusive.
+ */
+#define POOL_NODES_MIN           1u
+#define POOL_NODES_MAX           SHEAF_MAX_NODES
+#define POOL_SHEAVES_MIN         64u
+#define POOL_SHEAVES_MAX         (1u << 20)
+#define POOL_SIZE_MAX            (1ull << 44)   /* data bytes; at least a slab a node */
+#define POOL_FRAMES_PER_NODE_MAX (1u << 24)
+#define POOL_CLIENTS_MIN         1u
+#define POOL_CLIENTS_MAX         SHEAF_MAX_CLIENTS
+/* Lanes: the engine's own (one per worker, at most one a node, and the
+ * control thread's) and at least one more for a client. */
+#define POOL_LANES_MIN           (2u + SHEAF_MAX_NODES)
+#define POOL_LANES_MAX           SHEAF_MAX_LANES
+#define POOL_CACHES_MIN          1u
+#define POOL_CACHES_MAX          SHEAF_MAX_CACHES
+
 /* Create a new region (META and SHARED memfds, sized, sealed against
  * resizing and further seals, mapped read-write, all segments initialised).
  * 0, or -errno with @err filled. */

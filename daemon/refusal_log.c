@@ -1,12 +1,12 @@
 /*
- * untrusted.c (daemon) - the rate-limited log of the engine's refusals
- * (untrusted.h here, shm/untrusted.h for the counters).
+ * refusal_log.c - the rate-limited log of the engine's refusals of
+ * client-written values (refusal_log.h; the counters: shm/untrusted.h).
  */
 #include <stdio.h>
 #include <string.h>
 #include "log.h"
 #include "shm/untrusted.h"
-#include "untrusted.h"
+#include "refusal_log.h"
 
 static struct event *ev_watch;
 static uint64_t logged[UT_NR];      /* the counts the last line showed */
@@ -44,9 +44,9 @@ static void on_watch(evutil_socket_t fd, short what, void *arg)
 	log_moved(arg);
 }
 
-void untrusted_watch_start(struct daemon *d)
+void refusal_log_start(struct daemon *d)
 {
-	struct timeval tv = { UNTRUSTED_LOG_S, 0 };
+	struct timeval tv = { REFUSAL_LOG_S, 0 };
 
 	log_moved(d);
 	ev_watch = event_new(d->base, -1, EV_PERSIST, on_watch, d);
@@ -54,7 +54,7 @@ void untrusted_watch_start(struct daemon *d)
 		event_add(ev_watch, &tv);
 }
 
-void untrusted_watch_stop(void)
+void refusal_log_stop(void)
 {
 	if (ev_watch != NULL)
 		event_free(ev_watch);
