@@ -17,8 +17,8 @@
 #include "shm/barn.h"
 #include "shm/futex.h"
 #include "shm/owner.h"
-#include "shm/slab.h"
-#include "shm/untrusted.h"
+#include "shm/slab_geom.h"
+#include "shm/bounds.h"
 #include "client/internal.h"
 #include "client/vet.h"
 
@@ -81,7 +81,7 @@ static uint32_t cache_capacity(const struct tcache *t)
 static uint32_t barn_capacity(const struct tcache *t)
 {
 	uint32_t cap = cache_capacity(t);
-	return cap ? cap : engine_default_capacity(t->cache->sc->obj_size);
+	return cap ? cap : cache_default_capacity(t->cache->sc->obj_size);
 }
 
 /* ---- getting sheaves --------------------------------------------------- */

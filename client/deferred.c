@@ -20,9 +20,9 @@
 #include <unistd.h>
 #include "shm/barn.h"
 #include "shm/futex.h"
-#include "shm/grace.h"
-#include "shm/slab.h"
-#include "shm/untrusted.h"
+#include "shm/grace_bell.h"
+#include "shm/slab_geom.h"
+#include "shm/bounds.h"
 #include "client/internal.h"
 
 enum { RCU_NOFENCE = 1, RCU_FENCE = 2 };
@@ -163,7 +163,7 @@ static int gp_wait(sheaf_pool_t *pool, uint64_t target, int released, unsigned t
 
 	while (req < target && !at_cas_acqrel(&p->rcu->req, &req, target))
 		;
-	grace_ring(p);
+	grace_bell_ring(p);
 	for (;;) {
 		uint32_t w = at_load_acquire(&h->gp_wake);
 		int64_t left;
@@ -200,7 +200,7 @@ static uint32_t deferred_cap(const struct tcache *t)
 {
 	uint32_t cap = at_load_relaxed(&t->cache->sc->sheaf_capacity);
 
-	return cap ? cap : engine_default_capacity(t->cache->sc->obj_size);
+	return cap ? cap : cache_default_capacity(t->cache->sc->obj_size);
 }
 
 /*
@@ -236,7 +236,7 @@ static void handover(struct tcache *t)
 	}
 	at_store_relaxed(&t->stat[ST_FREE_RCU_SHEAF], v);
 	at_store_release(&ln->rcu_fold_cache, 0);
-	grace_ring(p);
+	grace_bell_ring(p);
 }
 
 void deferred_flush(struct tcache *t)

@@ -21,8 +21,8 @@
 #include <pthread.h>
 #include "client/rpc.h"
 #include "client/sheaf.h"
-#include "shm/clients.h"
-#include "shm/engine.h"
+#include "shm/lanes.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
 
 /* Pools open at once in a process, and cache handles over all of them

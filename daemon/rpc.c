@@ -26,15 +26,16 @@
 #include "rpc_reply.h"
 #include "proto/sheaf.pb-c.h"
 #include "shm/barn.h"
-#include "shm/check.h"
-#include "shm/clients.h"
+#include "shm/engine/check.h"
+#include "shm/lanes.h"
 #include "shm/names.h"
-#include "shm/grace.h"
+#include "shm/engine/grace.h"
 #include "shm/queue.h"
 #include "shm/owner.h"
+#include "shm/engine/owner.h"
 #include "shm/stats.h"
 #include "shm/tune.h"
-#include "shm/untrusted.h"
+#include "shm/bounds.h"
 
 static Sheaf__V1__Layout *layout_of(struct daemon *d, struct arena *a)
 {
@@ -148,7 +149,7 @@ static void handle_attach(struct daemon *d, struct conn_info *peer,
 static void handle_cache_create(struct daemon *d, const Sheaf__V1__CacheCreateRequest *rq,
 			    struct reply *rp)
 {
-	struct engine_cache_params cp = {
+	struct cache_params cp = {
 		.size = rq->size, .align = rq->align, .capacity = rq->capacity,
 		.flags = rq->flags,
 	};

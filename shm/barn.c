@@ -7,7 +7,7 @@
 #include <sched.h>
 #include "barn.h"
 #include "futex.h"
-#include "untrusted.h"
+#include "bounds.h"
 
 int pool_under_pressure(const struct shm_pool *p, uint32_t node)
 {

@@ -35,8 +35,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "engine.h"
 #include "pool.h"
+
+struct engine;
 
 /* One entry as read (a private copy). */
 struct name_rec {
@@ -61,6 +62,16 @@ int names_lookup(const struct shm_pool *p, const char *name, struct name_rec *ou
 /* Entry @i (< SHEAF_DIR_ENTRIES) if it names a live object as
  * names_lookup requires: 1 with *@out, else 0. */
 int names_read(const struct shm_pool *p, uint32_t i, struct name_rec *out);
+
+/* The probing rules the writer shares with the readers: the home slot of
+ * @name (FNV-1a); a consistent copy of entry @e (its state, or -EAGAIN
+ * when it kept changing: a seqlock read of acquire loads); whether @r
+ * names an object of a live cache of the generation it records. */
+uint32_t names_home(const char *name);
+int names_entry_load(const struct shm_name *e, struct name_rec *r);
+int names_rec_valid(const struct shm_pool *p, const struct name_rec *r);
+
+/* ---- the engine's (engine/names.c) ---- */
 
 /*
  * Name object @off (a region offset) @name.  0, -EEXIST (the name is

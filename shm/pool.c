@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "huge.h"
 #include "pool.h"
-#include "untrusted.h"
+#include "bounds.h"
 
 #define PAGE 4096ull
 

@@ -23,6 +23,7 @@
  * put_single, get_single.  No locked instruction, no fence on x86.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@
 #include <sys/syscall.h>
 #include "futex.h"
 #include "queue.h"
-#include "untrusted.h"
+#include "bounds.h"
 
 /* Steps one call may take: a few laps of helping, whatever the words hold. */
 static inline uint64_t queue_steps_max(const struct queue_ref *q, uint32_t n)
@@ -288,6 +289,25 @@ void queue_read_stats(const struct queue_ref *q, struct queue_stats *st)
 	st->deq_waits = ut_load64(&q->ctl->deq_waits);
 	st->enq_waits = ut_load64(&q->ctl->enq_waits);
 	st->dropped = ut_load64(&q->ctl->dropped);
+}
+
+int queue_params_check(const char *name, uint32_t capacity, uint32_t flags,
+		       char *err, size_t errlen)
+{
+	if (name == NULL || name[0] == '\0' || strlen(name) >= SHEAF_NAME_MAX) {
+		snprintf(err, errlen, "queue name must be 1..%u bytes", SHEAF_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	if (capacity > QUEUE_CAP_MAX) {
+		snprintf(err, errlen, "queue capacity %u out of range 0..%u", capacity,
+			 QUEUE_CAP_MAX);
+		return -EINVAL;
+	}
+	if ((flags & ~QUEUE_F_ALL) != 0) {
+		snprintf(err, errlen, "unknown queue flags 0x%x", flags);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int pool_queue_find(const struct shm_pool *p, const char *name)

@@ -193,6 +193,11 @@ struct queue_stats {
 };
 void queue_read_stats(const struct queue_ref *q, struct queue_stats *st);
 
+/* Check a create request alone (pure: libsheaf checks before it asks,
+ * engine_queue_create again): 0 or -EINVAL with @err. */
+int queue_params_check(const char *name, uint32_t capacity, uint32_t flags,
+		       char *err, size_t errlen);
+
 /* Descriptor of live queue @name, or -ENOENT.  Safe from any process. */
 int pool_queue_find(const struct shm_pool *p, const char *name);
 

@@ -27,10 +27,10 @@
 #include <unistd.h>
 
 #include "shm/barn.h"
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/util_check.h"
 
 #define MIB (1024ull * 1024ull)
@@ -70,7 +70,7 @@ static uint32_t take_empty_sheaf(uint32_t cache, uint32_t node)
 static void setup(void)
 {
 	struct pool_params pp = { .size = 64 * MIB, .nodes = 2, .sheaf_count = 1024 };
-	struct engine_cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
+	struct cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
 	struct shm_sheaf *sh;
 	int rc;
 
@@ -324,7 +324,7 @@ END_TEST
 
 START_TEST(test_sheaf_object_of_other_cache)
 {
-	struct engine_cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
+	struct cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
 	int other = engine_cache_create(&E, "other", &cp, ERR, sizeof ERR);
 	uint64_t o;
 
@@ -538,7 +538,7 @@ END_TEST
 /* A debug cache: the in-use bits (a client's job) must match the walk. */
 START_TEST(test_debug_inuse_bits)
 {
-	struct engine_cache_params cp = { .size = 128, .align = 8, .capacity = -1,
+	struct cache_params cp = { .size = 128, .align = 8, .capacity = -1,
 					  .flags = SHEAF_CACHE_F_DEBUG };
 	int d = engine_cache_create(&E, "dbg", &cp, ERR, sizeof ERR);
 	uint64_t o[10];

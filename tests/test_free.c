@@ -18,7 +18,7 @@
 #include <time.h>
 #include "client/sheaf.h"
 #include "client/internal.h"
-#include "shm/check.h"
+#include "shm/engine/check.h"
 #include "tests/util_check.h"
 #include "tests/util_pool.h"
 

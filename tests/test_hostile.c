@@ -75,7 +75,7 @@
 
 #include "client/internal.h"
 #include "client/sheaf.h"
-#include "shm/engine.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
 #include "tests/hostile_client.h"
 #include "tests/util_check.h"

@@ -30,10 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/util_check.h"
 #include "tests/util_slab.h"
 
@@ -197,7 +197,7 @@ START_TEST(test_geometry)
 		ck_assert_uint_eq(atomic_load(&sc->min_partial),
 				  slab_default_min_partial(obj_size));
 		ck_assert_uint_eq(atomic_load(&sc->sheaf_capacity),
-				  engine_default_capacity(obj_size));
+				  cache_default_capacity(obj_size));
 		ck_assert_int_eq(pool_cache_find(&P, name), (int)c);
 
 		count = geo_count(per_slab);
@@ -280,7 +280,7 @@ START_TEST(test_invalid_geometry)
 		{ UINT32_MAX, 8 }, { 64, 8192 }, { 64, 12 }, { 64, 24 },
 		{ 64, 1u << 31 }, { 64, 4097 }, { 64, 100 },
 	};
-	struct engine_cache_params cp = { .capacity = -1 };
+	struct cache_params cp = { .capacity = -1 };
 	int id;
 
 	pool_up(1, 64 * MIB);
@@ -344,7 +344,7 @@ END_TEST
 START_TEST(test_invalid_small_align)
 {
 	static const uint32_t aligns[] = { 3, 5, 6, 7 };
-	struct engine_cache_params cp = { .size = 64, .capacity = -1 };
+	struct cache_params cp = { .size = 64, .capacity = -1 };
 	char name[16];
 
 	char accepted[128] = "";

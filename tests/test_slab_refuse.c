@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/util_check.h"
 #include "tests/util_slab.h"
 

@@ -16,11 +16,12 @@
 #include <string.h>
 
 #include "shm/barn.h"
-#include "shm/check.h"
-#include "shm/clients.h"
-#include "shm/engine.h"
-#include "shm/slab.h"
-#include "shm/untrusted.h"
+#include "shm/engine/check.h"
+#include "shm/lanes.h"
+#include "shm/engine/clients.h"
+#include "shm/engine/engine.h"
+#include "shm/engine/slab.h"
+#include "shm/bounds.h"
 #include "tests/util_check.h"
 
 #define MIB (1024ull * 1024)
@@ -46,7 +47,7 @@ static void bare_teardown(void)
 
 static int bare_cache(const char *name, uint32_t size)
 {
-	struct engine_cache_params cp = { .size = size, .capacity = -1 };
+	struct cache_params cp = { .size = size, .capacity = -1 };
 	char err[256] = "";
 	int id = engine_cache_create(&E, name, &cp, err, sizeof(err));
 
@@ -285,7 +286,7 @@ START_TEST(adopt_quarantines_bad_descriptors)
 	int good = bare_cache("good", 64), zero = bare_cache("zero", 64);
 	int huge = bare_cache("huge", 128), align = bare_cache("align", 256);
 	uint64_t objs[64];
-	struct engine_cache_params cp = { .size = 32, .capacity = -1 };
+	struct cache_params cp = { .size = 32, .capacity = -1 };
 	char err[256];
 	int fresh;
 

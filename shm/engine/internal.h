@@ -6,9 +6,9 @@
 #ifndef SHEAF_SHM_ENGINE_INTERNAL_H
 #define SHEAF_SHM_ENGINE_INTERNAL_H
 
-#include "debug.h"
-#include "engine.h"
-#include "untrusted.h"
+#include "shm/debug.h"
+#include "shm/engine/engine.h"
+#include "shm/bounds.h"
 
 /* Add @v to the engine counter @st of cache-node (@c, @n).  Relaxed: the
  * counters are statistics, read by sums that order nothing. */

@@ -21,13 +21,15 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include "names.h"
-#include "barn.h"
-#include "clients.h"
-#include "engine_internal.h"
-#include "grace.h"
-#include "owner.h"
-#include "slab.h"
+#include "shm/names.h"
+#include "shm/barn.h"
+#include "shm/lanes.h"
+#include "shm/engine/clients.h"
+#include "shm/engine/adopt_vet.h"
+#include "shm/engine/internal.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/owner.h"
+#include "shm/engine/slab.h"
 
 /*
  * The objects of sheaf @sh (owned by the repair now) go back to the slabs
@@ -219,11 +221,11 @@ int engine_adopt(struct shm_pool *p)
 	 * quarantined before slab_rebuild walks them (an obj_size of 0 would
 	 * divide by zero, a huge objs_per_slab loop for ever), and owner
 	 * entries or lanes that name nobody are taken back. */
-	untrusted_quarantine_caches(p);
+	adopt_vet_quarantine(p);
 	slab_rebuild(p);
 	names_adopt(p);                  /* after the bitmaps are trusted */
 	engine_queues_adopt(p);
-	untrusted_adopt_shared(p, OWNER_ENGINE);
+	adopt_vet_shared(p, OWNER_ENGINE);
 	owner_adopt(p);                  /* claims of a repair that died with it */
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */

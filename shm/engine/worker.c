@@ -29,11 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "barn.h"
-#include "engine_internal.h"
-#include "futex.h"
-#include "grace.h"
-#include "slab.h"
+#include "shm/barn.h"
+#include "shm/engine/internal.h"
+#include "shm/futex.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/slab.h"
 
 struct worker_arg {
 	struct engine *e;
@@ -212,7 +212,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 		return 0;
 	}
 	if (cap == 0)
-		cap = engine_default_capacity(sc->obj_size);
+		cap = cache_default_capacity(sc->obj_size);
 	/* The descriptor is engine-owned, but a refill writes objs[cap]:
 	 * clamp at the use as well. */
 	if (cap > SHEAF_CAP_MAX)

@@ -8,7 +8,7 @@
 #define SHEAF_SHM_CHECK_H
 
 #include <stdint.h>
-#include "pool.h"
+#include "shm/pool.h"
 
 struct check_report {
 	uint64_t objects;        /* objects in slabs of the cache(s) */

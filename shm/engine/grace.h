@@ -23,7 +23,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include "pool.h"
+#include "shm/pool.h"
 
 struct engine;
 
@@ -53,9 +53,6 @@ void grace_fini(struct engine *e);
  * stop flag is the engine's). */
 int grace_start(struct engine *e);
 void grace_stop(struct engine *e);
-
-/* Ring the grace-period thread's doorbell (any process). */
-void grace_ring(struct shm_pool *p);
 
 /*
  * A repair took back sheaf @s (owned by @me now): if it holds deferred

@@ -1,26 +1,23 @@
 /*
- * clients.h - client slots (one per attached process) and thread lanes (one
- * per thread using the pool: its counters and ring intent).
+ * lanes.h - thread lanes (struct shm_lane, one per thread using the pool, in
+ * the client-writable part of the region): the thread's counters, the live
+ * record of its main sheaves' fast-path operations, and its ring intent.
  *
- * Who may call: client_attach/client_detach the engine (or a local pool);
- * lane_acquire/lane_release the thread that will hold the lane.
+ * Who may call: lane_acquire, lane_release, lane_live_install,
+ * lane_live_fold and lane_count_* the thread that holds the lane;
+ * lane_counts, lane_net and lane_in_use any thread of any process (they
+ * only read); lane_live_repair, lane_free and lane_live_fold on a dead
+ * client's lane the engine's repair.
  *
- * No locks here (docs/design.md, "Lock order"): a slot is claimed by CAS on
- * its state, a lane by CAS on its client and busy words; lane_counts readers
- * retry on the lane's sequence count, never wait.  Callable with any lock
- * held.
+ * No locks here (docs/design.md, "Lock order"): a lane is claimed by CAS on
+ * its client and busy words; lane_counts readers retry on the lane's
+ * sequence count, never wait.  Callable with any lock held.
  */
-#ifndef SHEAF_SHM_CLIENTS_H
-#define SHEAF_SHM_CLIENTS_H
+#ifndef SHEAF_SHM_LANES_H
+#define SHEAF_SHM_LANES_H
 
 #include <stdint.h>
 #include "pool.h"
-
-/* Take a free client slot for process @pid; its id, or -EUSERS if none. */
-int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name);
-
-/* Mark a client slot free again (after its sheaves were reclaimed). */
-void client_detach(struct shm_pool *p, uint32_t client);
 
 /* A lane for a thread of @client on @node (see layout.h), or NULL when all
  * are in use. */

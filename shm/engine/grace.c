@@ -17,11 +17,12 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include "barn.h"
-#include "clients.h"
-#include "engine_internal.h"
-#include "futex.h"
-#include "grace.h"
+#include "shm/barn.h"
+#include "shm/lanes.h"
+#include "shm/engine/internal.h"
+#include "shm/futex.h"
+#include "shm/grace_bell.h"
+#include "shm/engine/grace.h"
 
 #define POLL_MIN_NS   20000L       /* first wait for a blocking reader */
 #define POLL_MAX_NS   1000000L     /* then doubling up to this */
@@ -35,15 +36,6 @@ static int sys_membarrier(int cmd)
 static struct ring_ref rcu_ref(const struct shm_pool *p)
 {
 	return pool_ring_ref(p, ring_rcu_id(p->nodes));
-}
-
-void grace_ring(struct shm_pool *p)
-{
-	/* Dekker pair with grace_main's sleeping store and bell load, as
-	 * the node doorbell (barn.h). */
-	at_fetch_add_seqcst(&p->rcu->bell, 1);
-	if (at_load_seqcst(&p->rcu->sleeping))
-		futex_wake(&p->rcu->bell, 1);
 }
 
 int grace_init(struct engine *e)
@@ -300,7 +292,7 @@ void grace_stop(struct engine *e)
 	if (g == NULL || !g->running)
 		return;
 	/* e->stop is set (seq_cst) by engine_stop before this. */
-	grace_ring(e->pool);
+	grace_bell_ring(e->pool);
 	futex_wake(&e->pool->rcu->bell, 1);
 	pthread_join(g->thread, NULL);
 	g->running = 0;
@@ -318,7 +310,7 @@ int grace_requeue(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_inten
 	sh->gp = at_load_seqcst(&p->hdr->gp_seq);
 	if (rr_put(&rr, p->owners, s, me, in) != 0)
 		return 0;                  /* never: the ring holds every sheaf */
-	grace_ring(p);
+	grace_bell_ring(p);
 	return 1;
 }
 

@@ -19,11 +19,8 @@
 #define SHEAF_SHM_SLAB_H
 
 #include <stdint.h>
-#include "pool.h"
-
-/* Object geometry of a cache: size rounded to @align; 0 or -EINVAL. */
-int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
-		  uint32_t *objs_per_slab);
+#include "shm/pool.h"
+#include "shm/slab_geom.h"
 
 /* Kernel-style default min_partial for an object size (5..10). */
 uint32_t slab_default_min_partial(uint32_t obj_size);
@@ -59,10 +56,6 @@ uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
  * counters from the free bitmaps.  Only with no engine thread running.
  */
 void slab_rebuild(struct shm_pool *p);
-
-/* Validate one object offset for @cache: 0, or -EFAULT (not in the data
- * region), -EINVAL (not an object of @cache). */
-int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off);
 
 /* Queue storage (engine_queue.c): @n contiguous frames of @node marked
  * FRAME_QUEUE (the first, or SLAB_NONE), and their release. */

@@ -19,11 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "barn.h"
-#include "clients.h"
-#include "engine_internal.h"
-#include "grace.h"
-#include "slab.h"
+#include "shm/barn.h"
+#include "shm/lanes.h"
+#include "shm/engine/internal.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/slab.h"
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 {
