@@ -124,7 +124,7 @@ static struct shm_sheaf *get_full(struct tcache *t, uint32_t node)
 			struct ring_ref full = pool_full_ref(p, c, node);
 
 			stat_inc(t, ST_BARN_GET);
-			if (rr_count(&full) < at_load_relaxed(&t->cache->sc->barn_low))
+			if (ring_count(&full) < at_load_relaxed(&t->cache->sc->barn_low))
 				node_ring_doorbell(p, node);   /* restock early */
 			return s;
 		}
@@ -193,7 +193,7 @@ static int barn_put_over(struct tcache *t)
 	uint32_t keep = barn_flush_limit(tshm(t), t->cache->sc, t->node);
 
 	full = pool_full_ref(tshm(t), t->f->cache_id, t->node);
-	return rr_count(&full) > keep;
+	return ring_count(&full) > keep;
 }
 
 /* Hand a sheaf back to its barn: full ring if it holds objects. */

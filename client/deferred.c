@@ -229,7 +229,7 @@ static void handover(struct tcache *t)
 	/* Every unlink before this call comes before the stamp's read
 	 * (seq_cst fence): grace period stamp + 1 starts after them. */
 	d->gp = gp_target(t->cache->pool) - 1;
-	if (rr_put(&rr, p->owners, s, t->cache->pool->client, &ln->intent) != 0) {
+	if (ring_put(&rr, p->owners, s, t->cache->pool->client, &ln->intent) != 0) {
 		at_store_release(&ln->rcu_fold_cache, 0);
 		t->deferred = d;          /* never: the ring holds every sheaf */
 		return;

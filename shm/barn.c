@@ -20,7 +20,7 @@ int pool_under_pressure(const struct shm_pool *p, uint32_t node)
 	 * pool as a whole is far from its cap (frames are per node). */
 	return used * 4 > cap_frames * 3 ||
 	       node_used * 4 > (uint64_t)p->frames_per_node * 3 ||
-	       (uint64_t)rr_count(&depot) * 4 < (uint64_t)p->sheaf_count;
+	       (uint64_t)ring_count(&depot) * 4 < (uint64_t)p->sheaf_count;
 }
 
 uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc, uint32_t node)
@@ -38,10 +38,10 @@ uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 {
 	struct ring_ref rr = pool_full_ref(p, cache, node);
 
-	return rr_get(&rr, p->owners, me, in);
+	return ring_get(&rr, p->owners, me, in);
 }
 
-/* Put @s into @rr; a ring too scribbled to take it (rr_put gives up) is
+/* Put @s into @rr; a ring too scribbled to take it (ring_put gives up) is
  * counted, and the sheaf given to the depot instead, or, when that fails
  * too, kept by @me (lost to the pool until a repair: the cost of the
  * scribble). */
@@ -50,11 +50,11 @@ static void put_or_depot(struct shm_pool *p, const struct ring_ref *rr, uint32_t
 {
 	struct ring_ref depot;
 
-	if (rr_put(rr, p->owners, s, me, in) == 0)
+	if (ring_put(rr, p->owners, s, me, in) == 0)
 		return;
 	untrusted_note(UT_RING, 1);
 	depot = pool_depot_ref(p);
-	if (rr->id != RING_DEPOT && rr_put(&depot, p->owners, s, me, in) == 0)
+	if (rr->id != RING_DEPOT && ring_put(&depot, p->owners, s, me, in) == 0)
 		return;
 	untrusted_note(UT_RING, 1);
 }
@@ -67,11 +67,11 @@ uint32_t barn_put_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 	/* Rings hold every sheaf of the pool: never full, unless scribbled
 	 * (then the objects go with the sheaf to the depot: lost, as the
 	 * scribbler's cache's consistency is). */
-	if (rr_put(&rr, p->owners, s, me, in) != 0) {
+	if (ring_put(&rr, p->owners, s, me, in) != 0) {
 		sheaf_set_size(pool_sheaf(p, s), 0);
 		put_or_depot(p, &rr, s, me, in);
 	}
-	return rr_count(&rr);
+	return ring_count(&rr);
 }
 
 uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
@@ -79,13 +79,13 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 			int *from_depot)
 {
 	struct ring_ref rr = pool_empty_ref(p, cache, node);
-	uint32_t s = rr_get(&rr, p->owners, me, in);
+	uint32_t s = ring_get(&rr, p->owners, me, in);
 	struct shm_sheaf *sh;
 
 	*from_depot = 0;
 	if (s == SHEAF_ID_NONE) {
 		rr = pool_depot_ref(p);
-		s = rr_get(&rr, p->owners, me, in);
+		s = ring_get(&rr, p->owners, me, in);
 		if (s == SHEAF_ID_NONE)
 			return s;
 		*from_depot = 1;

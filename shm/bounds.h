@@ -102,14 +102,14 @@ static inline struct ring_ref pool_depot_ref(const struct shm_pool *p)
 	return pool_ring_ref(p, RING_DEPOT);
 }
 
-/* rr_reclaim's ref_of for a pool (@ctx): a ring id read from an intent,
+/* ring_reclaim's ref_of for a pool (@ctx): a ring id read from an intent,
  * refused (-1, counted) when the pool has no such ring. */
 int pool_ref_of(void *ctx, uint32_t id, struct ring_ref *out);
 
-/* Items in ring @rr, bounded (rr_count); a name for the engine's reads. */
+/* Items in ring @rr, bounded (ring_count); a name for the engine's reads. */
 static inline uint32_t ut_ring_count(const struct ring_ref *rr)
 {
-	return rr_count(rr);
+	return ring_count(rr);
 }
 
 /* ---- sheaves ------------------------------------------------------------ */

@@ -70,6 +70,6 @@ void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,
 		      cn->lists[SL_EMPTY].count;
 	sum->partial_slabs += cn->lists[SL_PARTIAL].count;
 	lock_release(&cn->lock);
-	sum->barn_full += rr_count(&full);
-	sum->barn_empty += rr_count(&empty);
+	sum->barn_full += ring_count(&full);
+	sum->barn_empty += ring_count(&empty);
 }

@@ -285,7 +285,7 @@ END_TEST
 /* An empty sheaf taken out of the depot, marked back "in the depot". */
 START_TEST(test_owner_depot_but_taken)
 {
-	uint32_t s = ring_get(pool_ring(&P, RING_DEPOT), P.owners, OWNER_ENGINE, &IN);
+	uint32_t s = ring_hdr_get(pool_ring(&P, RING_DEPOT), P.owners, OWNER_ENGINE, &IN);
 
 	ck_assert_uint_ne(s, SHEAF_ID_NONE);
 	EXPECT_CLEAN(IN_USE);
@@ -490,8 +490,8 @@ START_TEST(test_sheaf_in_two_slots)
 
 	/* Its entry as if the engine held it (a put is a CAS from it). */
 	at_store_relaxed(&P.owners[S1], OWNER_ENGINE);
-	ck_assert_int_eq(ring_put(r, P.owners, S1, OWNER_ENGINE, &IN), 0);
-	ck_assert_uint_eq(ring_count(r), 2);
+	ck_assert_int_eq(ring_hdr_put(r, P.owners, S1, OWNER_ENGINE, &IN), 0);
+	ck_assert_uint_eq(ring_hdr_count(r), 2);
 	expect_broken("sheaf in two ring slots", IN_USE, "two ring slots");
 }
 END_TEST

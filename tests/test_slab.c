@@ -88,7 +88,7 @@ START_TEST(test_pool_create_params)
 			REQUIRE(atomic_load(&P.frame_owner[f]) == FRAME_FREE,
 				"frame %u owned at creation", f);
 		/* Every sheaf starts in the depot. */
-		ck_assert_uint_eq(ring_count(pool_ring(&P, RING_DEPOT)), 1024);
+		ck_assert_uint_eq(ring_hdr_count(pool_ring(&P, RING_DEPOT)), 1024);
 		CHECK_POOL(0);
 		pool_unmap(&P);
 	}

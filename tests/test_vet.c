@@ -68,7 +68,7 @@ static unsigned barn_full_sheaves(sheaf_cache_t *a, uint32_t want,
 	unsigned n = 0;
 
 	churn_checked(a, 10);
-	while (rr_count(&full) < want && now_ms() - t0 < 5000) {
+	while (ring_count(&full) < want && now_ms() - t0 < 5000) {
 		node_ring_doorbell(sp, 0);
 		sleep_us(1000);
 	}

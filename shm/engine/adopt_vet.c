@@ -80,9 +80,9 @@ uint32_t adopt_vet_shared(struct shm_pool *p, uint32_t dead)
 
 		/* Only rewrite a header that differs: an untouched ring's
 		 * pages stay untouched. */
-		if (ring->size != rr_size(&rr) || ring->mask != rr.mask ||
+		if (ring->size != ring_size(&rr) || ring->mask != rr.mask ||
 		    ring->id != rr.id || ring->nsheaves != rr.nsheaves) {
-			ring->size = rr_size(&rr);
+			ring->size = ring_size(&rr);
 			ring->mask = rr.mask;
 			ring->id = rr.id;
 			ring->nsheaves = rr.nsheaves;

@@ -218,7 +218,7 @@ static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_int
 			engine_sheaf_to_slabs(p, cache, pool_sheaf(p, s));
 			depot_put(p, s, OWNER_ENGINE, in);
 		}
-		while ((s = rr_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+		while ((s = ring_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 			depot_put(p, s, OWNER_ENGINE, in);
 		slab_shrink(p, cache, n, 0);
 		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
@@ -386,7 +386,7 @@ static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 	if (held == NULL || keep == NULL)
 		goto out;
 	while (n < p->sheaf_count &&
-	       (s = rr_get(&depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
+	       (s = ring_get(&depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
 		held[s] = 1;
 		e->ids[n++] = s;
 	}
@@ -415,7 +415,7 @@ static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 		}
 	}
 	for (uint32_t k = 0; k < n; k++)        /* their pages stay untouched */
-		if (rr_put(&depot, p->owners, e->ids[k], OWNER_ENGINE, in) != 0)
+		if (ring_put(&depot, p->owners, e->ids[k], OWNER_ENGINE, in) != 0)
 			untrusted_note(UT_RING, 1);     /* a scribbled depot */
 out:
 	free(held);
@@ -439,7 +439,7 @@ static uint64_t do_shrink_cache_node(struct shm_pool *p, uint32_t c, uint32_t n,
 	 * min_partial); slab_shrink does the rest. */
 	while ((s = barn_get_full(p, c, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
-	while ((s = rr_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+	while ((s = ring_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 		depot_put(p, s, OWNER_ENGINE, in);
 	slab_shrink(p, c, n, keep_min ? at_load_relaxed(&p->caches[c].min_partial) : 0);
 	return at_load_relaxed(freed) - before;

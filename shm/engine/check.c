@@ -48,12 +48,12 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 		uint32_t valid = 0, holes = 0, unfilled = 0;
 
 		uint32_t head = at_load_relaxed(&rr.r->head);
-		uint32_t count = rr_count(&rr), span = count + 1;
+		uint32_t count = ring_count(&rr), span = count + 1;
 
 		/* Quiescent: every full slot lies in [head, tail); scanning only
 		 * those keeps untouched ring pages untouched. */
-		if (span > rr_size(&rr))
-			span = rr_size(&rr);
+		if (span > ring_size(&rr))
+			span = ring_size(&rr);
 		for (uint32_t k = 0; k < span; k++) {
 			uint32_t pos = head + k, i = pos & rr.mask, base = pos - i;
 			uint64_t v = at_load_relaxed(&rr.r->slots[i]);
@@ -74,7 +74,7 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 				/* A hole in [head, tail): a slot consumed or stale
 				 * (full, but its sheaf taken by owner CAS: a repair
 				 * of a stale intent that won against a live put,
-				 * ring.c rr_repair_intent), which a get skips
+				 * ring.c ring_repair_intent), which a get skips
 				 * (helping head past it); or one never filled for
 				 * this lap, at which a get stops: sheaves behind it
 				 * are out of reach. */

@@ -34,7 +34,7 @@ int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 	e->ctl_lane = lane_acquire(p, OWNER_ENGINE, 0);
 	for (uint32_t n = 0; n < p->nodes && e->ctl_lane; n++)
 		e->worker_lane[n] = lane_acquire(p, OWNER_ENGINE, n);
-	if (e->ids == NULL || e->ctl_lane == NULL || engine_mend_init(e) != 0 ||
+	if (e->ids == NULL || e->ctl_lane == NULL || ring_rebuild_init(e) != 0 ||
 	    e->worker_lane[p->nodes - 1] == NULL || grace_init(e) != 0) {
 		engine_fini(e);
 		snprintf(err, errlen, "engine: out of memory or lanes");
@@ -56,7 +56,7 @@ void engine_fini(struct engine *e)
 	e->ctl_lane = NULL;
 	free(e->ids);
 	e->ids = NULL;
-	engine_mend_fini(e);
+	ring_rebuild_fini(e);
 	pthread_mutex_destroy(&e->ctl_lock);
 }
 
@@ -80,7 +80,7 @@ void engine_flush_sheaf(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
 	engine_sheaf_to_slabs(p, c, sh);
 	sheaf_set_size(sh, 0);
 	engine_stat_add(p, c, n, ST_SHEAF_FLUSH, 1);
-	if (rr_count(&empty) > 2 * (uint64_t)limit)
+	if (ring_count(&empty) > 2 * (uint64_t)limit)
 		depot_put(p, s, me, in);
 	else
 		barn_put_empty(p, c, n, s, me, in);

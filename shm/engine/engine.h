@@ -49,7 +49,7 @@ struct engine {
 	/* Owned caches (owner.h), under ctl_lock: objects of dead clients
 	 * freed and kept since start, and repairs that ran out of memory. */
 	uint64_t owner_freed, owner_kept, owner_enomem;
-	struct engine_mend *mend;          /* spoiled-ring rebuilds (engine_mend.c) */
+	struct ring_rebuild_state *rebuild; /* spoiled-ring rebuilds (ring_rebuild.h) */
 };
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen);
@@ -147,8 +147,4 @@ int engine_queue_create(struct engine *e, const char *name, uint32_t capacity,
 			uint32_t flags, char *err, size_t errlen);
 int engine_queue_destroy(struct engine *e, uint32_t id, char *err, size_t errlen);
 void engine_queues_adopt(struct shm_pool *p);
-/* Forget the spoiled-ring vets' state (engine_mend.c: rate limits and
- * suspicions): for the fuzzer, which starts each input from one snapshot. */
-void engine_mend_reset(struct engine *e);
-
 #endif

@@ -95,7 +95,7 @@ static void drain(struct grace *g)
 	uint32_t s;
 
 	while (g->n < p->sheaf_count &&
-	       (s = rr_get(&rr, p->owners, OWNER_ENGINE, &g->lane->intent)) != SHEAF_ID_NONE) {
+	       (s = ring_get(&rr, p->owners, OWNER_ENGINE, &g->lane->intent)) != SHEAF_ID_NONE) {
 		struct shm_sheaf *sh = pool_sheaf(p, s);
 		uint64_t ep = ut_load64(&sh->gp);
 		uint32_t c = ut_sheaf_cache(p, sh), n = ut_sheaf_node(p, sh);
@@ -150,7 +150,7 @@ static void release(struct grace *g, uint32_t i)
 	}
 	full = pool_full_ref(p, c, n);
 	if ((flags & SHEAF_F_MIXED) || size == 0 ||
-	    rr_count(&full) >= at_load_relaxed(&p->caches[c].barn_limit)) {
+	    ring_count(&full) >= at_load_relaxed(&p->caches[c].barn_limit)) {
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
 	} else {
 		barn_put_full(p, c, n, s, OWNER_ENGINE, in);
@@ -308,7 +308,7 @@ int grace_requeue(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_inten
 		return 0;
 	/* seq_cst: the writer's death (seen by the caller) came before. */
 	sh->gp = at_load_seqcst(&p->hdr->gp_seq);
-	if (rr_put(&rr, p->owners, s, me, in) != 0)
+	if (ring_put(&rr, p->owners, s, me, in) != 0)
 		return 0;                  /* never: the ring holds every sheaf */
 	grace_bell_ring(p);
 	return 1;

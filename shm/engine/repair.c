@@ -115,10 +115,10 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln))
-			rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count,
+			ring_reclaim(pool_ref_of, p, p->owners, p->sheaf_count,
 				   &ln->intent, 1, dead, me, ids, 0);
 	}
-	n = rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
+	n = ring_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
 		       dead, me, ids, p->sheaf_count);
 	for (uint32_t k = 0; k < n; k++) {
 		if (dead < p->max_clients)   /* a client's: its tags first (owner.h) */

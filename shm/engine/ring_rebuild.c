@@ -1,7 +1,7 @@
 /*
- * engine_mend.c - the engine finds a spoiled ring and rebuilds it from its
- * own knowledge (engine_internal.h: engine_mend_*, engine_ring_glance,
- * engine_ring_suspect).
+ * engine/ring_rebuild.c - the engine finds a spoiled ring and rebuilds it from its
+ * own knowledge (engine_internal.h: engine_mend_*, ring_rebuild_glance,
+ * ring_rebuild_suspect).
  *
  * Why: every ring lives in client-writable memory.  The ring code bounds
  * what it reads (ring.h), so a scribbled ring never crashes anyone, but it
@@ -11,11 +11,11 @@
  * refill), and a spoiled barn ring starves its cache; without a rebuild
  * both last until sheafd restarts.
  *
- * Vetting (cheap first): engine_ring_glance checks a ring's positions in
+ * Vetting (cheap first): ring_rebuild_glance checks a ring's positions in
  * O(1) (tail - head within the ring's size, give or take one in-flight
- * operation per lane) on every pass; engine_ring_suspect is called on a
+ * operation per lane) on every pass; ring_rebuild_suspect is called on a
  * symptom and, at most once
- * per MEND_VET_GAP_NS per ring (and MEND_ANY_GAP_NS for all), looks for a sheaf the owner table
+ * per REBUILD_VET_GAP_NS per ring (and REBUILD_ANY_GAP_NS for all), looks for a sheaf the owner table
  * (owners[], client-writable but arbitrated by CAS) places in the ring that
  * no consumer can reach (not in a slot of [head, tail) of the right lap).
  * A ring is spoiled when its positions are impossible, or when the same
@@ -31,7 +31,7 @@
  * each failing put running to ring_steps_max); they are off until that is
  * understood.
  *
- * Rebuild (rr_reset, then a claim): the ring is reset to an empty lap; every
+ * Rebuild (ring_reset, then a claim): the ring is reset to an empty lap; every
  * sheaf the owner table marks as in it is claimed by CAS (a concurrent
  * consumer that loses the CAS looks on, a producer whose sheaf is claimed
  * forgets it: the ring protocol's arbitration, ring.h); the claimed
@@ -61,13 +61,13 @@
 /* Least time between two deep vets of one ring, and of any two rings: a
  * vet reads the whole owner table, and the symptoms that call for one (a
  * starved barn) can last; the worker's CPU for vets stays near 1%. */
-#define MEND_VET_GAP_NS (50 * 1000 * 1000)
-#define MEND_ANY_GAP_NS (10 * 1000 * 1000)
+#define REBUILD_VET_GAP_NS (50 * 1000 * 1000)
+#define REBUILD_ANY_GAP_NS (10 * 1000 * 1000)
 /* Operations in flight that can skew tail - head transiently (a consumer
  * that helped head past a tail its producer has not moved yet). */
-#define MEND_SLACK(p)   ((p)->max_lanes + 8u)
+#define REBUILD_SLACK(p)   ((p)->max_lanes + 8u)
 
-struct engine_mend {
+struct ring_rebuild_state {
 	pthread_mutex_t lock;
 	uint32_t nrings;
 	int64_t next_any;        /* no deep vet of any ring before this time */
@@ -78,9 +78,9 @@ struct engine_mend {
 	uint8_t *seen;           /* scratch: sheaves reachable in a ring */
 };
 
-int engine_mend_init(struct engine *e)
+int ring_rebuild_init(struct engine *e)
 {
-	struct engine_mend *m = calloc(1, sizeof(*m));
+	struct ring_rebuild_state *m = calloc(1, sizeof(*m));
 	uint32_t nr = pool_ring_total(e->pool);
 
 	if (m == NULL)
@@ -91,9 +91,9 @@ int engine_mend_init(struct engine *e)
 	m->suspect = malloc(nr * sizeof(*m->suspect));
 	m->seen = malloc(e->pool->sheaf_count);
 	pthread_mutex_init(&m->lock, NULL);
-	e->mend = m;
+	e->rebuild = m;
 	if (m->ids == NULL || m->next_vet == NULL || m->suspect == NULL || m->seen == NULL) {
-		engine_mend_fini(e);
+		ring_rebuild_fini(e);
 		return -1;
 	}
 	for (uint32_t r = 0; r < nr; r++)
@@ -101,9 +101,9 @@ int engine_mend_init(struct engine *e)
 	return 0;
 }
 
-void engine_mend_fini(struct engine *e)
+void ring_rebuild_fini(struct engine *e)
 {
-	struct engine_mend *m = e->mend;
+	struct ring_rebuild_state *m = e->rebuild;
 
 	if (m == NULL)
 		return;
@@ -113,7 +113,7 @@ void engine_mend_fini(struct engine *e)
 	free(m->suspect);
 	free(m->seen);
 	free(m);
-	e->mend = NULL;
+	e->rebuild = NULL;
 }
 
 /*
@@ -128,7 +128,7 @@ static int positions_impossible(const struct shm_pool *p, const struct ring_ref 
 	uint32_t t = at_load_acquire(&rr->r->tail), h = at_load_acquire(&rr->r->head);
 	int32_t n = (int32_t)(t - h);
 
-	if (n >= -(int32_t)MEND_SLACK(p) && n <= (int32_t)(rr_size(rr) + MEND_SLACK(p)))
+	if (n >= -(int32_t)REBUILD_SLACK(p) && n <= (int32_t)(ring_size(rr) + REBUILD_SLACK(p)))
 		return 0;
 	return at_load_acquire(&rr->r->tail) == t && at_load_acquire(&rr->r->head) == h;
 }
@@ -141,7 +141,7 @@ static uint32_t unreachable_sheaf(struct shm_pool *p, const struct ring_ref *rr,
 				  uint8_t *seen)
 {
 	const uint32_t mine = OWNER_RING(rr->id);
-	uint32_t h = at_load_acquire(&rr->r->head), span = rr_count(rr);
+	uint32_t h = at_load_acquire(&rr->r->head), span = ring_count(rr);
 
 	memset(seen, 0, p->sheaf_count);
 	for (uint32_t k = 0; k < span; k++) {
@@ -204,22 +204,22 @@ static void put_back(struct shm_pool *p, uint32_t id, const uint32_t *ids, uint3
 		to[nto++] = pool_ring_ref(p, id + 1);      /* the barn's empty ring */
 	}
 	for (uint32_t r = 0; r < nto && k < n; r++)
-		while (k < n && rr_put(&to[r], p->owners, ids[k], OWNER_ENGINE, in) == 0)
+		while (k < n && ring_put(&to[r], p->owners, ids[k], OWNER_ENGINE, in) == 0)
 			k++;
 	if (k < n)
 		untrusted_note(UT_RING, n - k);
 }
 
 /* Rebuild ring @id (see the header comment); returns the sheaves put back. */
-static uint32_t ring_rebuild(struct engine *e, uint32_t id, struct ring_intent *in)
+static uint32_t rebuild_ring(struct engine *e, uint32_t id, struct ring_intent *in)
 {
 	struct shm_pool *p = e->pool;
-	struct engine_mend *m = e->mend;
+	struct ring_rebuild_state *m = e->rebuild;
 	struct ring_ref rr = pool_ring_ref(p, id);
 	const uint32_t mine = OWNER_RING(id);
 	uint32_t n = 0;
 
-	rr_reset(&rr);
+	ring_reset(&rr);
 	/* After the reset: a sheaf put in before it, or while it ran, is
 	 * claimed here (its producer forgets it, ring.h). */
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
@@ -242,9 +242,9 @@ static uint32_t ring_rebuild(struct engine *e, uint32_t id, struct ring_intent *
 	return n;
 }
 
-void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
+void ring_rebuild_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 {
-	struct engine_mend *m = e->mend;
+	struct ring_rebuild_state *m = e->rebuild;
 	struct shm_pool *p = e->pool;
 	int64_t now;
 
@@ -259,14 +259,14 @@ void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 		uint32_t s = positions_impossible(p, &rr) ? SHEAF_ID_NONE :
 			     unreachable_sheaf(p, &rr, m->seen);
 
-		m->next_vet[id] = now + MEND_VET_GAP_NS;
-		m->next_any = now + MEND_ANY_GAP_NS;
+		m->next_vet[id] = now + REBUILD_VET_GAP_NS;
+		m->next_any = now + REBUILD_ANY_GAP_NS;
 		/* Spoiled: impossible positions, or the same sheaf marked as
 		 * in the ring yet unreachable on two vets a gap apart (a put
 		 * in flight is unreachable for a few instructions only). */
 		if (positions_impossible(p, &rr) || (s != SHEAF_ID_NONE && s == m->suspect[id])) {
 			m->suspect[id] = SHEAF_ID_NONE;
-			ring_rebuild(e, id, in);
+			rebuild_ring(e, id, in);
 		} else {
 			m->suspect[id] = s;
 		}
@@ -274,19 +274,19 @@ void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 	pthread_mutex_unlock(&m->lock);
 }
 
-int engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in)
+int ring_rebuild_glance(struct engine *e, uint32_t id, struct ring_intent *in)
 {
 	struct ring_ref rr = pool_ring_ref(e->pool, id);
 
 	if (!positions_impossible(e->pool, &rr))
 		return 0;
-	engine_ring_suspect(e, id, in);
+	ring_rebuild_suspect(e, id, in);
 	return positions_impossible(e->pool, &rr);
 }
 
-void engine_mend_reset(struct engine *e)
+void ring_rebuild_reset(struct engine *e)
 {
-	struct engine_mend *m = e->mend;
+	struct ring_rebuild_state *m = e->rebuild;
 
 	if (m == NULL)
 		return;

@@ -125,7 +125,7 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 		for (uint32_t i = 0; i < got; i++)
 			__atomic_store_n(&sh->objs[i], objs[i], __ATOMIC_RELAXED);
 		sheaf_set_size(sh, got);
-		if (rr_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
+		if (ring_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
 			untrusted_note(UT_RING, 1);
 			slab_free_objs(p, c, objs, got);
 			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
@@ -186,7 +186,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	struct ring_ref full = pool_full_ref(p, c, n);
 	struct ring_ref empty = pool_empty_ref(p, c, n);
 	struct ring_ref depot = pool_depot_ref(p);
-	uint32_t cnt = rr_count(&full);
+	uint32_t cnt = ring_count(&full);
 	struct watermarks w = barn_watermarks(sc);
 	/* A waiter's waiters++ (barn_wait_supply) comes before its doorbell
 	 * bump, which the acquire load of the doorbell in worker_main saw
@@ -201,12 +201,12 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	uint32_t regular = cnt > limit ? cnt - limit : 0;    /* flushes over the limit */
 	int starved = 0;
 
-	/* A ring whose positions are impossible is rebuilt (engine_mend.c);
+	/* A ring whose positions are impossible is rebuilt (engine/ring_rebuild.c);
 	 * one still impossible (its rebuild is rate-limited) is left alone
 	 * until then: a refill "put" sheaf after sheaf into it (its count
 	 * stays 0), every pass, draining the depot (test_hostile's idle
 	 * sheafd at 30-60 ms of CPU in 100 ms, until the rebuild). */
-	if (engine_ring_glance(e, full.id, in) | engine_ring_glance(e, empty.id, in)) {
+	if (ring_rebuild_glance(e, full.id, in) | ring_rebuild_glance(e, empty.id, in)) {
 		if (waiters)
 			barn_publish(p, c, n, 1);
 		return 0;
@@ -229,7 +229,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	 * flushes for waiters are not work that keeps the worker passing (the
 	 * waiters are woken by this pass's publish; one that needs more rings
 	 * the doorbell again).  Only the flushes over the limit count. */
-	if (waiters && cnt > 0 && rr_count(&empty) == 0 && rr_count(&depot) == 0)
+	if (waiters && cnt > 0 && ring_count(&empty) == 0 && ring_count(&depot) == 0)
 		limit = cnt > waiters ? cnt - waiters : 0;
 	else if ((cnt < w.low && !(waiters && cnt > 0)) || (waiters && cnt == 0)) {
 		uint32_t want = w.high > cnt ? w.high - cnt : 1;
@@ -259,7 +259,7 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 	struct shm_pool *p = e->pool;
 	uint32_t work = 0;
 
-	engine_ring_glance(e, RING_DEPOT, in);
+	ring_rebuild_glance(e, RING_DEPOT, in);
 	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++)
 		/* Acquire: pairs with the release store of CACHE_LIVE in
 		 * engine_cache_create (the cache's fields are then seen). */

@@ -55,6 +55,7 @@
 #include "shm/lanes.h"
 #include "shm/engine/clients.h"
 #include "shm/engine/engine.h"
+#include "shm/engine/ring_rebuild.h"
 #include "shm/stats.h"
 
 #define FUZZ_POOL_BYTES (4u << 20)   /* 16 slabs over 2 nodes */
@@ -373,7 +374,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	restore();
-	engine_mend_reset(&eng);
+	ring_rebuild_reset(&eng);
 	flags = data[0];
 	apply(data + 1, size - 1);
 
