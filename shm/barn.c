@@ -98,12 +98,11 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 	 * empty ring by other ways (a spoiled ring's put-back, barn_put_empty),
 	 * and a stale SHEAF_F_DEFERRED (a scribble) would make its next
 	 * holder's repair requeue it as deferred frees of this cache. */
-	__atomic_store_n(&sh->flags, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&sh->capacity, cap <= SHEAF_CAP_MAX ? cap : SHEAF_CAP_MAX,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&sh->cache, (uint16_t)cache, __ATOMIC_RELAXED);
-	__atomic_store_n(&sh->node, (uint8_t)node, __ATOMIC_RELAXED);
-	__atomic_store_n(&sh->id, s, __ATOMIC_RELAXED);
+	at_plain_store_relaxed(&sh->flags, 0);
+	at_plain_store_relaxed(&sh->capacity, cap <= SHEAF_CAP_MAX ? cap : SHEAF_CAP_MAX);
+	at_plain_store_relaxed(&sh->cache, (uint16_t)cache);
+	at_plain_store_relaxed(&sh->node, (uint8_t)node);
+	at_plain_store_relaxed(&sh->id, s);
 	return s;
 }
 
@@ -128,7 +127,7 @@ void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *
 	 * free_rcu_sheaf (test_rcu_table: in use by the walk N + k, by the
 	 * counters N). */
 	sheaf_set_size(sh, 0);
-	__atomic_store_n(&sh->flags, 0, __ATOMIC_RELAXED);
+	at_plain_store_relaxed(&sh->flags, 0);
 	put_or_depot(p, &rr, s, me, in);
 }
 int node_ring_doorbell(struct shm_pool *p, uint32_t node)

@@ -59,11 +59,11 @@ uint64_t untrusted_total(void);
  * twice by the compiler: one value checked, another used). */
 static inline uint32_t ut_load32(const void *p)
 {
-	return __atomic_load_n((const uint32_t *)p, __ATOMIC_RELAXED);
+	return at_plain_load_relaxed((const uint32_t *)p);
 }
 static inline uint64_t ut_load64(const void *p)
 {
-	return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+	return at_plain_load_relaxed((const uint64_t *)p);
 }
 
 /* @a + @b (and @a - @b) wrapping: sums of counters a client writes (lane
@@ -139,7 +139,7 @@ static inline uint32_t ut_sheaf_size(const struct shm_sheaf *sh)
 /* Sheaf @sh's cache, or p->max_caches (counted) when out of range. */
 static inline uint32_t ut_sheaf_cache(const struct shm_pool *p, const struct shm_sheaf *sh)
 {
-	uint32_t c = __atomic_load_n(&sh->cache, __ATOMIC_RELAXED);
+	uint32_t c = at_plain_load_relaxed(&sh->cache);
 
 	if (c < p->max_caches)
 		return c;
@@ -150,7 +150,7 @@ static inline uint32_t ut_sheaf_cache(const struct shm_pool *p, const struct shm
 /* Sheaf @sh's node, or 0 (counted) when the pool has no such node. */
 static inline uint32_t ut_sheaf_node(const struct shm_pool *p, const struct shm_sheaf *sh)
 {
-	uint32_t n = __atomic_load_n(&sh->node, __ATOMIC_RELAXED);
+	uint32_t n = at_plain_load_relaxed(&sh->node);
 
 	if (n < p->nodes)
 		return n;

@@ -8,6 +8,20 @@
  * tombstone (and the tombstones before it) becomes FREE again as soon as
  * the entry after it is FREE, where no chain can pass.  Entries never move,
  * so a name that exists and does not change is always found.
+ *
+ * Memory orders: each entry is a seqlock whose every word is an atomic (a
+ * reader never reads a torn word).  The writer is engine/names.c's
+ * entry_store; the labels are on the accesses:
+ *   [NW1] writer: seq := odd, relaxed; ordered before [NR1] by its release.
+ *   [NR1] writer: each field (state, cache, cache_gen, off, created_at,
+ *         name words), release; pairs with [NA2].
+ *   [NR2] writer: seq := even, release; pairs with [NA1].
+ *   [NA1] reader: seq, acquire; pairs with [NR2]: an even count read
+ *         shows every field the write stored before it.
+ *   [NA2] reader: each field, acquire; pairs with [NR1]: a field of a
+ *         later write brings that write's odd count ([NW1]) along, so the
+ *         final seq load (relaxed, after [NA2] by their acquire) sees the
+ *         count moved and the copy is retried.
  */
 #include <errno.h>
 #include <sched.h>
@@ -42,17 +56,17 @@ int names_check(const char *name)
 
 /*
  * A consistent copy of entry @e: its state (or -EAGAIN when it kept
- * changing).  Seqlock reader: the loads are acquires, so that the final
- * load of @seq comes after them; a value the engine stored after making
- * @seq odd then shows @seq moved (its stores are releases, engine/names.c's
- * entry_store).
+ * changing).  Seqlock reader: the loads are acquires ([NA1], [NA2] above),
+ * so that the final load of @seq comes after them.
  */
 int names_entry_load(const struct shm_name *e, struct name_rec *r)
 {
 	for (uint32_t tries = 0; tries < READ_TRIES; tries++) {
+		/* [NA1] acquire: pairs with [NR2], the writer's even count. */
 		uint32_t s = at_load_acquire(&e->seq), st;
 
 		if ((s & 1u) == 0) {
+			/* [NA2] acquires: pair with [NR1], the field stores. */
 			st = at_load_acquire(&e->state);
 			r->cache = at_load_acquire(&e->cache);
 			r->cache_gen = at_load_acquire(&e->cache_gen);
@@ -63,6 +77,7 @@ int names_entry_load(const struct shm_name *e, struct name_rec *r)
 
 				memcpy(r->name + 8 * w, &v, 8);
 			}
+			/* Relaxed: after [NA2] by their acquire. */
 			if (at_load_relaxed(&e->seq) == s) {
 				r->name[SHEAF_DIR_NAME_BYTES - 1] = '\0';
 				return (int)st;

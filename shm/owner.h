@@ -78,7 +78,7 @@ static inline _Atomic otag_t *owner_tag(const struct shm_pool *p, const struct s
 static inline void owner_alloc(_Atomic otag_t *tag, uint32_t me)
 {
 	at_store_relaxed(tag, owner_tag_client(me));
-	atomic_thread_fence(memory_order_release);
+	at_fence_release();
 }
 
 /*

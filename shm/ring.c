@@ -2,7 +2,9 @@
  * ring.c - the lock-free MPMC sheaf ring; protocol and rules in ring.h and
  * docs/design.md.  Every acquire/release below names the edge it pairs with;
  * the labels [R1] [R3] [R4] (releases) and [A1] [A2] [A3] (acquires) are
- * those of docs/design.md, section 3 ("Memory orders of the ring").
+ * those of docs/design.md, section 3 ("Memory orders of the ring"); [RR1]
+ * and [RR2] are ring_reset's (the rebuild of a spoiled ring,
+ * engine/ring_rebuild.c, whose claim is [RB1]).
  */
 #include <errno.h>
 #include "debug.h"
@@ -231,10 +233,14 @@ void ring_reset(const struct ring_ref *rr)
 	 * position a concurrent user loaded before can name it. */
 	uint32_t lap = (far & ~rr->mask) + 2 * ring_size(rr);
 
-	/* Release: a user that reads the new slot value (and then the new
-	 * positions) sees a consistent empty ring. */
+	/* [RR1] release: pairs with [A1]/[A2], a user's acquire load of the
+	 * slot: one that reads the new lap's value finds the ring empty from
+	 * there. */
 	for (uint32_t i = 0; i < ring_size(rr); i++)
 		at_store_release(&r->slots[i], slot_make(lap, SHEAF_ID_NONE));
+	/* [RR2] release: the new positions go out after every [RR1]; pairs
+	 * with the acquire loads of tail and head (ring_count, the rebuild's
+	 * vets): a reader that sees the new positions sees the new slots. */
 	at_store_release(&r->head, lap);
 	at_store_release(&r->tail, lap);
 	/* The header's copy of the geometry, for tools (never read here). */

@@ -126,7 +126,7 @@ static void release(struct grace *g, uint32_t i)
 	uint32_t s = g->ids[i], n = g->node[i];
 	struct shm_sheaf *sh = pool_sheaf(p, s);
 	uint32_t c = ut_sheaf_cache(p, sh), size = ut_sheaf_size(sh);
-	uint8_t flags = __atomic_load_n(&sh->flags, __ATOMIC_RELAXED);
+	uint8_t flags = at_plain_load_relaxed(&sh->flags);
 	struct ring_ref full;
 
 	g->ids[i] = g->ids[g->n - 1];
@@ -303,7 +303,7 @@ int grace_requeue(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_inten
 	struct shm_sheaf *sh = pool_sheaf(p, s);
 	struct ring_ref rr = rcu_ref(p);
 
-	if (!(__atomic_load_n(&sh->flags, __ATOMIC_RELAXED) & SHEAF_F_DEFERRED) ||
+	if (!(at_plain_load_relaxed(&sh->flags) & SHEAF_F_DEFERRED) ||
 	    ut_sheaf_size(sh) == 0)
 		return 0;
 	/* seq_cst: the writer's death (seen by the caller) came before. */

@@ -69,8 +69,9 @@ static void name_of(const struct shm_pool *p, uint32_t i, char *out)
 
 /*
  * Change entry @i to @state (and, when @r, its contents), under its
- * sequence count: odd while the stores happen, which are releases (see
- * entry_load).  A count left odd by a dead engine is made even here too.
+ * sequence count: odd while the stores happen, which are releases.  The
+ * labels are those of shm/names.c (its readers hold the acquires).  A count
+ * left odd by a dead engine is made even here too.
  */
 static void entry_store(struct shm_pool *p, uint32_t i, uint32_t state,
 			const struct name_rec *r)
@@ -78,7 +79,9 @@ static void entry_store(struct shm_pool *p, uint32_t i, uint32_t state,
 	struct shm_name *e = &p->names[i & MASK];
 	uint32_t s = (at_load_relaxed(&e->seq) + 1u) | 1u;
 
+	/* [NW1] relaxed: ordered before [NR1] by its release. */
 	at_store_relaxed(&e->seq, s);
+	/* [NR1] releases: pair with the readers' [NA2]. */
 	if (r != NULL) {
 		at_store_release(&e->cache, r->cache);
 		at_store_release(&e->cache_gen, r->cache_gen);
@@ -92,6 +95,7 @@ static void entry_store(struct shm_pool *p, uint32_t i, uint32_t state,
 		}
 	}
 	at_store_release(&e->state, state);
+	/* [NR2] release: pairs with the readers' [NA1]. */
 	at_store_release(&e->seq, s + 1u);
 }
 

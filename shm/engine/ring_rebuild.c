@@ -48,7 +48,25 @@
  * to take is taken by the rebuild instead) and O(sheaf_count) of the
  * worker's time; it happens at most once per vet gap per ring.
  *
- * Who may call: the engine's workers (engine_worker.c), with no lock held;
+ * Memory orders (the ring's labels are ring.c's):
+ *   [RR1] ring_reset's slot stores, release: pair with [A1]/[A2], a ring
+ *         user's acquire load of a slot.
+ *   [RR2] ring_reset's head and tail stores, release, after [RR1]: pair
+ *         with the acquire loads of tail and head (ring_count, the vets
+ *         below); otherwise tail and head are hints moved by relaxed CAS,
+ *         and those acquires pair with nothing.
+ *   [RB1] the claim, owners[s]: RING(id) (or an orphan's owner) ->
+ *         ENGINE, CAS acq_rel: its acquire pairs with [R1] of the put that
+ *         placed the sheaf (its contents, which objects_home reads); the
+ *         CAS arbitrates against a live [A3] or give-back on the entry
+ *         (whoever loses forgets the sheaf).  The put back is ring_put's
+ *         own [R1] from ENGINE.
+ *   The vets read the slots with acquire ([A1]'s order: a filled slot's
+ *   sheaf id) and owners[] relaxed (a hint, confirmed by a second vet or
+ *   by [RB1]); cache and client states with acquire (pair with the
+ *   engine's release stores of CACHE_LIVE and of a client slot's state).
+ *
+ * Who may call: the engine's workers (engine/worker.c), with no lock held;
  * vets and rebuilds of all workers are serialised by a private mutex
  * (try-lock: a worker never waits for another's rebuild).
  */
@@ -125,6 +143,7 @@ void ring_rebuild_fini(struct engine *e)
  */
 static int positions_impossible(const struct shm_pool *p, const struct ring_ref *rr)
 {
+	/* Acquires: pair with [RR2] of a reset, else with nothing (hints). */
 	uint32_t t = at_load_acquire(&rr->r->tail), h = at_load_acquire(&rr->r->head);
 	int32_t n = (int32_t)(t - h);
 
@@ -146,6 +165,7 @@ static uint32_t unreachable_sheaf(struct shm_pool *p, const struct ring_ref *rr,
 	memset(seen, 0, p->sheaf_count);
 	for (uint32_t k = 0; k < span; k++) {
 		uint32_t pos = h + k;
+		/* Acquire: pairs with [R3] (or [RR1] of a reset). */
 		uint64_t v = at_load_acquire(&rr->r->slots[pos & rr->mask]);
 		uint32_t s = (uint32_t)v;
 
@@ -226,6 +246,8 @@ static uint32_t rebuild_ring(struct engine *e, uint32_t id, struct ring_intent *
 		uint32_t o = at_load_relaxed(&p->owners[s]);
 		int orphan = id == RING_DEPOT && owner_orphan(p, o);
 
+		/* [RB1] acq_rel: acquires [R1] of the put that placed
+		 * the sheaf; arbitrates against a live [A3]. */
 		if ((o == mine || orphan) &&
 		    at_cas_acqrel(&p->owners[s], &o, OWNER_ENGINE)) {
 			/* At once: a sheaf the engine holds is the checker's

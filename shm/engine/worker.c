@@ -123,7 +123,7 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 		 * repair may read this sheaf meanwhile (owner.c,
 		 * drop_in_sheaves, by ut_load64); a snapshot is all it needs. */
 		for (uint32_t i = 0; i < got; i++)
-			__atomic_store_n(&sh->objs[i], objs[i], __ATOMIC_RELAXED);
+			at_plain_store_relaxed(&sh->objs[i], objs[i]);
 		sheaf_set_size(sh, got);
 		if (ring_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
 			untrusted_note(UT_RING, 1);
