@@ -12,7 +12,7 @@
 #include "client/pool_ops.h"
 #include "client/rpc.h"
 #include "proto/sheaf.pb-c.h"
-#include "shm/engine/engine.h"
+#include "shm/cache_desc.h"
 #include "shm/tune.h"
 
 /*

@@ -1,6 +1,6 @@
 /*
  * barn.c - barn and depot exchanges, doorbell and supply (barn.h).  Rings
- * are reached through pool_*_ref (untrusted.h): their geometry is the
+ * are reached through pool_*_ref (bounds.h): their geometry is the
  * pool's, never the ring header's.
  */
 #include <limits.h>
@@ -93,7 +93,7 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 	sh = pool_sheaf(p, s);
 	sheaf_set_size(sh, 0);
 	/* Relaxed atomic stores (plain on x86): sheafd's dead-client repair
-	 * reads every sheaf's header meanwhile (owner.c, drop_in_sheaves).
+	 * reads every sheaf's header meanwhile (engine/owner.c, drop_in_sheaves).
 	 * Its flags too, as depot_put does: a sheaf reaches the depot or an
 	 * empty ring by other ways (a spoiled ring's put-back, barn_put_empty),
 	 * and a stale SHEAF_F_DEFERRED (a scribble) would make its next

@@ -187,7 +187,7 @@ static inline uint32_t ut_barn_waiters(const struct shm_barn *b)
 
 /* Whether the last client to wait on barn @b ran on CPU @cpu (clients
  * write the hint: any value only makes the worker spin, or not, after
- * serving it; engine_worker.c). */
+ * serving it; engine/worker.c). */
 static inline int ut_barn_waiter_on(const struct shm_barn *b, int cpu)
 {
 	return cpu >= 0 &&

@@ -27,7 +27,7 @@ static void word_delta(uint64_t from, uint64_t to, uint64_t *allocs, uint64_t *f
  * thread's window (odd seq) is a few stores long, so a sane reader sees it
  * closed within a few retries; one that stays open is a thread stopped
  * there, dead (the repair closes it) or a client that wrote the seq
- * (client-writable: untrusted.h).  Every LANE_YIELD_EVERY-th retry yields
+ * (client-writable: bounds.h).  Every LANE_YIELD_EVERY-th retry yields
  * the CPU, in case the thread is preempted inside its window.
  */
 #define LANE_READ_TRIES  32u
@@ -77,7 +77,7 @@ int64_t lane_net(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 	uint64_t st[SHEAF_STAT_ENGINE_FIRST];
 
 	lane_counts(p, l, cache, st);
-	/* Client-written counters: wrapping arithmetic (untrusted.h). */
+	/* Client-written counters: wrapping arithmetic (bounds.h). */
 	return (int64_t)(st[ST_ALLOC_FASTPATH] + st[ST_ALLOC_SLOWPATH] -
 			 st[ST_FREE_FASTPATH] - st[ST_FREE_SLOWPATH] -
 			 st[ST_FREE_RCU_SHEAF]);
@@ -348,7 +348,7 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
 
 void lane_release(struct shm_lane *l)
 {
-	/* The thread's read sections end with it (grace.h). */
+	/* The thread's read sections end with it (engine/grace.h). */
 	at_store_release(&l->rcu_ctr, 0);
 	at_store_release(&l->busy, 0);
 }

@@ -6,8 +6,8 @@
  * Who may call: lane_acquire, lane_release, lane_live_install,
  * lane_live_fold and lane_count_* the thread that holds the lane;
  * lane_counts, lane_net and lane_in_use any thread of any process (they
- * only read); lane_live_repair, lane_free and lane_live_fold on a dead
- * client's lane the engine's repair.
+ * only read); lane_live_repair and lane_free the engine (a dead client's
+ * lanes, its own lanes at fini).
  *
  * No locks here (docs/design.md, "Lock order"): a lane is claimed by CAS on
  * its client and busy words; lane_counts readers retry on the lane's
@@ -29,7 +29,7 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
  * thread's main sheaf so far (struct shm_live).  Any thread or process.
  * Bounded: a lane whose seq stays odd (a stopped, dead or scribbling
  * client) is given up after a few retries and counted without the live
- * part (a UT_LANE refusal, untrusted.h).
+ * part (a UT_LANE refusal, bounds.h).
  */
 void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache,
 		 uint64_t *out);
@@ -45,7 +45,7 @@ int64_t lane_in_use(const struct shm_pool *p, const struct shm_lane *l, uint32_t
  * (lane_live_install), or stops using it as such (lane_live_fold: the
  * operations done on it go into the lane's counters).  Every change to the
  * main sheaf other than the inline fast paths' happens between the two.
- * Who may call: the lane's thread; the engine for a dead client's lane.
+ * Who may call: the lane's thread (a dead thread's, lane_live_repair).
  */
 void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 		       uint32_t sheaf);

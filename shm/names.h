@@ -6,8 +6,8 @@
  *
  * Who may call: names_check, names_lookup and names_read from any process
  * (they only read; a client reads its read-only mapping of META); the
- * names_* writers from the engine only (sheafd, or a local pool's
- * in-process engine): engine_name_set and engine_name_del take the
+ * writers (engine/names.c) from the engine only (sheafd, or a local
+ * pool's in-process engine): engine_name_set and engine_name_del take the
  * engine's ctl_lock, names_drop_cache and names_adopt assume the caller
  * serialises them (engine_cache_destroy holds ctl_lock; engine_adopt runs
  * before any engine thread).  Errors: 0 or -errno, with a message in

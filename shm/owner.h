@@ -4,6 +4,11 @@
  * free (or keep and report) what a dead client held.  docs/design.md,
  * "Object ownership".
  *
+ * Who may call: any process of the pool: libsheaf's alloc and free
+ * (owner_alloc, owner_free_begin, owner_free_end; client/alloc.c) and queue
+ * hooks (client/owner.c), and the engine, whose own side is
+ * engine/owner.h.
+ *
  * Where the tags live: the SHARED part (client-writable), one 16-bit tag
  * (otag_t: client ids reach 4095) per object slot, SLAB_MAX_OBJS tags per
  * slab frame (layout.h, off_tags),
@@ -98,7 +103,7 @@ static inline int owner_free_begin(_Atomic otag_t *tag, uint32_t me)
 	/* Ours already (the common case, an object this process allocated):
 	 * no repair claims a live client's tag, so no CAS is needed.  Else
 	 * a CAS from the value seen, never a blind exchange: REPAIR must
-	 * stay for the repair's check after its sheaf scan (owner.c). */
+	 * stay for the repair's check after its sheaf scan (engine/owner.c). */
 	for (int i = 0; i < 64 && v != mine; i++) {
 		if (v == OWNER_TAG_REPAIR)
 			return 1;

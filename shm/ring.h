@@ -99,7 +99,7 @@ static inline size_t ring_bytes(uint32_t slots)
  * the caller trusts.  The header fields size, mask, id and nsheaves of
  * struct shm_ring are client-writable like the rest of the ring: the
  * functions below never read them (sheafd takes the geometry from its own
- * struct shm_pool, shm/untrusted.h's pool_ring_ref).  Slots and tail/head
+ * struct shm_pool, shm/bounds.h's pool_ring_ref).  Slots and tail/head
  * are read as hints: every index is masked with @mask, every id bounded by
  * @nsheaves, every loop bounded (RING_STEPS_MAX), so a scribbled ring costs
  * its users their sheaves at most, never a stray access or an endless spin.
@@ -226,7 +226,7 @@ int ring_holds(const struct ring_ref *rr, uint32_t sheaf);
  * Test-only: a standalone ring (tests/util_ring.h) whose header the test
  * itself wrote and trusts, under ring_hdr_* names (ring_hdr_put: ring_put on it).
  * Never for a pool's rings: their header is client-writable (sheafd uses
- * pool_ring_ref, shm/untrusted.h); release builds do not have these.
+ * pool_ring_ref, shm/bounds.h); release builds do not have these.
  */
 static inline struct ring_ref ring_ref_of_header(struct shm_ring *r)
 {

@@ -1,11 +1,11 @@
 /*
- * engine_cache.c - a cache's life in the engine (engine.h): default
- * capacity, create, find, the in-use count by the lanes' counters and their
- * reconciliation with the checker's walk, destroy, and shrink (a cache's or
- * the whole pool's).
+ * cache.c - a cache's life in the engine (engine.h): create, the in-use
+ * count by the lanes' counters and its reconciliation with the checker's
+ * walk, destroy, and shrink (a cache's or the whole pool's).  The checks
+ * of a create request, the defaults and the find by name are any
+ * process's (shm/cache_desc.h).
  *
- * Who may call: the hosting process; pool_cache_find also any process that
- * maps the pool.  Create, destroy and shrink take e->ctl_lock; the do_*
+ * Who may call: the hosting process.  Create, destroy and shrink take e->ctl_lock; the do_*
  * helpers below assume it held (they use e->ctl_lane's intent or e->ids).
  * A cache's descriptor is published by the release store of CACHE_LIVE:
  * readers load the state with acquire before any other field.
@@ -452,7 +452,7 @@ static uint64_t do_shrink_cache_node(struct shm_pool *p, uint32_t c, uint32_t n,
  * load, test_free saw 15 of 16 sheaves land after the flush, in a frame
  * released and taken again).  And after: a sheaf a pass took from a barn
  * to flush (over barn_limit) meanwhile is in the slabs, and counted, when
- * Shrink returns.  Bounded: a pass is (engine_worker.c), and takes no
+ * Shrink returns.  Bounded: a pass is (engine/worker.c), and takes no
  * engine lock.  A worker that starts a new pass is not waited for.
  */
 static void wait_worker_passes(struct engine *e)

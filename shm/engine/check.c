@@ -42,7 +42,7 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 	for (uint32_t r = 0, used = pool_rings_used(p); r < used && rc == 0; r++) {
 		if (!ring_of_cache(p, cache, r))
 			continue;
-		/* The geometry is the pool's (untrusted.h), never the ring
+		/* The geometry is the pool's (bounds.h), never the ring
 		 * header's: a client may have written anything there. */
 		struct ring_ref rr = pool_ring_ref(p, r);
 		uint32_t valid = 0, holes = 0, unfilled = 0;

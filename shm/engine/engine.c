@@ -1,13 +1,9 @@
 /*
  * engine.c - the pool engine's setup and teardown (engine_init/engine_fini)
  * and the helper every part of it shares: flushing a full sheaf back to the
- * slabs (engine_internal.h).
+ * slabs (engine/internal.h).
  *
- * The engine is split by concern, all behind engine.h:
- *   engine.c         init/fini, shared helpers
- *   engine_worker.c  node workers and their stocking pass
- *   engine_cache.c   cache create/destroy/find, shrink
- *   engine_repair.c  dead-client repair, adoption after a daemon restart
+ * The engine's files and what each holds: engine.h.
  *
  * Locks: e->ctl_lock serialises control calls (cache create/destroy,
  * shrink, repair) and guards e->ctl_lane and e->ids.  A worker uses only its

@@ -9,9 +9,24 @@
  * serialised by the engine's control lock; workers run concurrently.
  * Errors: 0 or -errno, with a message in the caller's @err buffer.
  *
- * The one header of the engine; its code is split by concern: engine.c
- * (init/fini), engine_worker.c (workers, stocking pass), engine_cache.c
- * (caches, shrink), engine_repair.c (dead client, adoption).
+ * shm/engine/ holds what only the engine runs; this header is the API of
+ * the first five files, the others have a header each:
+ *   engine.c        init/fini, the sheaf flush every part shares
+ *   worker.c        node workers and their stocking pass
+ *   cache.c         cache create/destroy, in-use counts, shrink
+ *   queue.c         shared queue create/destroy, adoption of queues
+ *   repair.c        a dead client's repair, adoption after sheafd died
+ *   ring_rebuild.c  spoiled rings found and rebuilt (ring_rebuild.h)
+ *   grace.c         the grace-period thread of deferred frees (grace.h)
+ *   slab.c          slabs and node frame allocators (slab.h)
+ *   owner.c         owned caches: a dead client's objects (owner.h)
+ *   names.c         the name directory's writes, adoption (shm/names.h)
+ *   clients.c       client slots: attach, detach (clients.h)
+ *   check.c         the pool checker (check.h)
+ *   adopt_vet.c     an adopted region's validation (adopt_vet.h)
+ *   internal.h      helpers shared by the engine's own files
+ * What any process of the pool may run (the ring, barns, lanes, queues,
+ * name reads, the checks of a create request) is in shm/ itself.
  *
  * Lock order (docs/design.md, "Lock order"): ctl_lock, then cache-node locks
  * one at a time (slab.h), then a node-allocator lock.  Workers never take
@@ -19,8 +34,8 @@
  * remote node's slabs are only try-locked by a refill.  No lock is held
  * across the worker's futex wait on its doorbell.
  */
-#ifndef SHEAF_SHM_ENGINE_H
-#define SHEAF_SHM_ENGINE_H
+#ifndef SHEAF_SHM_ENGINE_ENGINE_H
+#define SHEAF_SHM_ENGINE_ENGINE_H
 
 #include <pthread.h>
 #include <stdint.h>
@@ -36,7 +51,7 @@ struct engine {
 	pthread_t worker[SHEAF_MAX_NODES];
 	uint32_t nworkers;
 	/* Each node's worker alone: its last pass served a waiting client
-	 * (engine_worker.c: only then does it stay awake a while), and one
+	 * (engine/worker.c: only then does it stay awake a while), and one
 	 * of them waited on the worker's own CPU (then it does not). */
 	uint8_t served_waiter[SHEAF_MAX_NODES];
 	uint8_t served_here[SHEAF_MAX_NODES];

@@ -1,10 +1,11 @@
 /*
  * grace.c - the engine's grace-period thread and the repairs' hand-over of
- * deferred sheaves (grace.h; docs/design.md, "Deferred frees").
+ * deferred sheaves (grace.h; docs/design.md, "Deferred frees").  The
+ * thread's doorbell, which clients ring too, is shm/grace_bell.c's.
  *
  * Everything read from SHARED memory (the rcu ring's sheaves, their stamp,
  * cache and size, the lanes' rcu_ctr, shm_rcu.req) is client-written: read
- * once and bounded (untrusted.h).  A client can hold grace periods back by
+ * once and bounded (bounds.h).  A client can hold grace periods back by
  * writing its lane (as a stopped reader does: reported, never unsafe) or
  * make its own deferred objects of caches it shares reusable early by
  * scribbling their sheaf (it can spoil those objects anyway, design 9);

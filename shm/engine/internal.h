@@ -1,7 +1,10 @@
 /*
- * engine_internal.h - helpers shared by the engine's own files (engine.c,
- * engine_worker.c, engine_cache.c, engine_repair.c).  Nothing else may
- * include it: callers use engine.h.
+ * internal.h - helpers shared by the engine's own files: counting on a
+ * cache-node, flushing a sheaf back to the slabs.
+ *
+ * Who may call: the files of shm/engine/ only (engine.c, worker.c,
+ * cache.c, repair.c, grace.c, ring_rebuild.c); nothing else may include
+ * it: callers use engine.h.
  */
 #ifndef SHEAF_SHM_ENGINE_INTERNAL_H
 #define SHEAF_SHM_ENGINE_INTERNAL_H

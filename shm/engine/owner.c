@@ -2,7 +2,7 @@
  * owner.c - the engine's side of object ownership (owner.h): fresh slabs'
  * tags, a dead client's sheaves untagged, its objects freed or kept, and
  * the per-client report.  The tag rules and why they are safe are in
- * owner.h.
+ * shm/owner.h.
  *
  * Who may call: the engine (sheafd, or a local pool's engine); owner_reclaim
  * under the engine's ctl_lock, from engine_reclaim_client only.
@@ -19,7 +19,7 @@ static int cache_owned(const struct shm_pool *p, uint32_t c)
 	const struct shm_cache *sc = &p->caches[c];
 
 	/* Acquire: pairs with the release store of the state that installs
-	 * the cache (engine_cache.c), so its geometry is seen. */
+	 * the cache (engine/cache.c), so its geometry is seen. */
 	return at_load_acquire(&sc->state) == CACHE_LIVE && (sc->flags & SHEAF_CACHE_F_OWNED);
 }
 
@@ -42,7 +42,7 @@ void owner_slab_init(struct shm_pool *p, const struct shm_cache *sc, uint32_t f)
 void owner_sheaf_untag(struct shm_pool *p, const struct shm_sheaf *sh, uint32_t dead)
 {
 	/* Raw loads, bounded here: sheaf_to_slabs reads (and counts) the
-	 * same fields through untrusted.h right after. */
+	 * same fields through bounds.h right after. */
 	uint32_t c = at_plain_load_relaxed(&sh->cache);
 	uint32_t n = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
 

@@ -1,8 +1,9 @@
 /*
- * engine_queue.c - a shared queue's life in the engine (engine.h): check a
- * create request, create (descriptor in META, storage in whole frames of
- * node 0 marked FRAME_QUEUE), destroy, and what an adopting engine does
- * with queues (engine_queues_adopt).  The ring itself is queue.c's.
+ * queue.c - a shared queue's life in the engine (engine.h): create
+ * (descriptor in META, storage in whole frames of node 0 marked
+ * FRAME_QUEUE), destroy, and what an adopting engine does with queues
+ * (engine_queues_adopt).  The ring itself, and the check of a create
+ * request, are shm/queue.c's.
  *
  * Who may call: the hosting process (sheafd, or a local pool's process).
  * Create and destroy take e->ctl_lock.  A descriptor is published by the

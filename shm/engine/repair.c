@@ -1,5 +1,5 @@
 /*
- * engine_repair.c - putting things back after a death (engine.h):
+ * repair.c - putting things back after a death (engine.h):
  * engine_reclaim_client after a client process died, engine_adopt after
  * the previous engine (sheafd) died and a new one maps its region.
  *
@@ -11,7 +11,7 @@
  * as (OWNER_ENGINE / OWNER_NONE, no engine existing yet), its intent record
  * and id buffer, and whether the flushes are counted.
  *
- * Adoption validates the region first (untrusted.h): a corrupt cache is
+ * Adoption validates the region first (bounds.h): a corrupt cache is
  * quarantined, never served; the rest is bounded where it is read.
  *
  * Who may call: the hosting process, only once the dead owner's process is
@@ -42,7 +42,7 @@ static void sheaf_to_slabs(struct shm_pool *p, struct shm_sheaf *sh, int count)
 	uint32_t c = ut_sheaf_cache(p, sh);
 
 	/* Acquire: pairs with the release stores of the state in
-	 * do_cache_install and engine_cache_destroy (engine_cache.c); a
+	 * do_cache_install and engine_cache_destroy (engine/cache.c); a
 	 * quarantined cache (CACHE_BROKEN) is not LIVE: its objects stay. */
 	if (sheaf_size(sh) == 0 || c >= p->max_caches ||
 	    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
@@ -217,7 +217,7 @@ int engine_adopt(struct shm_pool *p)
 	if (ids == NULL)
 		return -ENOMEM;
 	engine_caches_revive(p);         /* before the rebuild skips them */
-	/* Validate before serving (untrusted.h): bad cache descriptors are
+	/* Validate before serving (bounds.h): bad cache descriptors are
 	 * quarantined before slab_rebuild walks them (an obj_size of 0 would
 	 * divide by zero, a huge objs_per_slab loop for ever), and owner
 	 * entries or lanes that name nobody are taken back. */

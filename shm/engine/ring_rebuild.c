@@ -1,7 +1,6 @@
 /*
- * engine/ring_rebuild.c - the engine finds a spoiled ring and rebuilds it from its
- * own knowledge (engine_internal.h: engine_mend_*, ring_rebuild_glance,
- * ring_rebuild_suspect).
+ * ring_rebuild.c - the engine finds a spoiled ring and rebuilds it from its
+ * own knowledge (ring_rebuild.h).
  *
  * Why: every ring lives in client-writable memory.  The ring code bounds
  * what it reads (ring.h), so a scribbled ring never crashes anyone, but it
@@ -14,22 +13,22 @@
  * Vetting (cheap first): ring_rebuild_glance checks a ring's positions in
  * O(1) (tail - head within the ring's size, give or take one in-flight
  * operation per lane) on every pass; ring_rebuild_suspect is called on a
- * symptom and, at most once
- * per REBUILD_VET_GAP_NS per ring (and REBUILD_ANY_GAP_NS for all), looks for a sheaf the owner table
+ * symptom and, at most once per REBUILD_VET_GAP_NS per ring (and
+ * REBUILD_ANY_GAP_NS for all), looks for a sheaf the owner table
  * (owners[], client-writable but arbitrated by CAS) places in the ring that
  * no consumer can reach (not in a slot of [head, tail) of the right lap).
  * A ring is spoiled when its positions are impossible, or when the same
  * sheaf is unreachable on two vets a gap apart (a put in flight is
  * unreachable for a moment only).
  *
- * Today only the glance calls it (impossible positions: rebuilt at once).
- * Symptom-driven vets (a refill that found no empty sheaf suspecting the
- * depot; a failed put or get suspecting a barn ring) found and rebuilt
- * rings with sane positions but lost sheaves, yet made test_hostile's idle
- * sheafd busy now and then (30-110 ms of CPU in an idle 100 ms; cause not
- * found: perhaps the refills a rebuilt depot feeds into a spoiled barn ring,
- * each failing put running to ring_steps_max); they are off until that is
- * understood.
+ * Only the glance calls the deep vet (impossible positions: rebuilt at
+ * once).  Symptom-driven vets (a refill that found no empty sheaf
+ * suspecting the depot; a failed put or get suspecting a barn ring) would
+ * also rebuild rings with sane positions but lost sheaves; they are off,
+ * since they made an idle sheafd (test_hostile's) busy now and then (30-110
+ * ms of CPU in an idle 100 ms), for a cause not found (perhaps the refills
+ * a rebuilt depot feeds into a spoiled barn ring, each failing put running
+ * to ring_steps_max).
  *
  * Rebuild (ring_reset, then a claim): the ring is reset to an empty lap; every
  * sheaf the owner table marks as in it is claimed by CAS (a concurrent
@@ -41,7 +40,7 @@
  * A depot rebuild also takes in the orphans: sheaves whose owner entry
  * names no ring of the pool, a client slot that is free, or nobody at all
  * (their objects validated back too).  Every value read is bounded by the
- * pool's private geometry (untrusted.h); the sheaf ids come from the
+ * pool's private geometry (bounds.h); the sheaf ids come from the
  * engine's own loop.  Counted in UT_REBUILT (sheafd logs it, rate-limited).
  *
  * A rebuild costs what the ring held at worst (a sheaf a client was about

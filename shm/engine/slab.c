@@ -1,5 +1,6 @@
 /*
- * slab.c - the slab layer (slab.h).  Runs only in the engine.
+ * slab.c - the slab layer (slab.h).  Runs only in the engine; the object
+ * geometry that clients check against too is shm/slab_geom.c's.
  *
  * Per cache-node lists (under cn->lock):
  *   SL_PARTIAL  0 < nfree < objs_per_slab
@@ -124,7 +125,7 @@ static void frame_release(struct shm_pool *p, uint32_t f)
 }
 
 /*
- * @n contiguous frames of @node for a queue's storage (engine_queue.c),
+ * @n contiguous frames of @node for a queue's storage (engine/queue.c),
  * marked FRAME_QUEUE: one from the released stack or the bump pointer,
  * several from the bump pointer only (the stack's frames are not
  * contiguous).  The first frame, or SLAB_NONE at the cap or out of frames.

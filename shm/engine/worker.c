@@ -1,5 +1,5 @@
 /*
- * engine_worker.c - the node workers (engine.h: engine_start, engine_stop,
+ * worker.c - the node workers (engine.h: engine_start, engine_stop,
  * engine_node_pass): one thread per node keeps every live cache's barn on
  * its node between its watermarks, and sleeps on the node's doorbell when a
  * pass found nothing to do.
@@ -370,7 +370,7 @@ int engine_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
 
 	/* Under TSan a signal that lands on a thread blocked in a raw futex
 	 * wait is held until that thread next calls into the runtime: a
-	 * SIGTERM to an idle sheafd was never handled (test_link, once). */
+	 * SIGTERM to an idle sheafd would never be handled. */
 	sigfillset(&all);
 	for (unsigned i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
 		sigdelset(&all, faults[i]);
