@@ -308,7 +308,8 @@ FUZZ_TARGETS   := $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_BUILD)/fuzz_shm
 # (checker, stats, lane counts, the owner tags' and the names' scans) keep edge coverage but lose comparison
 # tracing, which cost fuzz_shm half its time in their loops.
 FUZZ_SHM_NOCMP := $(FUZZ_BUILD)/shm/engine/check.o $(FUZZ_BUILD)/shm/stats.o $(FUZZ_BUILD)/shm/lanes.o \
-                  $(FUZZ_BUILD)/shm/engine/owner.o $(FUZZ_BUILD)/shm/names.o
+                  $(FUZZ_BUILD)/shm/engine/clients.o $(FUZZ_BUILD)/shm/engine/owner.o \
+                  $(FUZZ_BUILD)/shm/names.o $(FUZZ_BUILD)/shm/engine/names.o
 $(FUZZ_SHM_NOCMP): FUZZ_CFLAGS += -fno-sanitize-coverage=trace-cmp
 
 .PHONY: fuzz fuzz-build fuzz-corpus fuzz-regress
