@@ -214,7 +214,7 @@ sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id)
 	if (id < SHEAF_MAX_CACHES) {
 		sc = &pool->shm.caches[id];
 		/* Acquire: pairs with the release stores of the state
-		 * (engine_cache.c); the generation is written before them. */
+		 * (shm/engine/cache.c); the generation is written before them. */
 		st = at_load_acquire(&sc->state);
 	}
 	if (st != CACHE_LIVE && st != CACHE_DYING) {

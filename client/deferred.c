@@ -2,7 +2,7 @@
  * deferred.c - deferred frees and read sections across processes (sheaf.h:
  * sheaf_free_deferred, sheaf_read_lock/unlock, sheaf_quiescent,
  * sheaf_synchronize, sheaf_barrier): the client side of the kernel's
- * kfree_rcu sheaf.  The engine side (grace periods) is shm/grace.c; the
+ * kfree_rcu sheaf.  The engine side (grace periods) is shm/engine/grace.c; the
  * algorithm and its crash argument are in docs/design.md, "Deferred frees".
  *
  * A reader's state is one word in its thread's lane (rcu_ctr, SHARED): 0

@@ -1,6 +1,6 @@
 /*
  * rpc_queues.c - sheafd's handlers for the shared queues (issue 10;
- * shm/queue.h, engine_queue.c): QueueCreate, QueueDestroy, QueueList, and
+ * shm/queue.h, shm/engine/queue.c): QueueCreate, QueueDestroy, QueueList, and
  * the queues' numbers that Stats reports.  Called by rpc.c's dispatch only.
  */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * untrusted.c (daemon) - the rate-limited log of the engine's refusals
- * (untrusted.h here, shm/untrusted.h for the counters).
+ * (untrusted.h here, shm/bounds.h for the counters).
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
  * untrusted.h (daemon) - sheafd's log of the engine's refusals of values a
- * client wrote in shared memory (shm/untrusted.h): the engine only counts
+ * client wrote in shared memory (shm/bounds.h): the engine only counts
  * them; this watch logs a line when a counter moved, at most once every
  * UNTRUSTED_LOG_S seconds (a scribbling client cannot flood the log).
  * Who may call: main.c, around serving.

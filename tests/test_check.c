@@ -1,5 +1,5 @@
 /*
- * test_check.c - the pool checker (shm/check.c) must be able to fail.
+ * test_check.c - the pool checker (shm/engine/check.c) must be able to fail.
  *
  * Each test builds a small pool (2 simulated nodes) with one cache, takes
  * objects from the slabs (slab_alloc_objs), puts some of them in a sheaf in

@@ -291,7 +291,7 @@ START_TEST(free_needs_no_empty_sheaf_cap1)
 END_TEST
 
 /* The same at the largest capacity, where no sheaf can grow: the engine
- * flushes a full sheaf for a free that waits (shm/engine_worker.c). */
+ * flushes a full sheaf for a free that waits (shm/engine/worker.c). */
 START_TEST(free_needs_no_empty_sheaf_cap256)
 {
 	sheaf_pool_t *p = mkpool(64, 300);

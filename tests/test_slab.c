@@ -1,5 +1,5 @@
 /*
- * test_slab.c - unit tests of the slab layer (shm/slab.c) and the pool
+ * test_slab.c - unit tests of the slab layer (shm/engine/slab.c) and the pool
  * region (shm/pool.c), driven directly: a pool made with pool_create (1, 2
  * and 4 simulated nodes), caches made with engine_cache_create (the engine
  * is initialised but never started: no worker threads), then

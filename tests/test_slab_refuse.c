@@ -1,5 +1,5 @@
 /*
- * test_slab_refuse.c - where the slab layer (shm/slab.c) says no, driven
+ * test_slab_refuse.c - where the slab layer (shm/engine/slab.c) says no, driven
  * directly as in test_slab.c (fixture and helpers: util_slab.h): the
  * memory cap (frames stop at it, what the taken frames hold is still
  * served, another cache's kept empty slabs are reclaimed for it);

@@ -1,5 +1,5 @@
 /*
- * test_slab_stress.c - the slab layer (shm/slab.c) under load, driven
+ * test_slab_stress.c - the slab layer (shm/engine/slab.c) under load, driven
  * directly as in test_slab.c (fixture and helpers: util_slab.h): two nodes
  * racing for the one frame a 1-frame memory cap allows, and a random
  * alloc/free/shrink churn over four caches checked against a model (no

@@ -1,6 +1,6 @@
 /*
  * test_untrusted.c - the engine trusts nothing a client can write
- * (shm/untrusted.h): bad values written straight into the client-writable
+ * (shm/bounds.h): bad values written straight into the client-writable
  * part of a region are refused and counted, never followed, and the engine
  * goes on.
  *
