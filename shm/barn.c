@@ -6,8 +6,8 @@
 #include <limits.h>
 #include <sched.h>
 #include "barn.h"
-#include "futex.h"
 #include "bounds.h"
+#include "futex.h"
 
 int pool_under_pressure(const struct shm_pool *p, uint32_t node)
 {

@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "bounds.h"
 #include "huge.h"
 #include "pool.h"
-#include "bounds.h"
 
 #define PAGE 4096ull
 

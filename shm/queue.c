@@ -46,9 +46,9 @@
 #include <unistd.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#include "bounds.h"
 #include "futex.h"
 #include "queue.h"
-#include "bounds.h"
 
 /* Steps one call may take: a few laps of helping, whatever the words hold. */
 static inline uint64_t queue_steps_max(const struct queue_ref *q, uint32_t n)

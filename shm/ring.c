@@ -75,7 +75,7 @@ static int put_back(const struct ring_ref *rr, _Atomic uint32_t *owners,
 }
 
 int ring_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
-	   uint32_t me, struct ring_intent *in)
+	     uint32_t me, struct ring_intent *in)
 {
 	struct shm_ring *r = rr->r;
 	const uint32_t mine = OWNER_RING(rr->id);
@@ -147,7 +147,7 @@ int ring_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf
 }
 
 uint32_t ring_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me,
-		struct ring_intent *in)
+		  struct ring_intent *in)
 {
 	struct shm_ring *r = rr->r;
 	const uint32_t mine = OWNER_RING(rr->id);
@@ -251,7 +251,7 @@ void ring_reset(const struct ring_ref *rr)
 }
 
 uint32_t ring_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
-			  struct ring_intent *in, uint32_t dead_owner)
+			    struct ring_intent *in, uint32_t dead_owner)
 {
 	uint32_t op = at_load_relaxed(&in->op);
 	uint32_t s = at_load_relaxed(&in->sheaf);
@@ -327,10 +327,10 @@ uint32_t ring_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners)
 }
 
 uint32_t ring_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
-		    void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		    struct ring_intent *intents, uint32_t nintents,
-		    uint32_t dead, uint32_t reclaimer,
-		    uint32_t *out, uint32_t max_out)
+		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		      struct ring_intent *intents, uint32_t nintents,
+		      uint32_t dead, uint32_t reclaimer,
+		      uint32_t *out, uint32_t max_out)
 {
 	uint32_t n = 0;
 
@@ -381,14 +381,14 @@ static int ref_of_header(void *ctx, uint32_t id, struct ring_ref *out)
 }
 
 uint32_t ring_hdr_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
-		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		      struct ring_intent *intents, uint32_t nintents,
-		      uint32_t dead, uint32_t reclaimer,
-		      uint32_t *out, uint32_t max_out)
+			  void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+			  struct ring_intent *intents, uint32_t nintents,
+			  uint32_t dead, uint32_t reclaimer,
+			  uint32_t *out, uint32_t max_out)
 {
 	struct ring_of_shim sh = { ring_of, ctx };
 
 	return ring_reclaim(ref_of_header, &sh, owners, nsheaves, intents, nintents,
-			  dead, reclaimer, out, max_out);
+			    dead, reclaimer, out, max_out);
 }
 #endif

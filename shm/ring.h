@@ -144,7 +144,7 @@ void ring_init(struct shm_ring *r, uint32_t id, uint32_t slots,
  * ring_steps_max steps; the sheaf is still the caller's.
  */
 int ring_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
-	   uint32_t me, struct ring_intent *in);
+	     uint32_t me, struct ring_intent *in);
 
 /*
  * Take one sheaf out of @rr for owner @me.  Returns the sheaf id (now owned
@@ -154,7 +154,7 @@ int ring_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf
  * helping.
  */
 uint32_t ring_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me,
-		struct ring_intent *in);
+		  struct ring_intent *in);
 
 /* Approximate number of items (exact when quiescent), at most the ring's
  * size.  The acquires pair with nothing (tail and head move by relaxed
@@ -181,7 +181,7 @@ static inline uint32_t ring_count(const struct ring_ref *rr)
  * Clears the intent.
  */
 uint32_t ring_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
-			  struct ring_intent *in, uint32_t dead_owner);
+			    struct ring_intent *in, uint32_t dead_owner);
 
 /*
  * Clear stale slots of @rr: full slots whose sheaf is no longer RING(id)
@@ -201,10 +201,10 @@ uint32_t ring_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners);
  * of ids written to @out.  Call only once the dead owner's process is gone.
  */
 uint32_t ring_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
-		    void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		    struct ring_intent *intents, uint32_t nintents,
-		    uint32_t dead, uint32_t reclaimer,
-		    uint32_t *out, uint32_t max_out);
+		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		      struct ring_intent *intents, uint32_t nintents,
+		      uint32_t dead, uint32_t reclaimer,
+		      uint32_t *out, uint32_t max_out);
 
 /*
  * Reset @rr to an empty ring on a fresh lap, whatever its slots, tail and
@@ -234,13 +234,13 @@ static inline struct ring_ref ring_ref_of_header(struct shm_ring *r)
 	return rr;
 }
 static inline int ring_hdr_put(struct shm_ring *r, _Atomic uint32_t *owners,
-			   uint32_t sheaf, uint32_t me, struct ring_intent *in)
+			       uint32_t sheaf, uint32_t me, struct ring_intent *in)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
 	return ring_put(&rr, owners, sheaf, me, in);
 }
 static inline uint32_t ring_hdr_get(struct shm_ring *r, _Atomic uint32_t *owners,
-				uint32_t me, struct ring_intent *in)
+				    uint32_t me, struct ring_intent *in)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
 	return ring_get(&rr, owners, me, in);
@@ -256,7 +256,7 @@ static inline int ring_hdr_holds(struct shm_ring *r, uint32_t sheaf)
 	return ring_holds(&rr, sheaf);
 }
 static inline uint32_t ring_hdr_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
-					  struct ring_intent *in, uint32_t dead_owner)
+					      struct ring_intent *in, uint32_t dead_owner)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
 	return ring_repair_intent(&rr, owners, in, dead_owner);
@@ -268,10 +268,10 @@ static inline uint32_t ring_hdr_clear_stale(struct shm_ring *r, _Atomic uint32_t
 }
 /* ring_reclaim over rings found by @ring_of (NULL: unknown id); ring.c. */
 uint32_t ring_hdr_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
-		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		      struct ring_intent *intents, uint32_t nintents,
-		      uint32_t dead, uint32_t reclaimer,
-		      uint32_t *out, uint32_t max_out);
+			  void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+			  struct ring_intent *intents, uint32_t nintents,
+			  uint32_t dead, uint32_t reclaimer,
+			  uint32_t *out, uint32_t max_out);
 
 /*
  * Test-only stop points, compiled only with -DSHEAF_TEST_HOOKS (the copy of

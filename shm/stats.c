@@ -4,11 +4,11 @@
  * and barn occupancy on a node.  Callers: daemon/rpc.c (Stats request),
  * client/local.c (sheaf_cache_stats on a local pool).
  */
-#include "lanes.h"
+#include "bounds.h"
 #include "debug.h"
+#include "lanes.h"
 #include "pool.h"
 #include "stats.h"
-#include "bounds.h"
 
 const char *const sheaf_stat_names[SHEAF_STAT_NR] = {
 	[ST_ALLOC_FASTPATH] = "alloc_fastpath",

@@ -69,7 +69,7 @@ void world_reset(struct world *w)
 	for (uint32_t s = 0; s < NSHEAVES; s++) {
 		atomic_store(&w->sh->owners[s], OW_SETUP);
 		ck_assert_int_eq(ring_hdr_put(w->ring[0], w->sh->owners, s, OW_SETUP,
-					  &w->sh->parent_in), 0);
+					      &w->sh->parent_in), 0);
 	}
 }
 
@@ -340,7 +340,7 @@ void repair(struct world *w, int idx, struct verdict *v, const char *ctx)
 	uint32_t out[NSHEAVES], n;
 
 	n = ring_hdr_reclaim(ring_of, w, w->sh->owners, NSHEAVES, &w->sh->intent[idx],
-			 1, CHILD_ID(idx), OW_RECLAIM, out, NSHEAVES);
+			     1, CHILD_ID(idx), OW_RECLAIM, out, NSHEAVES);
 	if (atomic_load(&w->sh->intent[idx].op) != RING_OP_NONE)
 		violation(v, "intent not cleared by reclaim", "%s", ctx);
 	for (uint32_t i = 0; i < n; i++) {
@@ -359,7 +359,7 @@ void repair(struct world *w, int idx, struct verdict *v, const char *ctx)
 		rc = ring_hdr_put(w->ring[0], w->sh->owners, s, OW_RECLAIM, &w->sh->parent_in);
 		if (rc == -ENOBUFS && ring_hdr_count(w->ring[0]) == w->slots[0])
 			rc = ring_hdr_put(w->ring[1], w->sh->owners, s, OW_RECLAIM,
-				      &w->sh->parent_in);
+					  &w->sh->parent_in);
 		if (rc != 0)
 			violation(v, "put-back refused", "%s: sheaf %u -> %d (ring 0: "
 				  "%u full slots, ring_hdr_count %u; ring 1: %u, %u)", ctx, s,

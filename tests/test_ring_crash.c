@@ -167,7 +167,7 @@ START_TEST(test_put_back_past_a_phantom_copy)
 		s = ring_hdr_get(w.ring[0], sh->owners, OW_SETUP, &sh->parent_in);
 		ck_assert_uint_eq(s, k);
 		ck_assert_int_eq(ring_hdr_put(w.ring[1], sh->owners, s, OW_SETUP,
-					  &sh->parent_in), 0);
+					      &sh->parent_in), 0);
 	}
 	ck_assert_uint_eq(ring_hdr_get(w.ring[0], sh->owners, CHILD_ID(0), &sh->intent[0]), a);
 	ck_assert_uint_eq(ring_hdr_get(w.ring[0], sh->owners, CHILD_ID(1), &sh->intent[1]), b);
@@ -191,7 +191,7 @@ START_TEST(test_put_back_past_a_phantom_copy)
 	while ((s = ring_hdr_get(w.ring[1], sh->owners, OW_SETUP, &sh->parent_in)) !=
 	       SHEAF_ID_NONE)
 		ck_assert_int_eq(ring_hdr_put(w.ring[0], sh->owners, s, OW_SETUP,
-					  &sh->parent_in), 0);
+					      &sh->parent_in), 0);
 	ck_assert_uint_eq(full_slots(w.ring[0]), 64);
 	/* X dies holding A. */
 	ck_assert_uint_eq(owner_of(&w, a), CHILD_ID(0));
@@ -328,7 +328,7 @@ static void scen_setup(struct world *w, enum scen sc)
 		for (uint32_t k = 0; k < w->slots[1]; k++) {
 			uint32_t s = ring_hdr_get(w->ring[0], sh->owners, OW_SETUP, &sh->parent_in);
 			ck_assert_int_eq(ring_hdr_put(w->ring[1], sh->owners, s, OW_SETUP,
-						  &sh->parent_in), 0);
+						      &sh->parent_in), 0);
 		}
 		/* fall through */
 	case SC_PUT:

@@ -234,7 +234,7 @@ START_TEST(test_count_exact_after_producer_death)
 	atomic_store(&owners[0], OW_DEAD);
 	ck_assert(put_dying(rings[0], owners, 0, OW_DEAD, &in, RS_PUT_SLOT, 1, &rc));
 	ck_assert_uint_eq(ring_hdr_reclaim(one_ring_of, rings, owners, 4, &in, 1,
-				       OW_DEAD, OW_RECLAIM, out, 4), 0);
+					   OW_DEAD, OW_RECLAIM, out, 4), 0);
 	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
 	ck_assert_uint_eq(sheaves_in(rings[0], owners), 1);
 	ck_assert_uint_eq(live_slots(rings[0], owners), 1);
@@ -271,7 +271,7 @@ START_TEST(test_head_past_slot_filled_next_lap)
 	ck_assert_uint_eq(ring_hdr_put(rings[0], owners, 4, OW_A, &ina), 0);
 	ck_assert_uint_eq(atomic_load(&rings[0]->head), 0);     /* lags */
 	ck_assert_uint_eq(ring_hdr_reclaim(one_ring_of, rings, owners, 5, &in, 1,
-				       OW_DEAD, OW_RECLAIM, out, 5), 1);
+					   OW_DEAD, OW_RECLAIM, out, 5), 1);
 	ck_assert_uint_eq(out[0], 0);
 	ck_assert_msg(ring_hdr_count(rings[0]) == 4,
 		      "ring_hdr_count %u for 4 sheaves (tail %u, head %u)", ring_hdr_count(rings[0]),
@@ -326,7 +326,7 @@ static int spin_probe_run(void *arg)
 	if (!put_dying(spin_rings[0], spin_owners, 0, OW_DEAD, &in, RS_PUT_SLOT, 1, &rc))
 		return 1;
 	(void)ring_hdr_reclaim(one_ring_of, spin_rings, spin_owners, 4, &in, 1,
-			   OW_DEAD, OW_RECLAIM, out, 4);
+			       OW_DEAD, OW_RECLAIM, out, 4);
 	if (ring_hdr_get(spin_rings[0], spin_owners, OW_B, &inb) != 0)
 		return 1;
 	return ring_hdr_put(spin_rings[0], spin_owners, 1, OW_A, &inb) != 0;
@@ -421,7 +421,7 @@ START_TEST(test_reclaim_at_every_stop_point)
 		ck_assert_msg(died, "step %s not reached", step_name(step));
 
 		n = ring_hdr_reclaim(one_ring_of, rings, owners, 6, &ind, 1, OW_DEAD,
-				 OW_RECLAIM, out, 6);
+				     OW_RECLAIM, out, 6);
 		if (atomic_load(&ind.op) != RING_OP_NONE)
 			snprintf(why, sizeof(why), "intent not cleared");
 		for (uint32_t i = 0; i < n && !why[0]; i++) {
@@ -577,7 +577,7 @@ static void reclaim_midput_hook(int step)
 	nest.armed = 0;
 	ring_stop_hook = NULL;
 	nest.nout = ring_hdr_reclaim(one_ring_of, rings, nest.owners, 2, nest.dead_in, 1,
-				 OW_DEAD, OW_RECLAIM, nest.out, 2);
+				     OW_DEAD, OW_RECLAIM, nest.out, 2);
 }
 
 /*

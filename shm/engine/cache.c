@@ -22,13 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "shm/names.h"
 #include "shm/barn.h"
-#include "shm/engine/check.h"
-#include "shm/lanes.h"
-#include "shm/engine/internal.h"
-#include "shm/engine/grace.h"
 #include "shm/futex.h"
+#include "shm/lanes.h"
+#include "shm/names.h"
+#include "shm/engine/check.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
 #include "shm/engine/slab.h"
 
 /* Fill free slot @sc with cache @name and make it LIVE.  Caller holds

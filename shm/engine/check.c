@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "shm/engine/check.h"
-#include "shm/debug.h"
 #include "shm/bounds.h"
+#include "shm/debug.h"
+#include "shm/engine/check.h"
 
 enum { M_NONE = 0, M_FREE = 1, M_SHEAF = 2 };
 

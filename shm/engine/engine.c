@@ -17,8 +17,8 @@
 #include <string.h>
 #include "shm/barn.h"
 #include "shm/lanes.h"
-#include "shm/engine/internal.h"
 #include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
 #include "shm/engine/slab.h"
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)

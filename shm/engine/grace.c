@@ -19,11 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 #include "shm/barn.h"
-#include "shm/lanes.h"
-#include "shm/engine/internal.h"
 #include "shm/futex.h"
 #include "shm/grace_bell.h"
+#include "shm/lanes.h"
 #include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
 
 #define POLL_MIN_NS   20000L       /* first wait for a blocking reader */
 #define POLL_MAX_NS   1000000L     /* then doubling up to this */

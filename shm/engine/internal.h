@@ -9,10 +9,10 @@
 #ifndef SHEAF_SHM_ENGINE_INTERNAL_H
 #define SHEAF_SHM_ENGINE_INTERNAL_H
 
+#include "shm/bounds.h"
 #include "shm/debug.h"
 #include "shm/engine/engine.h"
 #include "shm/engine/ring_rebuild.h"
-#include "shm/bounds.h"
 
 /* Add @v to the engine counter @st of cache-node (@c, @n).  Relaxed: the
  * counters are statistics, read by sums that order nothing. */

@@ -10,9 +10,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "shm/bounds.h"
 #include "shm/engine/owner.h"
 #include "shm/engine/slab.h"
-#include "shm/bounds.h"
 
 static int cache_owned(const struct shm_pool *p, uint32_t c)
 {

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "shm/engine/engine.h"
 #include "shm/queue.h"
+#include "shm/engine/engine.h"
 #include "shm/engine/slab.h"
 
 /* Capacity @cap rounded up to a power of two (0: 1024). */

@@ -21,13 +21,13 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include "shm/names.h"
 #include "shm/barn.h"
 #include "shm/lanes.h"
-#include "shm/engine/clients.h"
+#include "shm/names.h"
 #include "shm/engine/adopt_vet.h"
-#include "shm/engine/internal.h"
+#include "shm/engine/clients.h"
 #include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
 #include "shm/engine/owner.h"
 #include "shm/engine/slab.h"
 
@@ -116,10 +116,10 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 		struct shm_lane *ln = &p->lanes[l];
 		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln))
 			ring_reclaim(pool_ref_of, p, p->owners, p->sheaf_count,
-				   &ln->intent, 1, dead, me, ids, 0);
+				     &ln->intent, 1, dead, me, ids, 0);
 	}
 	n = ring_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
-		       dead, me, ids, p->sheaf_count);
+			 dead, me, ids, p->sheaf_count);
 	for (uint32_t k = 0; k < n; k++) {
 		if (dead < p->max_clients)   /* a client's: its tags first (owner.h) */
 			owner_sheaf_untag(p, pool_sheaf(p, ids[k]), dead);

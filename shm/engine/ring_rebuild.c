@@ -72,8 +72,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "shm/barn.h"
-#include "shm/engine/internal.h"
 #include "shm/futex.h"
+#include "shm/engine/internal.h"
 
 /* Least time between two deep vets of one ring, and of any two rings: a
  * vet reads the whole owner table, and the symptoms that call for one (a

@@ -14,8 +14,8 @@
 #include <errno.h>
 #include <string.h>
 #include "shm/debug.h"
-#include "shm/engine/slab.h"
 #include "shm/engine/owner.h"
+#include "shm/engine/slab.h"
 
 uint32_t slab_default_min_partial(uint32_t obj_size)
 {

@@ -30,9 +30,9 @@
 #include <string.h>
 #include <time.h>
 #include "shm/barn.h"
-#include "shm/engine/internal.h"
 #include "shm/futex.h"
 #include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
 #include "shm/engine/slab.h"
 
 struct worker_arg {
