@@ -14,6 +14,7 @@
 #include "shm/lanes.h"
 #include "shm/engine/clients.h"
 #include "shm/names.h"
+#include "shm/engine/names.h"
 #include "shm/huge.h"
 #include "shm/tune.h"
 #include "client/internal.h"

@@ -4,14 +4,9 @@
  * an object by name with no round trip, no client can change or spoil the
  * directory, and it survives an adoption.
  *
- * Who may call: names_check, names_lookup and names_read from any process
- * (they only read; a client reads its read-only mapping of META); the
- * writers (engine/names.c) from the engine only (sheafd, or a local
- * pool's in-process engine): engine_name_set and engine_name_del take the
- * engine's ctl_lock, names_drop_cache and names_adopt assume the caller
- * serialises them (engine_cache_destroy holds ctl_lock; engine_adopt runs
- * before any engine thread).  Errors: 0 or -errno, with a message in
- * @err where there is one.
+ * Who may call: any process of the pool (these only read; a client reads
+ * its read-only mapping of META).  The writers are the engine's alone
+ * (engine/names.h).  Errors: 0 or -errno.
  *
  * The rules:
  *   - a name is 1..SHEAF_DIR_NAME_BYTES-1 bytes (no NUL); at most
@@ -36,8 +31,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "pool.h"
-
-struct engine;
 
 /* One entry as read (a private copy). */
 struct name_rec {
@@ -70,26 +63,5 @@ int names_read(const struct shm_pool *p, uint32_t i, struct name_rec *out);
 uint32_t names_home(const char *name);
 int names_entry_load(const struct shm_name *e, struct name_rec *r);
 int names_rec_valid(const struct shm_pool *p, const struct name_rec *r);
-
-/* ---- the engine's (engine/names.c) ---- */
-
-/*
- * Name object @off (a region offset) @name.  0, -EEXIST (the name is
- * taken; unchanged), -ENOSPC (SHEAF_DIR_ENTRIES names), -EINVAL (not an
- * allocated object of a live cache of this pool), -ENAMETOOLONG.
- */
-int engine_name_set(struct engine *e, const char *name, uint64_t off,
-		    char *err, size_t errlen);
-
-/* Delete @name: 0, -ENOENT, -EINVAL / -ENAMETOOLONG (a bad name). */
-int engine_name_del(struct engine *e, const char *name, char *err, size_t errlen);
-
-/* Drop every name of an object of @cache (being destroyed, or gone).
- * Returns how many.  Caller holds the engine's ctl_lock. */
-uint32_t names_drop_cache(struct shm_pool *p, uint32_t cache);
-
-/* Adoption: drop every entry that is not valid now (and any whose write
- * died half-way).  Returns how many were dropped.  No engine thread runs. */
-uint32_t names_adopt(struct shm_pool *p);
 
 #endif

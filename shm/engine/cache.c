@@ -29,6 +29,7 @@
 #include "shm/engine/check.h"
 #include "shm/engine/grace.h"
 #include "shm/engine/internal.h"
+#include "shm/engine/names.h"
 #include "shm/engine/slab.h"
 
 /* Fill free slot @sc with cache @name and make it LIVE.  Caller holds

@@ -20,7 +20,7 @@
  *   grace.c         the grace-period thread of deferred frees (grace.h)
  *   slab.c          slabs and node frame allocators (slab.h)
  *   owner.c         owned caches: a dead client's objects (owner.h)
- *   names.c         the name directory's writes, adoption (shm/names.h)
+ *   names.c         the name directory's writes, adoption (names.h)
  *   clients.c       client slots: attach, detach (clients.h)
  *   check.c         the pool checker (check.h)
  *   adopt_vet.c     an adopted region's validation (adopt_vet.h)

@@ -1,5 +1,5 @@
 /*
- * names.c - the name directory's writes (shm/names.h: engine_name_set,
+ * names.c - the name directory's writes (names.h: engine_name_set,
  * engine_name_del, names_drop_cache) and its validation at adoption
  * (names_adopt).  The engine is the directory's only writer; the reads and
  * the probing rules are shm/names.c's.
@@ -12,6 +12,7 @@
 #include "shm/names.h"
 #include "shm/slab_geom.h"
 #include "shm/engine/engine.h"
+#include "shm/engine/names.h"
 
 #define MASK (SHEAF_DIR_ENTRIES - 1u)
 #define WORDS (SHEAF_DIR_NAME_BYTES / 8u)

@@ -28,6 +28,7 @@
 #include "shm/engine/clients.h"
 #include "shm/engine/grace.h"
 #include "shm/engine/internal.h"
+#include "shm/engine/names.h"
 #include "shm/engine/owner.h"
 #include "shm/engine/slab.h"
 
