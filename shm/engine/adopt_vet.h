@@ -17,10 +17,10 @@
 
 /*
  * Whether descriptor @sc of a LIVE cache is one engine_cache_create could
- * have made (geometry of slab_geometry, capacity, flags, a terminated
- * name; the barn watermarks are clamped where they are used).  The engine divides by obj_size and loops over
- * objs_per_slab: a bad descriptor must never reach it.  0, or -EUCLEAN
- * with the first bad field in @why.
+ * have made (geometry of slab_geometry, capacity, flags, a terminated name;
+ * the barn watermarks are clamped where they are used).  The engine divides
+ * by obj_size and loops over objs_per_slab: a bad descriptor must never reach
+ * it.  0, or -EUCLEAN with the first bad field in @why.
  */
 int adopt_vet_cache(const struct shm_cache *sc, char *why, size_t len);
 

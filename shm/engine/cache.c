@@ -5,10 +5,10 @@
  * of a create request, the defaults and the find by name are any
  * process's (shm/cache_desc.h).
  *
- * Who may call: the hosting process.  Create, destroy and shrink take e->ctl_lock; the do_*
- * helpers below assume it held (they use e->ctl_lane's intent or e->ids).
- * A cache's descriptor is published by the release store of CACHE_LIVE:
- * readers load the state with acquire before any other field.
+ * Who may call: the hosting process.  Create, destroy and shrink take
+ * e->ctl_lock; the do_* helpers below assume it held (they use e->ctl_lane's
+ * intent or e->ids).  A cache's descriptor is published by the release store
+ * of CACHE_LIVE: readers load the state with acquire before any other field.
  *
  * Destroy and the clients (docs/design.md, "Cache handles and destroy"):
  * destroy marks the cache DYING, then waits until no lane's thread is

@@ -150,13 +150,14 @@ int engine_reclaim_client(struct engine *e, uint32_t client);
 
 /*
  * Shared queues (engine/queue.c; the ring is shm/queue.c's, and so is the
- * check of a create request, queue_params_check).  Create queue @name of @capacity slots (0: 1024; else rounded up to a
- * power of two, at most 2^20): its id, or -EEXIST, -EINVAL, -ENOSPC (no
- * descriptor slot), -ENOMEM (no frames under the cap), -EFBIG (a pool of
- * 32 GiB of data or more).  Destroy queue @id: 0, or -ENOENT, -EBUSY
- * while it holds objects.  engine_queues_adopt (engine_adopt): give back
- * the frames of a create or destroy that died, quarantine (QUEUE_BROKEN)
- * descriptors that no create makes.
+ * check of a create request, queue_params_check).  Create queue @name of
+ * @capacity slots (0: 1024; else rounded up to a power of two, at most 2^20):
+ * its id, or -EEXIST, -EINVAL, -ENOSPC (no descriptor slot), -ENOMEM (no
+ * frames under the cap), -EFBIG (a pool of 32 GiB of data or more).  Destroy
+ * queue @id: 0, or -ENOENT, -EBUSY while it holds objects.
+ * engine_queues_adopt (engine_adopt): give back the frames of a create or
+ * destroy that died, quarantine (QUEUE_BROKEN) descriptors that no create
+ * makes.
  */
 int engine_queue_create(struct engine *e, const char *name, uint32_t capacity,
 			uint32_t flags, char *err, size_t errlen);
