@@ -57,7 +57,7 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-SHM_SRC    := $(wildcard shm/*.c)
+SHM_SRC    := $(wildcard shm/*.c shm/engine/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
 PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
 LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c proto/peer.c) \
@@ -66,7 +66,7 @@ LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c
 # lane fold, vet.c's two tests side by side) exist only in libsheaf-test.a, which the test programs link: the
 # sources below are built a second time under $(BUILD)/test-hooks/ and
 # replace their release objects.
-HOOK_SRC   := shm/ring.c shm/clients.c client/vet.c
+HOOK_SRC   := shm/ring.c shm/lanes.c client/vet.c
 HOOK_OBJ   := $(patsubst %.c,$(BUILD)/test-hooks/%.o,$(HOOK_SRC))
 TEST_LIB   := $(BUILD)/libsheaf-test.a
 HOOK_SYMS  := ring_stop_hook\|lane_fold_hook\|vet_test_compare
@@ -345,8 +345,9 @@ FUZZ_TARGETS   := $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_BUILD)/fuzz_shm
 # fuzz_shm: the readers that walk every lane, sheaf and object each input
 # (checker, stats, lane counts, the owner tags' and the names' scans) keep edge coverage but lose comparison
 # tracing, which cost fuzz_shm half its time in their loops.
-FUZZ_SHM_NOCMP := $(FUZZ_BUILD)/shm/check.o $(FUZZ_BUILD)/shm/stats.o $(FUZZ_BUILD)/shm/clients.o \
-                  $(FUZZ_BUILD)/shm/owner.o $(FUZZ_BUILD)/shm/names.o
+FUZZ_SHM_NOCMP := $(FUZZ_BUILD)/shm/engine/check.o $(FUZZ_BUILD)/shm/stats.o $(FUZZ_BUILD)/shm/lanes.o \
+                  $(FUZZ_BUILD)/shm/engine/clients.o $(FUZZ_BUILD)/shm/engine/owner.o \
+                  $(FUZZ_BUILD)/shm/names.o $(FUZZ_BUILD)/shm/engine/names.o
 $(FUZZ_SHM_NOCMP): FUZZ_CFLAGS += -fno-sanitize-coverage=trace-cmp
 
 .PHONY: fuzz fuzz-build fuzz-corpus fuzz-regress

@@ -12,7 +12,7 @@
  */
 #include <errno.h>
 #include "shm/owner.h"
-#include "shm/untrusted.h"
+#include "shm/bounds.h"
 #include "client/internal.h"
 #include "client/vet.h"
 

@@ -4,7 +4,7 @@
  * of the seam of pool_ops.h.  Every call that can fail refuses a pool
  * inherited through fork() (ECHILD) and a stale handle (ESTALE) first,
  * then checks its arguments with the checks sheafd applies
- * (engine_cache_check, tune_check), so that a local pool and a pool of
+ * (cache_params_check, tune_check), so that a local pool and a pool of
  * sheafd refuse the same, and only then calls pool->ops.
  *
  * Also the process's handle of each cache of a pool, and the handshake of
@@ -20,7 +20,7 @@
 #include "client/pool_ops.h"
 #include "shm/debug.h"
 #include "shm/futex.h"
-#include "shm/slab.h"
+#include "shm/slab_geom.h"
 #include "shm/tune.h"
 
 /*
@@ -98,7 +98,7 @@ void tcache_leave(struct tcache *t)
  * arguments into *@cp: 0, -ECHILD (a pool inherited through fork()) or
  * -EINVAL. */
 static int cache_params(const sheaf_pool_t *pool, const char *name, size_t size,
-			const struct sheaf_cache_config *cfg, struct engine_cache_params *cp)
+			const struct sheaf_cache_config *cfg, struct cache_params *cp)
 {
 	char msg[160];
 
@@ -119,13 +119,13 @@ static int cache_params(const sheaf_pool_t *pool, const char *name, size_t size,
 			    (cfg->flags & SHEAF_CACHE_OWNED ? SHEAF_CACHE_F_OWNED : 0) |
 			    (cfg->flags & SHEAF_CACHE_KEEP ? SHEAF_CACHE_F_KEEP : 0);
 	}
-	return engine_cache_check(name, cp, msg, sizeof(msg));
+	return cache_params_check(name, cp, msg, sizeof(msg));
 }
 
 sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
 				  size_t size, const struct sheaf_cache_config *cfg)
 {
-	struct engine_cache_params cp = { 0 };
+	struct cache_params cp = { 0 };
 	uint32_t gen = 0;
 	int id = cache_params(pool, name, size, cfg, &cp);
 
@@ -141,7 +141,7 @@ sheaf_cache_t *sheaf_cache_create(sheaf_pool_t *pool, const char *name,
 /* Whether cache @id has the geometry @cp asks for: the object size after
  * rounding and the alignment, as do_cache_install records them. */
 static int same_geometry(const sheaf_pool_t *pool, uint32_t id,
-			 const struct engine_cache_params *cp)
+			 const struct cache_params *cp)
 {
 	const struct shm_cache *sc = &pool->shm.caches[id];
 	uint32_t obj_size, per_slab;
@@ -158,7 +158,7 @@ static int same_geometry(const sheaf_pool_t *pool, uint32_t id,
 sheaf_cache_t *sheaf_cache_create_or_open(sheaf_pool_t *pool, const char *name, size_t size,
 					  const struct sheaf_cache_config *cfg, int *created)
 {
-	struct engine_cache_params cp = { 0 };
+	struct cache_params cp = { 0 };
 	uint32_t gen = 0;
 	int id = cache_params(pool, name, size, cfg, &cp);
 
@@ -214,7 +214,7 @@ sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id)
 	if (id < SHEAF_MAX_CACHES) {
 		sc = &pool->shm.caches[id];
 		/* Acquire: pairs with the release stores of the state
-		 * (engine_cache.c); the generation is written before them. */
+		 * (shm/engine/cache.c); the generation is written before them. */
 		st = at_load_acquire(&sc->state);
 	}
 	if (st != CACHE_LIVE && st != CACHE_DYING) {

@@ -2,7 +2,7 @@
  * deferred.c - deferred frees and read sections across processes (sheaf.h:
  * sheaf_free_deferred, sheaf_read_lock/unlock, sheaf_quiescent,
  * sheaf_synchronize, sheaf_barrier): the client side of the kernel's
- * kfree_rcu sheaf.  The engine side (grace periods) is shm/grace.c; the
+ * kfree_rcu sheaf.  The engine side (grace periods) is shm/engine/grace.c; the
  * algorithm and its crash argument are in docs/design.md, "Deferred frees".
  *
  * A reader's state is one word in its thread's lane (rcu_ctr, SHARED): 0
@@ -20,9 +20,9 @@
 #include <unistd.h>
 #include "shm/barn.h"
 #include "shm/futex.h"
-#include "shm/grace.h"
-#include "shm/slab.h"
-#include "shm/untrusted.h"
+#include "shm/grace_bell.h"
+#include "shm/slab_geom.h"
+#include "shm/bounds.h"
 #include "client/internal.h"
 
 enum { RCU_NOFENCE = 1, RCU_FENCE = 2 };
@@ -163,7 +163,7 @@ static int gp_wait(sheaf_pool_t *pool, uint64_t target, int released, unsigned t
 
 	while (req < target && !at_cas_acqrel(&p->rcu->req, &req, target))
 		;
-	grace_ring(p);
+	grace_bell_ring(p);
 	for (;;) {
 		uint32_t w = at_load_acquire(&h->gp_wake);
 		int64_t left;
@@ -200,7 +200,7 @@ static uint32_t deferred_cap(const struct tcache *t)
 {
 	uint32_t cap = at_load_relaxed(&t->cache->sc->sheaf_capacity);
 
-	return cap ? cap : engine_default_capacity(t->cache->sc->obj_size);
+	return cap ? cap : cache_default_capacity(t->cache->sc->obj_size);
 }
 
 /*
@@ -229,14 +229,14 @@ static void handover(struct tcache *t)
 	/* Every unlink before this call comes before the stamp's read
 	 * (seq_cst fence): grace period stamp + 1 starts after them. */
 	d->gp = gp_target(t->cache->pool) - 1;
-	if (rr_put(&rr, p->owners, s, t->cache->pool->client, &ln->intent) != 0) {
+	if (ring_put(&rr, p->owners, s, t->cache->pool->client, &ln->intent) != 0) {
 		at_store_release(&ln->rcu_fold_cache, 0);
 		t->deferred = d;          /* never: the ring holds every sheaf */
 		return;
 	}
 	at_store_relaxed(&t->stat[ST_FREE_RCU_SHEAF], v);
 	at_store_release(&ln->rcu_fold_cache, 0);
-	grace_ring(p);
+	grace_bell_ring(p);
 }
 
 void deferred_flush(struct tcache *t)

@@ -20,7 +20,7 @@
 #include <errno.h>
 #include "shm/barn.h"
 #include "shm/futex.h"
-#include "shm/untrusted.h"
+#include "shm/bounds.h"
 #include "client/internal.h"
 #include "client/vet.h"
 
@@ -58,7 +58,7 @@ struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node)
 			struct ring_ref full = pool_full_ref(p, c, node);
 
 			stat_inc(t, ST_BARN_GET);
-			if (rr_count(&full) < at_load_relaxed(&t->cache->sc->barn_low))
+			if (ring_count(&full) < at_load_relaxed(&t->cache->sc->barn_low))
 				node_ring_doorbell(p, node);   /* restock early */
 			return s;
 		}
@@ -138,7 +138,7 @@ static int barn_put_over(struct tcache *t)
 	uint32_t keep = barn_flush_limit(tshm(t), t->cache->sc, t->node);
 
 	full = pool_full_ref(tshm(t), t->f->cache_id, t->node);
-	return rr_count(&full) > keep;
+	return ring_count(&full) > keep;
 }
 
 void exchange_put(struct tcache *t, struct shm_sheaf *s)

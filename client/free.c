@@ -14,7 +14,7 @@
 #include <errno.h>
 #include "shm/barn.h"
 #include "shm/owner.h"
-#include "shm/slab.h"
+#include "shm/slab_geom.h"
 #include "client/internal.h"
 #include "client/vet.h"
 

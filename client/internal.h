@@ -27,8 +27,8 @@
 #include <pthread.h>
 #include "client/rpc.h"
 #include "client/sheaf.h"
-#include "shm/clients.h"
-#include "shm/engine.h"
+#include "shm/lanes.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
 
 /* Pools open at once in a process, and cache handles over all of them
@@ -257,7 +257,7 @@ static inline uint32_t cache_capacity(const struct tcache *t)
 static inline uint32_t barn_capacity(const struct tcache *t)
 {
 	uint32_t cap = cache_capacity(t);
-	return cap ? cap : engine_default_capacity(t->cache->sc->obj_size);
+	return cap ? cap : cache_default_capacity(t->cache->sc->obj_size);
 }
 
 /* Debug caches keep an in-use bit per object (debug_track.c). */

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "shm/slab.h"
+#include "shm/slab_geom.h"
 #include "client/internal.h"
 
 _Static_assert(SHEAF_KMALLOC_MAX == SHEAF_MAX_OBJ_SIZE &&
@@ -120,7 +120,7 @@ static void km_publish(sheaf_pool_t *pool, uint32_t k, sheaf_cache_t *c)
 static uint32_t kmalloc_capacity(uint32_t size)
 {
 	uint32_t cap = SHEAF_KMALLOC_SHEAF_BYTES / size;
-	uint32_t dflt = engine_default_capacity(size);
+	uint32_t dflt = cache_default_capacity(size);
 
 	if (cap > SHEAF_CAP_MAX)
 		cap = SHEAF_CAP_MAX;

@@ -14,7 +14,7 @@
  * shared queue moves are owner_handoff.c's.
  */
 #include "shm/owner.h"
-#include "shm/untrusted.h"
+#include "shm/bounds.h"
 #include "client/internal.h"
 
 /* The tag of object @off (validated: a frame of the cache, an object

@@ -8,7 +8,7 @@
 #include "client/internal.h"
 #include "client/owner_handoff.h"
 #include "shm/owner.h"
-#include "shm/slab.h"
+#include "shm/slab_geom.h"
 
 /* The tag of @obj when it is an object of an owned cache of @pool, else
  * NULL.  The cache is the frame's (the owner map: engine-owned). */

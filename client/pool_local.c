@@ -13,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "shm/check.h"
-#include "shm/clients.h"
+#include "shm/engine/check.h"
+#include "shm/lanes.h"
+#include "shm/engine/clients.h"
 #include "shm/names.h"
+#include "shm/engine/names.h"
 #include "shm/huge.h"
 #include "shm/tune.h"
 #include "client/internal.h"
@@ -114,7 +116,7 @@ err_free:
 }
 
 static int local_cache_create(sheaf_pool_t *pool, const char *name,
-			      const struct engine_cache_params *cp, uint32_t *gen)
+			      const struct cache_params *cp, uint32_t *gen)
 {
 	char msg[160];
 	int id = engine_cache_create(&pool->engine, name, cp, msg, sizeof(msg));

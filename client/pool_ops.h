@@ -23,7 +23,7 @@
 #include "client/sheaf.h"
 #include "shm/stats.h"
 
-struct engine_cache_params;
+struct cache_params;
 struct tune_setting;
 
 /* What sheaf_cache_stats reads of a cache, on one node or summed over all. */
@@ -36,7 +36,7 @@ struct pool_ops {
 	/* Create cache @name as @cp says: its id, and its generation in
 	 * *@gen (-EEXIST when the name exists). */
 	int (*cache_create)(sheaf_pool_t *pool, const char *name,
-			    const struct engine_cache_params *cp, uint32_t *gen);
+			    const struct cache_params *cp, uint32_t *gen);
 	/* Apply setting @s of cache @c (tune_check passed it): 0. */
 	int (*cache_tune)(sheaf_cache_t *c, const struct tune_setting *s);
 	/* Flush @c's barns and release its empty slabs beyond min_partial
@@ -46,7 +46,7 @@ struct pool_ops {
 	int (*cache_stats)(sheaf_cache_t *c, int node, struct pool_cache_stats *out);
 	/* The pool checker (sheaf_pool_check): 0, or -EUCLEAN with @err. */
 	int (*check)(sheaf_pool_t *pool, char *err, size_t errlen);
-	/* Create queue @name (engine_queue_check passed): its id, and its
+	/* Create queue @name (queue_params_check passed): its id, and its
 	 * generation in *@gen.  Destroy queue @name: 0.  Both -errno. */
 	int (*queue_create)(sheaf_pool_t *pool, const char *name, uint32_t capacity,
 			    uint32_t flags, uint32_t *gen);

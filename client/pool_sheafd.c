@@ -24,7 +24,7 @@
 #include "client/rpc.h"
 #include "proto/paths.h"
 #include "proto/sheaf.pb-c.h"
-#include "shm/engine.h"
+#include "shm/engine/engine.h"
 #include "shm/tune.h"
 
 sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
@@ -117,7 +117,7 @@ static int request(struct rpc_conn *conn, Sheaf__V1__Request *rq,
 }
 
 static int sheafd_cache_create(sheaf_pool_t *pool, const char *name,
-			       const struct engine_cache_params *cp, uint32_t *gen)
+			       const struct cache_params *cp, uint32_t *gen)
 {
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 	Sheaf__V1__CacheCreateRequest cc = SHEAF__V1__CACHE_CREATE_REQUEST__INIT;

@@ -86,7 +86,7 @@ sheaf_queue_t *sheaf_queue_create(sheaf_pool_t *pool, const char *name,
 		errno = ECHILD;
 		return NULL;
 	}
-	if (engine_queue_check(name, capacity, flags, msg, sizeof(msg)) != 0) {
+	if (queue_params_check(name, capacity, flags, msg, sizeof(msg)) != 0) {
 		errno = EINVAL;
 		return NULL;
 	}

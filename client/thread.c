@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "shm/barn.h"
-#include "shm/clients.h"
+#include "shm/lanes.h"
 #include "shm/debug.h"
 #include "shm/queue.h"
 #include "client/internal.h"

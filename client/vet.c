@@ -38,7 +38,7 @@
  * comes back in 16 KiB runs of falling addresses that step upwards, which
  * the hardware's prefetchers follow badly (docs/design.md 5b, third pass).
  */
-#include "shm/untrusted.h"
+#include "shm/bounds.h"
 #include "client/internal.h"
 #include "client/vet.h"
 

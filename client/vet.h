@@ -14,7 +14,7 @@ struct shm_sheaf;
 /*
  * @s, a full sheaf just taken from a barn of @t's cache, made safe to pop:
  * offsets that are not objects of the cache are dropped (counted:
- * UT_OBJECT, shm/untrusted.h), the size is clamped to objs[], and the header
+ * UT_OBJECT, shm/bounds.h), the size is clamped to objs[], and the header
  * fields the fast paths trust are set again.  Returns @s.
  */
 struct shm_sheaf *vet_full(struct tcache *t, struct shm_sheaf *s);

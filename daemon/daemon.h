@@ -13,8 +13,8 @@
 #include <sys/types.h>
 #include <time.h>
 #include "config.h"
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
 #include "proto/frame.h"
 #include "proto/version.h"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "log.h"
-#include "shm/untrusted.h"
+#include "shm/bounds.h"
 #include "refusal_log.h"
 
 static struct event *ev_watch;

@@ -20,7 +20,8 @@
 #include <unistd.h>
 #include "daemon.h"
 #include "log.h"
-#include "shm/clients.h"
+#include "shm/lanes.h"
+#include "shm/engine/clients.h"
 
 /* A peer is allowed when its uid is listed, or its primary group or one
  * of its supplementary groups is. */

@@ -6,7 +6,7 @@
  */
 #include "log.h"
 #include "rpc_handlers.h"
-#include "shm/engine.h"
+#include "shm/engine/engine.h"
 
 Sheaf__V1__CacheInfo *rpc_cache_info(struct daemon *d, struct arena *a, uint32_t id)
 {
@@ -45,7 +45,7 @@ int rpc_cache_scope(struct daemon *d, const char *name, int *cache, struct reply
 void rpc_cache_create(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
 	const Sheaf__V1__CacheCreateRequest *rq = RPC_BODY(call, Sheaf__V1__CacheCreateRequest);
-	struct engine_cache_params cp = {
+	struct cache_params cp = {
 		.size = rq->size, .align = rq->align, .capacity = rq->capacity,
 		.flags = rq->flags,
 	};

@@ -7,9 +7,10 @@
 #include <string.h>
 #include "log.h"
 #include "rpc_handlers.h"
-#include "shm/clients.h"
+#include "shm/lanes.h"
 #include "shm/owner.h"
-#include "shm/untrusted.h"
+#include "shm/engine/owner.h"
+#include "shm/bounds.h"
 
 void rpc_attach(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {

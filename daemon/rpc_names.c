@@ -6,6 +6,7 @@
 #include <errno.h>
 #include "rpc_handlers.h"
 #include "shm/names.h"
+#include "shm/engine/names.h"
 
 static Sheaf__V1__NameInfo *name_info(struct daemon *d, struct arena *a,
 				      const struct name_rec *r)

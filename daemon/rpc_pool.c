@@ -9,11 +9,11 @@
 #include "log.h"
 #include "rpc_handlers.h"
 #include "shm/barn.h"
-#include "shm/check.h"
-#include "shm/grace.h"
+#include "shm/engine/check.h"
+#include "shm/engine/grace.h"
 #include "shm/stats.h"
 #include "shm/tune.h"
-#include "shm/untrusted.h"
+#include "shm/bounds.h"
 
 Sheaf__V1__Layout *rpc_layout(struct daemon *d, struct arena *a)
 {

@@ -1,10 +1,16 @@
 /*
  * atomics.h - named-order atomic helpers for shared-memory code.
  *
- * Every atomic access in shm/ and client/ goes through one of these, so the
- * memory order is part of the name and a reader can pair each release with
- * its acquire (see docs/design.md section 3, "Memory orders of the ring").  Who may call: any
- * module of sheaf.
+ * Who may call: any module of sheaf (shm/, client/, daemon/); the public
+ * client/sheaf.h keeps its own __atomic builtins (it is included by C++
+ * and gnu89 callers).
+ *
+ * Every atomic access of shm/ and daemon/ goes through one of these, so
+ * the memory order is part of the name and a reader can pair each release
+ * with its acquire (see docs/design.md section 3, "Memory orders of the
+ * ring").  The at_* helpers take an _Atomic object; the at_plain_* ones a
+ * plain one (the sheaf header's fields and the like, which the layout
+ * shares with client/sheaf.h and so cannot declare _Atomic).
  */
 #ifndef SHEAF_SHM_ATOMICS_H
 #define SHEAF_SHM_ATOMICS_H
@@ -33,6 +39,27 @@
 #define at_cas_relaxed(p, expected, desired)                                 \
 	atomic_compare_exchange_strong_explicit((p), (expected), (desired),  \
 		memory_order_relaxed, memory_order_relaxed)
+/* Seq_cst on success and failure (what atomic_compare_exchange_strong
+ * does): a release and an acquire, and the store half of a Dekker-style
+ * handshake (the shared queue's slot CAS and queue_sleep). */
+#define at_cas_seqcst(p, expected, desired)                                  \
+	atomic_compare_exchange_strong_explicit((p), (expected), (desired),  \
+		memory_order_seq_cst, memory_order_seq_cst)
+
+/* Fences between relaxed accesses: a release fence orders every access
+ * before it before the stores after it; an acquire fence orders the loads
+ * before it before every access after it. */
+#define at_fence_acquire()      atomic_thread_fence(memory_order_acquire)
+#define at_fence_release()      atomic_thread_fence(memory_order_release)
+
+/* Plain (not _Atomic) objects, accessed atomically. */
+#define at_plain_load_relaxed(p)      __atomic_load_n((p), __ATOMIC_RELAXED)
+#define at_plain_load_acquire(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define at_plain_store_relaxed(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define at_plain_store_release(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define at_plain_cas_acqrel(p, expected, desired)                            \
+	__atomic_compare_exchange_n((p), (expected), (desired), 0,           \
+		__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
 #if defined(__SANITIZE_THREAD__)
 /* GCC's TSan refuses fences (-Wtsan): a seq_cst read-modify-write is a

@@ -1,13 +1,13 @@
 /*
  * barn.c - barn and depot exchanges, doorbell and supply (barn.h).  Rings
- * are reached through pool_*_ref (untrusted.h): their geometry is the
+ * are reached through pool_*_ref (bounds.h): their geometry is the
  * pool's, never the ring header's.
  */
 #include <limits.h>
 #include <sched.h>
 #include "barn.h"
+#include "bounds.h"
 #include "futex.h"
-#include "untrusted.h"
 
 int pool_under_pressure(const struct shm_pool *p, uint32_t node)
 {
@@ -20,7 +20,7 @@ int pool_under_pressure(const struct shm_pool *p, uint32_t node)
 	 * pool as a whole is far from its cap (frames are per node). */
 	return used * 4 > cap_frames * 3 ||
 	       node_used * 4 > (uint64_t)p->frames_per_node * 3 ||
-	       (uint64_t)rr_count(&depot) * 4 < (uint64_t)p->sheaf_count;
+	       (uint64_t)ring_count(&depot) * 4 < (uint64_t)p->sheaf_count;
 }
 
 uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc, uint32_t node)
@@ -38,10 +38,10 @@ uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 {
 	struct ring_ref rr = pool_full_ref(p, cache, node);
 
-	return rr_get(&rr, p->owners, me, in);
+	return ring_get(&rr, p->owners, me, in);
 }
 
-/* Put @s into @rr; a ring too scribbled to take it (rr_put gives up) is
+/* Put @s into @rr; a ring too scribbled to take it (ring_put gives up) is
  * counted, and the sheaf given to the depot instead, or, when that fails
  * too, kept by @me (lost to the pool until a repair: the cost of the
  * scribble). */
@@ -50,11 +50,11 @@ static void put_or_depot(struct shm_pool *p, const struct ring_ref *rr, uint32_t
 {
 	struct ring_ref depot;
 
-	if (rr_put(rr, p->owners, s, me, in) == 0)
+	if (ring_put(rr, p->owners, s, me, in) == 0)
 		return;
 	untrusted_note(UT_RING, 1);
 	depot = pool_depot_ref(p);
-	if (rr->id != RING_DEPOT && rr_put(&depot, p->owners, s, me, in) == 0)
+	if (rr->id != RING_DEPOT && ring_put(&depot, p->owners, s, me, in) == 0)
 		return;
 	untrusted_note(UT_RING, 1);
 }
@@ -67,11 +67,11 @@ uint32_t barn_put_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 	/* Rings hold every sheaf of the pool: never full, unless scribbled
 	 * (then the objects go with the sheaf to the depot: lost, as the
 	 * scribbler's cache's consistency is). */
-	if (rr_put(&rr, p->owners, s, me, in) != 0) {
+	if (ring_put(&rr, p->owners, s, me, in) != 0) {
 		sheaf_set_size(pool_sheaf(p, s), 0);
 		put_or_depot(p, &rr, s, me, in);
 	}
-	return rr_count(&rr);
+	return ring_count(&rr);
 }
 
 uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
@@ -79,13 +79,13 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 			int *from_depot)
 {
 	struct ring_ref rr = pool_empty_ref(p, cache, node);
-	uint32_t s = rr_get(&rr, p->owners, me, in);
+	uint32_t s = ring_get(&rr, p->owners, me, in);
 	struct shm_sheaf *sh;
 
 	*from_depot = 0;
 	if (s == SHEAF_ID_NONE) {
 		rr = pool_depot_ref(p);
-		s = rr_get(&rr, p->owners, me, in);
+		s = ring_get(&rr, p->owners, me, in);
 		if (s == SHEAF_ID_NONE)
 			return s;
 		*from_depot = 1;
@@ -93,17 +93,16 @@ uint32_t barn_get_empty(struct shm_pool *p, uint32_t cache, uint32_t node,
 	sh = pool_sheaf(p, s);
 	sheaf_set_size(sh, 0);
 	/* Relaxed atomic stores (plain on x86): sheafd's dead-client repair
-	 * reads every sheaf's header meanwhile (owner.c, drop_in_sheaves).
+	 * reads every sheaf's header meanwhile (engine/owner.c, drop_in_sheaves).
 	 * Its flags too, as depot_put does: a sheaf reaches the depot or an
 	 * empty ring by other ways (a spoiled ring's put-back, barn_put_empty),
 	 * and a stale SHEAF_F_DEFERRED (a scribble) would make its next
 	 * holder's repair requeue it as deferred frees of this cache. */
-	__atomic_store_n(&sh->flags, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&sh->capacity, cap <= SHEAF_CAP_MAX ? cap : SHEAF_CAP_MAX,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&sh->cache, (uint16_t)cache, __ATOMIC_RELAXED);
-	__atomic_store_n(&sh->node, (uint8_t)node, __ATOMIC_RELAXED);
-	__atomic_store_n(&sh->id, s, __ATOMIC_RELAXED);
+	at_plain_store_relaxed(&sh->flags, 0);
+	at_plain_store_relaxed(&sh->capacity, cap <= SHEAF_CAP_MAX ? cap : SHEAF_CAP_MAX);
+	at_plain_store_relaxed(&sh->cache, (uint16_t)cache);
+	at_plain_store_relaxed(&sh->node, (uint8_t)node);
+	at_plain_store_relaxed(&sh->id, s);
 	return s;
 }
 
@@ -128,7 +127,7 @@ void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *
 	 * free_rcu_sheaf (test_rcu_table: in use by the walk N + k, by the
 	 * counters N). */
 	sheaf_set_size(sh, 0);
-	__atomic_store_n(&sh->flags, 0, __ATOMIC_RELAXED);
+	at_plain_store_relaxed(&sh->flags, 0);
 	put_or_depot(p, &rr, s, me, in);
 }
 int node_ring_doorbell(struct shm_pool *p, uint32_t node)

@@ -3,8 +3,10 @@
  * sheaves, and the doorbell/supply handshake with the node's engine worker.
  * The depot (ring 0) holds sheaves not bound to any cache.
  *
- * Who may call: client threads and the engine.  @me is the caller's owner id
- * (client id, or OWNER_ENGINE), @in its lane's intent record.
+ * Who may call: any process of the pool: client threads (libsheaf's slow
+ * paths) and the engine; barn_publish and depot_put the engine only.  @me
+ * is the caller's owner id (client id, or OWNER_ENGINE), @in its lane's
+ * intent record.
  *
  * Handshake (docs/design.md section 5, "The engine": the doorbell handshake):
  *   client: doorbell++ (seq_cst); if worker sleeping: futex_wake(doorbell).

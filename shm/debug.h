@@ -31,7 +31,7 @@
  * region held by another thread or another process is simply not in this
  * thread's set, and nothing is added to the region's layout.  Locks taken
  * with a bare pthread_mutex_lock are unknown to it, so every taker of a lock
- * that some function asserts must go through these helpers (slab.c does).
+ * that some function asserts must go through these helpers (engine/slab.c does).
  */
 #ifndef SHEAF_SHM_DEBUG_H
 #define SHEAF_SHM_DEBUG_H

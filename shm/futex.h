@@ -1,7 +1,8 @@
 /*
  * futex.h - shared (not FUTEX_PRIVATE_FLAG) futex wait/wake on 32-bit words
  * in the pool region, so that waiters and wakers may be different processes.
- * Who may call: anyone.
+ *
+ * Who may call: any process of the pool.
  */
 #ifndef SHEAF_SHM_FUTEX_H
 #define SHEAF_SHM_FUTEX_H

@@ -2,6 +2,9 @@
  * huge.h - backing a pool's object data with 2 MiB pages (shmem transparent
  * huge pages, asked for with madvise(MADV_HUGEPAGE) on the data range).
  *
+ * Who may call: any process of the pool: pool.c (create, map), sheafd's
+ * config (daemon/config.c) and libsheaf's local pools (client/local.c).
+ *
  * The data segment starts on a 2 MiB boundary both in the region and in the
  * SHARED memfd (layout_compute), so that a huge page of the memfd can be
  * mapped whole at the same address in every process.  The kernel gives a
@@ -11,8 +14,6 @@
  * process that touches the data must ask for its own mapping: the engine at
  * creation, a client at attach (the header's huge_pages says the pool was
  * made with them).
- *
- * Who may call: pool.c (create, map), sheafd's config and libsheaf.
  */
 #ifndef SHEAF_SHM_HUGE_H
 #define SHEAF_SHM_HUGE_H

@@ -1,6 +1,9 @@
 /*
  * layout.h - every structure that lives in a pool's shared-memory region.
  *
+ * Who may call: any process of the pool (every module includes it); who
+ * may write each structure is listed below.
+ *
  * A pool's region holds offsets and indices only, never pointers; each
  * process turns offsets into addresses with its own struct shm_pool
  * (pool.h).  The region is split in two parts, each its own memfd, mapped
@@ -44,7 +47,7 @@
  *                      engine's dead-client repair, by the rules of
  *                      shm/owner.h; untrusted hints to the engine.
  *
- * Invariant (checked by pool_check, check.c): every object of every cache is
+ * Invariant (checked by pool_check, engine/check.c): every object of every cache is
  * in exactly one place: free in its slab's bitmap, in one sheaf, or in use.
  */
 #ifndef SHEAF_SHM_LAYOUT_H
@@ -133,7 +136,7 @@ struct shm_header {
 	_Atomic uint32_t clients_hwm;
 	_Atomic uint32_t caches_hwm;
 	char pad3[16];
-	/* Deferred frees (shm/grace.h), engine-written: clients only read
+	/* Deferred frees (shm/engine/grace.h), engine-written: clients only read
 	 * them, so no client can fake a completed grace period. */
 	uint64_t off_rcu;            /* struct shm_rcu, in SHARED */
 	_Atomic uint64_t gp_seq;     /* grace periods started */
@@ -147,7 +150,7 @@ struct shm_header {
 					otag_t per object slot, SLAB_MAX_OBJS a frame */
 	_Atomic uint64_t frames_released; /* slab frames a cache gave back,
 					counted before frame_owner says so
-					(slab.c): the size-class free's test
+					(engine/slab.c): the size-class free's test
 					of a thread's last malloc (sheaf.h) */
 };
 _Static_assert(sizeof(struct shm_header) == 6 * SHEAF_CACHELINE, "header size");
@@ -155,7 +158,7 @@ _Static_assert(sizeof(struct shm_header) == 6 * SHEAF_CACHELINE, "header size");
 /* A slot's state: FREE, LIVE, DYING while engine_cache_destroy decides
  * (client slow paths wait, then go on if it is LIVE again; engine_adopt
  * makes a DYING cache LIVE again, its destroy having died with the engine),
- * or BROKEN: quarantined at adoption (an invalid descriptor, untrusted.h):
+ * or BROKEN: quarantined at adoption (an invalid descriptor, bounds.h):
  * never served, never reused, its slabs left alone. */
 enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2, CACHE_BROKEN = 3 };
 #define SHEAF_CACHE_F_DEBUG 0x1u     /* track in-use bits: catch double frees */
@@ -448,7 +451,7 @@ struct shm_barn {
 	_Atomic uint32_t starved;    /* engine found nothing to refill with */
 	_Atomic uint32_t waiter_cpu; /* the last waiter's CPU + 1, 0: none; a
 					hint the worker only compares with its
-					own (engine_worker.c: served_here) */
+					own (engine/worker.c: served_here) */
 	char pad1[SHEAF_CACHELINE - 16];
 };
 _Static_assert(sizeof(struct shm_barn) == SHEAF_CACHELINE, "barn size");
@@ -497,7 +500,7 @@ _Static_assert(sizeof(struct shm_client) == SHEAF_CACHELINE, "client size");
  * sheaf's word when it became the thread's main sheaf, so the operations
  * done on it since are (word now - @word) (struct shm_sheaf).  The lane's
  * thread writes it under the sequence count @seq (odd while it changes);
- * readers retry when @seq moved (clients.c, lane_counts).
+ * readers retry when @seq moved (lanes.c, lane_counts).
  */
 struct shm_live {
 	_Atomic uint32_t seq;
@@ -513,7 +516,7 @@ struct shm_lane {
 	_Atomic uint32_t bound;      /* 0: never used; else node + 1 */
 	struct ring_intent intent;
 	uint32_t tid;
-	/* A staged fold (clients.c, lane_live_fold): 0, or the cache + 1 whose
+	/* A staged fold (lanes.c, lane_live_fold): 0, or the cache + 1 whose
 	 * alloc_fastpath and free_fastpath must become @fold_alloc and
 	 * @fold_free.  Former padding (zero in older pools: nothing staged). */
 	_Atomic uint32_t fold_cache;
@@ -524,7 +527,7 @@ struct shm_lane {
 	 * none: engine_cache_destroy waits for it.  Former padding. */
 	_Atomic uint32_t in_cache;
 	uint32_t reserved;
-	/* Reader state (client/deferred.c, shm/grace.c): 0 outside a read
+	/* Reader state (client/deferred.c, shm/engine/grace.c): 0 outside a read
 	 * section, else (gp_seq when it began or last was quiescent) << 1 | 1.
 	 * Written by the lane's thread only; cleared by lane_release,
 	 * lane_free and the dead-client repair.  Its own line: the
@@ -533,12 +536,12 @@ struct shm_lane {
 	/* A staged count of a deferred sheaf handed over (client/deferred.c,
 	 * handover): 0, or the cache + 1 whose free_rcu_sheaf must become
 	 * @rcu_fold_val, which counts sheaf @rcu_fold_sheaf's objects; the
-	 * dead-client repair completes it (engine_repair.c).  Former
+	 * dead-client repair completes it (engine/repair.c).  Former
 	 * padding (zero in older pools: nothing staged). */
 	_Atomic uint32_t rcu_fold_cache;
 	_Atomic uint32_t rcu_fold_sheaf;
 	_Atomic uint64_t rcu_fold_val;
-	/* A staged count of a slow path's push or pop (clients.c,
+	/* A staged count of a slow path's push or pop (lanes.c,
 	 * lane_count_stage): 0, or the cache + 1 whose counter @count_stat
 	 * must become @count_val if sheaf @count_sheaf holds @count_size
 	 * objects (the push or pop done); the dead-client repair completes
@@ -576,7 +579,7 @@ struct shm_lane_hwm {
 };
 
 /*
- * Deferred frees (shm/grace.h): one per pool, client-writable.  @bell is
+ * Deferred frees (shm/engine/grace.h): one per pool, client-writable.  @bell is
  * the grace-period thread's doorbell (clients bump it after handing a
  * deferred sheaf to the rcu ring or asking for a grace period; the thread
  * futex-waits on it while @sleeping); @req is the highest grace period a
@@ -599,7 +602,7 @@ _Static_assert(sizeof(struct shm_rcu) == SHEAF_CACHELINE, "rcu size");
 #define SHEAF_F_MIXED    0x2u   /* objects of several nodes: flushed, not barned */
 
 /* Ring numbering: 0 is the depot of unused sheaves, 1 holds deferred
- * sheaves waiting for the grace-period thread (grace.h); then each
+ * sheaves waiting for the grace-period thread (engine/grace.h); then each
  * cache-node barn has a ring of full sheaves and one of empty sheaves
  * (every ring of cache c comes before those of c + 1: the rings of caches
  * [0, n) are ring_total(n, ..) long). */

@@ -4,14 +4,9 @@
  * an object by name with no round trip, no client can change or spoil the
  * directory, and it survives an adoption.
  *
- * Who may call: names_check, names_lookup and names_read from any process
- * (they only read; a client reads its read-only mapping of META); the
- * names_* writers from the engine only (sheafd, or a local pool's
- * in-process engine): engine_name_set and engine_name_del take the
- * engine's ctl_lock, names_drop_cache and names_adopt assume the caller
- * serialises them (engine_cache_destroy holds ctl_lock; engine_adopt runs
- * before any engine thread).  Errors: 0 or -errno, with a message in
- * @err where there is one.
+ * Who may call: any process of the pool (these only read; a client reads
+ * its read-only mapping of META).  The writers are the engine's alone
+ * (engine/names.h).  Errors: 0 or -errno.
  *
  * The rules:
  *   - a name is 1..SHEAF_DIR_NAME_BYTES-1 bytes (no NUL); at most
@@ -35,7 +30,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "engine.h"
 #include "pool.h"
 
 /* One entry as read (a private copy). */
@@ -62,23 +56,12 @@ int names_lookup(const struct shm_pool *p, const char *name, struct name_rec *ou
  * names_lookup requires: 1 with *@out, else 0. */
 int names_read(const struct shm_pool *p, uint32_t i, struct name_rec *out);
 
-/*
- * Name object @off (a region offset) @name.  0, -EEXIST (the name is
- * taken; unchanged), -ENOSPC (SHEAF_DIR_ENTRIES names), -EINVAL (not an
- * allocated object of a live cache of this pool), -ENAMETOOLONG.
- */
-int engine_name_set(struct engine *e, const char *name, uint64_t off,
-		    char *err, size_t errlen);
-
-/* Delete @name: 0, -ENOENT, -EINVAL / -ENAMETOOLONG (a bad name). */
-int engine_name_del(struct engine *e, const char *name, char *err, size_t errlen);
-
-/* Drop every name of an object of @cache (being destroyed, or gone).
- * Returns how many.  Caller holds the engine's ctl_lock. */
-uint32_t names_drop_cache(struct shm_pool *p, uint32_t cache);
-
-/* Adoption: drop every entry that is not valid now (and any whose write
- * died half-way).  Returns how many were dropped.  No engine thread runs. */
-uint32_t names_adopt(struct shm_pool *p);
+/* The probing rules the writer shares with the readers: the home slot of
+ * @name (FNV-1a); a consistent copy of entry @e (its state, or -EAGAIN
+ * when it kept changing: a seqlock read of acquire loads); whether @r
+ * names an object of a live cache of the generation it records. */
+uint32_t names_home(const char *name);
+int names_entry_load(const struct shm_name *e, struct name_rec *r);
+int names_rec_valid(const struct shm_pool *p, const struct name_rec *r);
 
 #endif

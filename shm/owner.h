@@ -4,6 +4,11 @@
  * free (or keep and report) what a dead client held.  docs/design.md,
  * "Object ownership".
  *
+ * Who may call: any process of the pool: libsheaf's alloc and free
+ * (owner_alloc, owner_free_begin, owner_free_end; client/alloc.c) and queue
+ * hooks (client/owner.c), and the engine, whose own side is
+ * engine/owner.h.
+ *
  * Where the tags live: the SHARED part (client-writable), one 16-bit tag
  * (otag_t: client ids reach 4095) per object slot, SLAB_MAX_OBJS tags per
  * slab frame (layout.h, off_tags),
@@ -78,7 +83,7 @@ static inline _Atomic otag_t *owner_tag(const struct shm_pool *p, const struct s
 static inline void owner_alloc(_Atomic otag_t *tag, uint32_t me)
 {
 	at_store_relaxed(tag, owner_tag_client(me));
-	atomic_thread_fence(memory_order_release);
+	at_fence_release();
 }
 
 /*
@@ -98,7 +103,7 @@ static inline int owner_free_begin(_Atomic otag_t *tag, uint32_t me)
 	/* Ours already (the common case, an object this process allocated):
 	 * no repair claims a live client's tag, so no CAS is needed.  Else
 	 * a CAS from the value seen, never a blind exchange: REPAIR must
-	 * stay for the repair's check after its sheaf scan (owner.c). */
+	 * stay for the repair's check after its sheaf scan (engine/owner.c). */
 	for (int i = 0; i < 64 && v != mine; i++) {
 		if (v == OWNER_TAG_REPAIR)
 			return 1;
@@ -115,45 +120,5 @@ static inline void owner_free_end(_Atomic otag_t *tag)
 {
 	at_store_release(tag, OWNER_TAG_NONE);
 }
-
-/* ---- engine -------------------------------------------------------------- */
-
-/* A fresh slab of cache @sc in frame @f: its tags to 0 (a reused frame may
- * hold another cache's).  Caller holds the cache-node lock. */
-void owner_slab_init(struct shm_pool *p, const struct shm_cache *sc, uint32_t f);
-
-/* Sheaf @sh, taken back from dead client @dead, is about to go to the
- * slabs: clear the tags its objects still carry of @dead (a free killed
- * between its push and its clear).  No-op for other caches. */
-void owner_sheaf_untag(struct shm_pool *p, const struct shm_sheaf *sh, uint32_t dead);
-
-/*
- * After the dead client @dead's sheaves went back (owner_sheaf_untag,
- * take_back_sheaves): every object of an owned, live cache whose tag still
- * names @dead is freed to its slab (counted in @freed[cache]) or, for
- * SHEAF_CACHE_F_KEEP caches, re-tagged OWNER_TAG_KEPT (@kept[cache]).
- * Caller holds the engine's ctl_lock (no cache is created or destroyed
- * meanwhile); client threads and workers may run.  0, or -ENOMEM (nothing
- * freed for the cache that needed memory).
- */
-int owner_reclaim(struct shm_pool *p, uint32_t dead, uint64_t *freed, uint64_t *kept);
-
-/*
- * Adoption (engine_adopt, no engine thread running): a REPAIR tag is a
- * claim of a repair that died with the previous engine; its object goes
- * to 0 when free in its slab, else to OWNER_TAG_KEPT (counted in
- * owner_kept: whether the claim was freed is unknown, so it is kept and
- * reported, never freed twice).
- */
-void owner_adopt(struct shm_pool *p);
-
-/*
- * A report: @held[client * @caches + cache] the objects whose tag names the
- * client (client < @clients), @kept[cache] the OWNER_TAG_KEPT ones, for
- * every owned live cache below @caches (tags read once each, racing with
- * their writers: a snapshot).
- */
-void owner_count(const struct shm_pool *p, uint64_t *held, uint64_t *kept,
-		 uint32_t clients, uint32_t caches);
 
 #endif

@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "bounds.h"
 #include "huge.h"
 #include "pool.h"
-#include "untrusted.h"
 
 #define PAGE 4096ull
 
@@ -274,9 +274,9 @@ static void pool_init_segments(struct shm_pool *p)
 	/* Every sheaf starts in the depot. */
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		at_store_relaxed(&p->owners[s], OWNER_ENGINE);
-		rr_put(&depot, p->owners, s, OWNER_ENGINE, &in);
+		ring_put(&depot, p->owners, s, OWNER_ENGINE, &in);
 	}
-	SHEAF_ASSERT(rr_count(&depot) == p->sheaf_count);
+	SHEAF_ASSERT(ring_count(&depot) == p->sheaf_count);
 }
 
 static uint32_t discover_nodes(void)

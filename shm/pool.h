@@ -2,15 +2,18 @@
  * pool.h - one process's view of a pool region: create, map, unmap, and the
  * address arithmetic from offsets (layout.h) to pointers.
  *
+ * Who may call: pool_create, pool_meta_readonly_fd, pool_punch and
+ * pool_cache_slot_init the engine's hosting process only (sheafd, or a
+ * local pool's process); pool_map_fds, pool_unmap and the address helpers
+ * any process of the pool.
+ * Errors: functions return 0 or a negative errno and fill @err, a caller's
+ * buffer; they never print.
+ *
  * A region is two memfds mapped back to back inside one reservation of the
  * whole range: META holds [0, off_rw) (engine-owned) and SHARED holds
  * [off_rw, region_size) (client-writable).  Offsets are region offsets
  * either way.  Clients receive META only as a descriptor that cannot write
  * it (pool_meta_readonly_fd; docs/design.md, "Trust boundary").
- *
- * Who may call: the engine (create) and clients (map an existing region).
- * Errors: functions return 0 or a negative errno and fill @err, a caller's
- * buffer; they never print.
  */
 #ifndef SHEAF_SHM_POOL_H
 #define SHEAF_SHM_POOL_H
@@ -51,7 +54,7 @@ struct shm_pool {
 	struct shm_name *names;      /* the name directory (names.h) */
 	struct shm_queue *queues;    /* queue descriptors (META) */
 	struct shm_lane *lanes;
-	struct shm_rcu *rcu;         /* deferred frees (grace.h) */
+	struct shm_rcu *rcu;         /* deferred frees (engine/grace.h) */
 	_Atomic uint64_t *inuse;
 	/* The pool's limits: this process's copies, read once from the
 	 * header at create or map (and range-checked there); every bound

@@ -13,24 +13,42 @@
  * tail filled or consumed, or the slot at head consumed, raises the hint
  * itself, so a process killed after its CAS leaves nothing behind.
  *
- * Memory orders: both slot CASes are seq_cst: release and acquire for the
- * object's contents (the consumer sees what the producer wrote), and the
- * store half of the sleep handshake with queue_sleep (on x86 a locked
- * CMPXCHG either way); tail/head are relaxed hints.
- *
  * SP (SC) queues: the one producer (consumer) fills (empties) slots with
  * plain release stores and stores tail (head) once per call, after them:
  * put_single, get_single.  No locked instruction, no fence on x86.
+ *
+ * Memory orders.  Every release and acquire below carries one of these
+ * labels and names the edge it pairs with; tail and head are hints (raised
+ * by relaxed CAS, read relaxed), so no acquire pairs with their stores.
+ *   [QR1] producer's slot CAS (b,*) -> (b+1,v), seq_cst (queue_put): its
+ *         release half publishes what the producer wrote into the object;
+ *         pairs with [QA1].  Also the store half of the sleep handshake.
+ *   [QR2] SP producer's release store of the slot (put_single): as [QR1],
+ *         pairs with [QA1].
+ *   [QR3] consumer's slot CAS (b+1,v) -> (b+size,0), seq_cst (queue_get):
+ *         its release half orders the consumer's read of the slot before
+ *         the next lap's fill; pairs with [QA2].  Its acquire half is
+ *         [QA1]'s, again.
+ *   [QR4] SC consumer's release store of the slot (get_single): as
+ *         [QR3], pairs with [QA2].
+ *   [QA1] consumer's acquire load of the slot at head (queue_get,
+ *         get_single): pairs with [QR1] or [QR2], the fill of that lap.
+ *   [QA2] producer's acquire load of the slot at tail (queue_put,
+ *         put_single): pairs with [QR3] or [QR4], the consumer that freed
+ *         it (or with [QR1]/[QR2] of a producer that filled it: tail lags).
+ * The sleep handshake (queue_sleep, wake) is a seq_cst Dekker pair, not a
+ * release/acquire edge: see the comment above queue_sleep.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <string.h>
 #include <unistd.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#include "bounds.h"
 #include "futex.h"
 #include "queue.h"
-#include "untrusted.h"
 
 /* Steps one call may take: a few laps of helping, whatever the words hold. */
 static inline uint64_t queue_steps_max(const struct queue_ref *q, uint32_t n)
@@ -70,9 +88,12 @@ static uint32_t put_single(const struct queue_ref *q, const uint32_t *v, uint32_
 	while (done < n && steps-- > 0) {
 		_Atomic uint64_t *s = &q->slots[t & q->mask];
 		uint32_t base = (uint32_t)(t & ~q->mask);
+		/* [QA2] acquire: pairs with [QR3]/[QR4], the consumer that
+		 * freed the slot. */
 		uint32_t seq = (uint32_t)(at_load_acquire(s) >> 32);
 
 		if (seq == base) {
+			/* [QR2] release: publishes the object; pairs with [QA1]. */
 			at_store_release(s, slot_word(base + 1u, v[done]));
 			done++;
 		} else if ((int32_t)(seq - base) < 0) {
@@ -80,6 +101,8 @@ static uint32_t put_single(const struct queue_ref *q, const uint32_t *v, uint32_
 		}
 		t++;                          /* filled, or stepped over */
 	}
+	/* Release: tail goes out after the slots it passes (what a dead
+	 * producer left is a prefix); tail is a hint, no acquire pairs. */
 	if (t != t0)
 		at_store_release(&ctl->tail, t);
 	return done;
@@ -100,17 +123,22 @@ static uint32_t get_single(const struct queue_ref *q, uint32_t *v, uint32_t n)
 	while (done < n && steps-- > 0) {
 		_Atomic uint64_t *s = &q->slots[h & q->mask];
 		uint32_t base = (uint32_t)(h & ~q->mask);
+		/* [QA1] acquire: pairs with [QR1]/[QR2], the fill of this lap. */
 		uint64_t w = at_load_acquire(s);
 		uint32_t seq = (uint32_t)(w >> 32);
 
 		if (seq == base + 1u) {
 			v[done++] = (uint32_t)w;
+			/* [QR4] release: the read above comes before the next
+			 * lap's fill; pairs with [QA2]. */
 			at_store_release(s, slot_word(base + q->size, 0));
 		} else if ((int32_t)(seq - base) <= 0) {
 			break;                /* not filled yet: empty */
 		}
 		h++;
 	}
+	/* Release: head goes out after the slots it passes; a hint, no
+	 * acquire pairs. */
 	if (h != h0)
 		at_store_release(&ctl->head, h);
 	return done;
@@ -127,11 +155,16 @@ uint32_t queue_put(const struct queue_ref *q, const uint32_t *v, uint32_t n)
 	while (done < n && steps-- > 0) {
 		_Atomic uint64_t *s = &q->slots[t & q->mask];
 		uint32_t base = (uint32_t)(t & ~q->mask);
+		/* [QA2] acquire: pairs with [QR3]/[QR4], the consumer that
+		 * freed the slot (or [QR1] of a producer that filled it). */
 		uint64_t w = at_load_acquire(s);
 		uint32_t seq = (uint32_t)(w >> 32);
 
 		if (seq == base) {
-			if (atomic_compare_exchange_strong(s, &w, slot_word(base + 1u, v[done]))) {
+			/* [QR1] seq_cst CAS: release of the object, pairs with
+			 * [QA1]; the store half of the sleep handshake (the
+			 * waker's flag load in wake comes after it). */
+			if (at_cas_seqcst(s, &w, slot_word(base + 1u, v[done]))) {
 				done++;
 				t++;          /* the next position is likely ours too */
 			}
@@ -160,11 +193,15 @@ uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n)
 	while (done < n && steps-- > 0) {
 		_Atomic uint64_t *s = &q->slots[h & q->mask];
 		uint32_t base = (uint32_t)(h & ~q->mask);
+		/* [QA1] acquire: pairs with [QR1]/[QR2], the fill of this lap. */
 		uint64_t w = at_load_acquire(s);
 		uint32_t seq = (uint32_t)(w >> 32);
 
 		if (seq == base + 1u) {
-			if (atomic_compare_exchange_strong(s, &w, slot_word(base + q->size, 0))) {
+			/* [QR3] seq_cst CAS from exactly (b+1, v): takes the
+			 * object once; release pairs with [QA2] of the next
+			 * lap's producer; the store half of the handshake. */
+			if (at_cas_seqcst(s, &w, slot_word(base + q->size, 0))) {
 				v[done++] = (uint32_t)w;
 				h++;
 			}
@@ -200,6 +237,11 @@ uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n)
  * its slot store was before it (the retry sees the object) or its flag
  * load is after it (it sees the flag).  A sleeper whose membarrier fails
  * sleeps short slices (QUEUE_SLICE_NOMB_NS) instead.
+ *
+ * The pair: [QS1] the sleeper's seq_cst store of the flag, then its retry's
+ * loads of the slots; [QS2] the waker's seq_cst load of the flag, after its
+ * slot store ([QR1]/[QR3] seq_cst CAS, or a plain side's release store
+ * followed by queue_fence or the sleeper's membarrier).
  */
 #define QUEUE_SLICE_NOMB_NS (1000ll * 1000)
 
@@ -230,6 +272,7 @@ static inline void queue_fence(const struct queue_ref *q, int consumer)
 
 static void wake(_Atomic uint32_t *flag, _Atomic uint32_t *event)
 {
+	/* [QS2] seq_cst: pairs with [QS1]. */
 	if (at_load_seqcst(flag) == 0)
 		return;
 	if (at_exchange_acqrel(flag, 0) == 0)
@@ -258,6 +301,7 @@ uint32_t queue_sleep(const struct queue_ref *q, int consumer, int64_t slice_ns,
 	_Atomic uint32_t *event = consumer ? &ctl->ne_event : &ctl->nf_event;
 	uint32_t ev, got;
 
+	/* [QS1] seq_cst: pairs with [QS2], the waker's flag load. */
 	at_store_seqcst(flag, 1);
 	ev = at_load_seqcst(event);
 	at_fence_seqcst();
@@ -288,6 +332,25 @@ void queue_read_stats(const struct queue_ref *q, struct queue_stats *st)
 	st->deq_waits = ut_load64(&q->ctl->deq_waits);
 	st->enq_waits = ut_load64(&q->ctl->enq_waits);
 	st->dropped = ut_load64(&q->ctl->dropped);
+}
+
+int queue_params_check(const char *name, uint32_t capacity, uint32_t flags,
+		       char *err, size_t errlen)
+{
+	if (name == NULL || name[0] == '\0' || strlen(name) >= SHEAF_NAME_MAX) {
+		snprintf(err, errlen, "queue name must be 1..%u bytes", SHEAF_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	if (capacity > QUEUE_CAP_MAX) {
+		snprintf(err, errlen, "queue capacity %u out of range 0..%u", capacity,
+			 QUEUE_CAP_MAX);
+		return -EINVAL;
+	}
+	if ((flags & ~QUEUE_F_ALL) != 0) {
+		snprintf(err, errlen, "unknown queue flags 0x%x", flags);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int pool_queue_find(const struct shm_pool *p, const char *name)

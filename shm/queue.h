@@ -3,17 +3,19 @@
  * object references in client-writable memory (struct shm_queue_ctl, its
  * slots after it), with futex waits for an empty or a full queue.  The
  * descriptor (name, capacity, where the ring lives) is engine-owned
- * (struct shm_queue, META); engine_queue.c creates and destroys queues.
+ * (struct shm_queue, META); the engine creates and destroys them
+ * (engine/queue.c).
+ *
+ * Who may call: any process of the pool holding a struct queue_ref
+ * (clients: client/queue.c; sheafd reads the counters through
+ * queue_read_stats, which treats every word as untrusted);
+ * queue_params_check and pool_queue_find any process.  No locks.  Every
+ * loop is bounded (queue_steps_max), whatever the shared words hold.
  *
  * The algorithm is the barn ring's slot-first one (docs/design.md, "Shared
  * queues"): the slot CAS is the only step that matters, tail and head are
  * hints anyone advances, so a process killed at any instruction never
  * wedges the queue and an object is taken from a slot at most once.
- *
- * Who may call: anyone holding a struct queue_ref (clients: client/queue.c;
- * the engine reads the counters through queue_read_stats, which treats
- * every word as untrusted).  No locks.  Every loop is bounded
- * (queue_steps_max), whatever the shared words hold.
  */
 #ifndef SHEAF_SHM_QUEUE_H
 #define SHEAF_SHM_QUEUE_H
@@ -192,6 +194,11 @@ struct queue_stats {
 	uint64_t deq_waits, enq_waits, dropped;
 };
 void queue_read_stats(const struct queue_ref *q, struct queue_stats *st);
+
+/* Check a create request alone (pure: libsheaf checks before it asks,
+ * engine_queue_create again): 0 or -EINVAL with @err. */
+int queue_params_check(const char *name, uint32_t capacity, uint32_t flags,
+		       char *err, size_t errlen);
 
 /* Descriptor of live queue @name, or -ENOENT.  Safe from any process. */
 int pool_queue_find(const struct shm_pool *p, const char *name);

@@ -2,7 +2,9 @@
  * ring.c - the lock-free MPMC sheaf ring; protocol and rules in ring.h and
  * docs/design.md.  Every acquire/release below names the edge it pairs with;
  * the labels [R1] [R3] [R4] (releases) and [A1] [A2] [A3] (acquires) are
- * those of docs/design.md, section 3 ("Memory orders of the ring").
+ * those of docs/design.md, section 3 ("Memory orders of the ring"); [RR1]
+ * and [RR2] are ring_reset's (the rebuild of a spoiled ring,
+ * engine/ring_rebuild.c, whose claim is [RB1]).
  */
 #include <errno.h>
 #include "debug.h"
@@ -72,8 +74,8 @@ static int put_back(const struct ring_ref *rr, _Atomic uint32_t *owners,
 	return back ? -ENOBUFS : 0;
 }
 
-int rr_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
-	   uint32_t me, struct ring_intent *in)
+int ring_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
+	     uint32_t me, struct ring_intent *in)
 {
 	struct shm_ring *r = rr->r;
 	const uint32_t mine = OWNER_RING(rr->id);
@@ -144,8 +146,8 @@ int rr_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
 	return 0;
 }
 
-uint32_t rr_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me,
-		struct ring_intent *in)
+uint32_t ring_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me,
+		  struct ring_intent *in)
 {
 	struct shm_ring *r = rr->r;
 	const uint32_t mine = OWNER_RING(rr->id);
@@ -184,7 +186,7 @@ uint32_t rr_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me
 			 * producer of p + size; its acquire side (on failure
 			 * too) with [R3]/[R4] of whoever changed the slot. */
 			if (!at_cas_acqrel(slot, &v,
-					   slot_make(base + rr_size(rr), SHEAF_ID_NONE)))
+					   slot_make(base + ring_size(rr), SHEAF_ID_NONE)))
 				continue;
 			STOP(RS_GET_CLEAR);
 			uint32_t eh = p;
@@ -212,9 +214,9 @@ uint32_t rr_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me
 	}
 }
 
-int rr_holds(const struct ring_ref *rr, uint32_t sheaf)
+int ring_holds(const struct ring_ref *rr, uint32_t sheaf)
 {
-	for (uint32_t i = 0; i < rr_size(rr); i++) {
+	for (uint32_t i = 0; i < ring_size(rr); i++) {
 		uint64_t v = at_load_acquire(&rr->r->slots[i]);
 		if (slot_is_full(rr, v) && slot_id(v) == sheaf)
 			return 1;
@@ -222,30 +224,34 @@ int rr_holds(const struct ring_ref *rr, uint32_t sheaf)
 	return 0;
 }
 
-void rr_reset(const struct ring_ref *rr)
+void ring_reset(const struct ring_ref *rr)
 {
 	struct shm_ring *r = rr->r;
 	uint32_t t = at_load_relaxed(&r->tail), h = at_load_relaxed(&r->head);
 	uint32_t far = (int32_t)(t - h) >= 0 ? t : h;
 	/* A lap start (a multiple of the size) two laps past both: no
 	 * position a concurrent user loaded before can name it. */
-	uint32_t lap = (far & ~rr->mask) + 2 * rr_size(rr);
+	uint32_t lap = (far & ~rr->mask) + 2 * ring_size(rr);
 
-	/* Release: a user that reads the new slot value (and then the new
-	 * positions) sees a consistent empty ring. */
-	for (uint32_t i = 0; i < rr_size(rr); i++)
+	/* [RR1] release: pairs with [A1]/[A2], a user's acquire load of the
+	 * slot: one that reads the new lap's value finds the ring empty from
+	 * there. */
+	for (uint32_t i = 0; i < ring_size(rr); i++)
 		at_store_release(&r->slots[i], slot_make(lap, SHEAF_ID_NONE));
+	/* [RR2] release: the new positions go out after every [RR1]; pairs
+	 * with the acquire loads of tail and head (ring_count, the rebuild's
+	 * vets): a reader that sees the new positions sees the new slots. */
 	at_store_release(&r->head, lap);
 	at_store_release(&r->tail, lap);
 	/* The header's copy of the geometry, for tools (never read here). */
-	r->size = rr_size(rr);
+	r->size = ring_size(rr);
 	r->mask = rr->mask;
 	r->id = rr->id;
 	r->nsheaves = rr->nsheaves;
 }
 
-uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
-			  struct ring_intent *in, uint32_t dead_owner)
+uint32_t ring_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
+			    struct ring_intent *in, uint32_t dead_owner)
 {
 	uint32_t op = at_load_relaxed(&in->op);
 	uint32_t s = at_load_relaxed(&in->sheaf);
@@ -261,7 +267,7 @@ uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
 		 * CAS.  A live peer can be in the same window with this sheaf
 		 * (a stale intent); the owner CAS arbitrates: whoever loses
 		 * forgets the sheaf (ring_put returns 0, ring_get looks on). */
-		if (at_load_acquire(&owners[s]) == exp && !rr_holds(rr, s) &&
+		if (at_load_acquire(&owners[s]) == exp && !ring_holds(rr, s) &&
 		    at_cas_acqrel(&owners[s], &exp, dead_owner))
 			got = s;
 	}
@@ -269,11 +275,11 @@ uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
 	return got;
 }
 
-uint32_t rr_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners)
+uint32_t ring_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners)
 {
 	struct shm_ring *r = rr->r;
 	const uint32_t mine = OWNER_RING(rr->id);
-	const uint32_t size = rr_size(rr);
+	const uint32_t size = ring_size(rr);
 	uint32_t cleared = 0;
 
 	for (uint32_t i = 0; i < size; i++) {
@@ -320,11 +326,11 @@ uint32_t rr_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners)
 	return cleared;
 }
 
-uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
-		    void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		    struct ring_intent *intents, uint32_t nintents,
-		    uint32_t dead, uint32_t reclaimer,
-		    uint32_t *out, uint32_t max_out)
+uint32_t ring_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
+		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		      struct ring_intent *intents, uint32_t nintents,
+		      uint32_t dead, uint32_t reclaimer,
+		      uint32_t *out, uint32_t max_out)
 {
 	uint32_t n = 0;
 
@@ -339,8 +345,8 @@ uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
 			intent_clear(in);
 			continue;
 		}
-		(void)rr_repair_intent(&rr, owners, in, dead); /* back to dead */
-		rr_clear_stale(&rr, owners);
+		(void)ring_repair_intent(&rr, owners, in, dead); /* back to dead */
+		ring_clear_stale(&rr, owners);
 	}
 	for (uint32_t s = 0; s < nsheaves && n < max_out; s++) {
 		uint32_t exp = dead;
@@ -356,7 +362,7 @@ uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
 }
 
 #ifdef SHEAF_TEST_HOOKS
-/* ring_reclaim (ring.h, tests only): rings found by a ring_of callback,
+/* ring_hdr_reclaim (ring.h, tests only): rings found by a ring_of callback,
  * their geometry from their own headers, which the tests trust. */
 struct ring_of_shim {
 	struct shm_ring *(*ring_of)(void *ctx, uint32_t id);
@@ -374,15 +380,15 @@ static int ref_of_header(void *ctx, uint32_t id, struct ring_ref *out)
 	return 0;
 }
 
-uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
-		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		      struct ring_intent *intents, uint32_t nintents,
-		      uint32_t dead, uint32_t reclaimer,
-		      uint32_t *out, uint32_t max_out)
+uint32_t ring_hdr_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
+			  void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+			  struct ring_intent *intents, uint32_t nintents,
+			  uint32_t dead, uint32_t reclaimer,
+			  uint32_t *out, uint32_t max_out)
 {
 	struct ring_of_shim sh = { ring_of, ctx };
 
-	return rr_reclaim(ref_of_header, &sh, owners, nsheaves, intents, nintents,
-			  dead, reclaimer, out, max_out);
+	return ring_reclaim(ref_of_header, &sh, owners, nsheaves, intents, nintents,
+			    dead, reclaimer, out, max_out);
 }
 #endif

@@ -33,7 +33,7 @@
  *     A sheaf belongs to exactly one owner; a slot whose sheaf is no longer
  *     RING(r) (taken by a repair) is consumed and skipped.
  *
- * Crash repair (rr_repair_intent, rr_clear_stale) needs only the dead
+ * Crash repair (ring_repair_intent, ring_clear_stale) needs only the dead
  * client's intent and the owner table; see the functions below.
  *
  * Trust: every field here is client-writable (layout.h).  The functions
@@ -99,7 +99,7 @@ static inline size_t ring_bytes(uint32_t slots)
  * the caller trusts.  The header fields size, mask, id and nsheaves of
  * struct shm_ring are client-writable like the rest of the ring: the
  * functions below never read them (sheafd takes the geometry from its own
- * struct shm_pool, shm/untrusted.h's pool_ring_ref).  Slots and tail/head
+ * struct shm_pool, shm/bounds.h's pool_ring_ref).  Slots and tail/head
  * are read as hints: every index is masked with @mask, every id bounded by
  * @nsheaves, every loop bounded (RING_STEPS_MAX), so a scribbled ring costs
  * its users their sheaves at most, never a stray access or an endless spin.
@@ -111,7 +111,7 @@ struct ring_ref {
 	uint32_t nsheaves;           /* ids must be below this */
 };
 
-static inline uint32_t rr_size(const struct ring_ref *rr)
+static inline uint32_t ring_size(const struct ring_ref *rr)
 {
 	return rr->mask + 1;
 }
@@ -124,7 +124,7 @@ static inline uint32_t rr_size(const struct ring_ref *rr)
  */
 static inline uint32_t ring_steps_max(const struct ring_ref *rr)
 {
-	return 4 * rr_size(rr) + 4096;
+	return 4 * ring_size(rr) + 4096;
 }
 
 /*
@@ -143,8 +143,8 @@ void ring_init(struct shm_ring *r, uint32_t id, uint32_t slots,
  * Returns -ENOBUFS: the ring is full, or too broken to take it within
  * ring_steps_max steps; the sheaf is still the caller's.
  */
-int rr_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
-	   uint32_t me, struct ring_intent *in);
+int ring_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
+	     uint32_t me, struct ring_intent *in);
 
 /*
  * Take one sheaf out of @rr for owner @me.  Returns the sheaf id (now owned
@@ -153,13 +153,13 @@ int rr_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf,
  * thread: a stalled or dead peer's half-done operation is completed by
  * helping.
  */
-uint32_t rr_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me,
-		struct ring_intent *in);
+uint32_t ring_get(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t me,
+		  struct ring_intent *in);
 
 /* Approximate number of items (exact when quiescent), at most the ring's
  * size.  The acquires pair with nothing (tail and head move by relaxed
  * CAS): the count is a hint. */
-static inline uint32_t rr_count(const struct ring_ref *rr)
+static inline uint32_t ring_count(const struct ring_ref *rr)
 {
 	uint32_t t = at_load_acquire(&rr->r->tail);
 	uint32_t h = at_load_acquire(&rr->r->head);
@@ -167,7 +167,7 @@ static inline uint32_t rr_count(const struct ring_ref *rr)
 
 	if (n < 0)
 		return 0;
-	return (uint32_t)n > rr_size(rr) ? rr_size(rr) : (uint32_t)n;
+	return (uint32_t)n > ring_size(rr) ? ring_size(rr) : (uint32_t)n;
 }
 
 /*
@@ -180,8 +180,8 @@ static inline uint32_t rr_count(const struct ring_ref *rr)
  * there was nothing to roll back (or the intent names no valid sheaf).
  * Clears the intent.
  */
-uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
-			  struct ring_intent *in, uint32_t dead_owner);
+uint32_t ring_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
+			    struct ring_intent *in, uint32_t dead_owner);
 
 /*
  * Clear stale slots of @rr: full slots whose sheaf is no longer RING(id)
@@ -189,26 +189,26 @@ uint32_t rr_repair_intent(const struct ring_ref *rr, _Atomic uint32_t *owners,
  * is garbage, and advance head over them.  Safe against concurrent
  * operations (it only helps).  Returns the number of slots cleared.
  */
-uint32_t rr_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners);
+uint32_t ring_clear_stale(const struct ring_ref *rr, _Atomic uint32_t *owners);
 
 /*
  * The whole repair of one dead owner @dead: roll back each of its
- * @nintents intents (rr_repair_intent), clear stale slots of the rings the
+ * @nintents intents (ring_repair_intent), clear stale slots of the rings the
  * intents name, then collect every sheaf still owned by @dead into @out (at
  * most @max_out ids; they now belong to @reclaimer, who returns them to the
  * pool).  @ref_of fills the ring of an id and returns 0, or returns -1 for
  * an unknown id (skipped: intents are client-writable).  Returns the number
  * of ids written to @out.  Call only once the dead owner's process is gone.
  */
-uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
-		    void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		    struct ring_intent *intents, uint32_t nintents,
-		    uint32_t dead, uint32_t reclaimer,
-		    uint32_t *out, uint32_t max_out);
+uint32_t ring_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
+		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+		      struct ring_intent *intents, uint32_t nintents,
+		      uint32_t dead, uint32_t reclaimer,
+		      uint32_t *out, uint32_t max_out);
 
 /*
  * Reset @rr to an empty ring on a fresh lap, whatever its slots, tail and
- * head say (sheafd's rebuild of a spoiled ring, shm/engine_mend.c): every
+ * head say (sheafd's rebuild of a spoiled ring, shm/engine/ring_rebuild.c): every
  * slot becomes "free for the producer" of a position past both tail and
  * head, then head and tail move there.  Safe against concurrent users: a
  * slot CAS of theirs on an old value fails and they read the new positions;
@@ -216,62 +216,62 @@ uint32_t rr_reclaim(int (*ref_of)(void *ctx, uint32_t id, struct ring_ref *out),
  * stale slot (its sheaf no longer RING(id) once the caller has claimed
  * every sheaf marked so, which it must do after this call).
  */
-void rr_reset(const struct ring_ref *rr);
+void ring_reset(const struct ring_ref *rr);
 
 /* Whether a slot of @rr holds @sheaf in the "full" state (repair/checker). */
-int rr_holds(const struct ring_ref *rr, uint32_t sheaf);
+int ring_holds(const struct ring_ref *rr, uint32_t sheaf);
 
 #ifdef SHEAF_TEST_HOOKS
 /*
  * Test-only: a standalone ring (tests/util_ring.h) whose header the test
- * itself wrote and trusts, under the ring_* names of the original API.
+ * itself wrote and trusts, under ring_hdr_* names (ring_hdr_put: ring_put on it).
  * Never for a pool's rings: their header is client-writable (sheafd uses
- * pool_ring_ref, shm/untrusted.h); release builds do not have these.
+ * pool_ring_ref, shm/bounds.h); release builds do not have these.
  */
 static inline struct ring_ref ring_ref_of_header(struct shm_ring *r)
 {
 	struct ring_ref rr = { r, r->mask, r->id, r->nsheaves };
 	return rr;
 }
-static inline int ring_put(struct shm_ring *r, _Atomic uint32_t *owners,
-			   uint32_t sheaf, uint32_t me, struct ring_intent *in)
+static inline int ring_hdr_put(struct shm_ring *r, _Atomic uint32_t *owners,
+			       uint32_t sheaf, uint32_t me, struct ring_intent *in)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
-	return rr_put(&rr, owners, sheaf, me, in);
+	return ring_put(&rr, owners, sheaf, me, in);
 }
-static inline uint32_t ring_get(struct shm_ring *r, _Atomic uint32_t *owners,
-				uint32_t me, struct ring_intent *in)
+static inline uint32_t ring_hdr_get(struct shm_ring *r, _Atomic uint32_t *owners,
+				    uint32_t me, struct ring_intent *in)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
-	return rr_get(&rr, owners, me, in);
+	return ring_get(&rr, owners, me, in);
 }
-static inline uint32_t ring_count(struct shm_ring *r)
+static inline uint32_t ring_hdr_count(struct shm_ring *r)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
-	return rr_count(&rr);
+	return ring_count(&rr);
 }
-static inline int ring_holds(struct shm_ring *r, uint32_t sheaf)
+static inline int ring_hdr_holds(struct shm_ring *r, uint32_t sheaf)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
-	return rr_holds(&rr, sheaf);
+	return ring_holds(&rr, sheaf);
 }
-static inline uint32_t ring_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
-					  struct ring_intent *in, uint32_t dead_owner)
+static inline uint32_t ring_hdr_repair_intent(struct shm_ring *r, _Atomic uint32_t *owners,
+					      struct ring_intent *in, uint32_t dead_owner)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
-	return rr_repair_intent(&rr, owners, in, dead_owner);
+	return ring_repair_intent(&rr, owners, in, dead_owner);
 }
-static inline uint32_t ring_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
+static inline uint32_t ring_hdr_clear_stale(struct shm_ring *r, _Atomic uint32_t *owners)
 {
 	struct ring_ref rr = ring_ref_of_header(r);
-	return rr_clear_stale(&rr, owners);
+	return ring_clear_stale(&rr, owners);
 }
-/* rr_reclaim over rings found by @ring_of (NULL: unknown id); ring.c. */
-uint32_t ring_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
-		      void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
-		      struct ring_intent *intents, uint32_t nintents,
-		      uint32_t dead, uint32_t reclaimer,
-		      uint32_t *out, uint32_t max_out);
+/* ring_reclaim over rings found by @ring_of (NULL: unknown id); ring.c. */
+uint32_t ring_hdr_reclaim(struct shm_ring *(*ring_of)(void *ctx, uint32_t id),
+			  void *ctx, _Atomic uint32_t *owners, uint32_t nsheaves,
+			  struct ring_intent *intents, uint32_t nintents,
+			  uint32_t dead, uint32_t reclaimer,
+			  uint32_t *out, uint32_t max_out);
 
 /*
  * Test-only stop points, compiled only with -DSHEAF_TEST_HOOKS (the copy of

@@ -4,11 +4,11 @@
  * and barn occupancy on a node.  Callers: daemon/rpc.c (Stats request),
  * client/local.c (sheaf_cache_stats on a local pool).
  */
-#include "clients.h"
+#include "bounds.h"
 #include "debug.h"
+#include "lanes.h"
 #include "pool.h"
 #include "stats.h"
-#include "untrusted.h"
 
 const char *const sheaf_stat_names[SHEAF_STAT_NR] = {
 	[ST_ALLOC_FASTPATH] = "alloc_fastpath",
@@ -70,6 +70,6 @@ void stats_cache_node(const struct shm_pool *p, uint32_t cache, uint32_t node,
 		      cn->lists[SL_EMPTY].count;
 	sum->partial_slabs += cn->lists[SL_PARTIAL].count;
 	lock_release(&cn->lock);
-	sum->barn_full += rr_count(&full);
-	sum->barn_empty += rr_count(&empty);
+	sum->barn_full += ring_count(&full);
+	sum->barn_empty += ring_count(&empty);
 }

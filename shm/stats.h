@@ -4,6 +4,10 @@
  * and the one reader that sums them for a cache (stats_cache_node), used by
  * sheafd's Stats request and by sheaf_cache_stats on local pools.
  *
+ * Who may call: any process of the pool: a lane's thread writes its own
+ * counters, the engine its cache-node counters; stats_cache_node and the
+ * names are for any reader (daemon/rpc.c, client/local.c).
+ *
  * Thread-side counters live in a thread's lane (struct shm_lane) and are
  * written only by that thread (at_counter_add); engine-side counters live in
  * struct shm_cache_node and are written only under that cache-node's lock.

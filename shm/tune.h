@@ -2,8 +2,10 @@
  * tune.h - the pool's run-time settings ("tunables"): their keys, ranges and
  * the rules that tie them together, in one table that sheafd's Tune request
  * (daemon/rpc.c) and libsheaf's sheaf_cache_set_capacity (client/cache.c,
- * for either kind of pool) both check against.  Who may call: anyone with the pool mapped; only the
- * pool's engine process should apply (the engine reads the values relaxed).
+ * for either kind of pool) both check against.
+ *
+ * Who may call: any process with the pool mapped; only the pool's engine
+ * process should apply (the engine reads the values relaxed).
  *
  * Cache keys: sheaf_capacity, barn_limit, barn_low, barn_high, min_partial.
  * Pool key: mem_cap.

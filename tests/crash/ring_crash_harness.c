@@ -68,8 +68,8 @@ void world_reset(struct world *w)
 	ring_init(w->ring[1], 1, w->slots[1], NSHEAVES);
 	for (uint32_t s = 0; s < NSHEAVES; s++) {
 		atomic_store(&w->sh->owners[s], OW_SETUP);
-		ck_assert_int_eq(ring_put(w->ring[0], w->sh->owners, s, OW_SETUP,
-					  &w->sh->parent_in), 0);
+		ck_assert_int_eq(ring_hdr_put(w->ring[0], w->sh->owners, s, OW_SETUP,
+					      &w->sh->parent_in), 0);
 	}
 }
 
@@ -157,7 +157,7 @@ void verdict_report(struct verdict *v, const char *test)
 /* ---- checks -------------------------------------------------------------------- */
 
 /*
- * With no child alive, the rings as they are (no ring_clear_stale first:
+ * With no child alive, the rings as they are (no ring_hdr_clear_stale first:
  * production has no such pass): every sheaf owned by RING(0) or RING(1)
  * and held by exactly one full slot of that ring, or with @copies_ok by
  * more (the extra ones are phantom copies, counted into *@copies: a
@@ -166,7 +166,7 @@ void verdict_report(struct verdict *v, const char *test)
  * same ring; docs/design.md, "The ring"); any other full slot is a phantom
  * (its sheaf no longer "in" that ring), counted into *@phantoms; a
  * consumed slot between head and tail is a hole, counted into *@holes;
- * ring_count equal to the full slots and holes; no ring wedged.  Returns
+ * ring_hdr_count equal to the full slots and holes; no ring wedged.  Returns
  * 0, or 1 with @kind and @why filled in.
  */
 static int census(struct world *w, int copies_ok, uint32_t *phantoms, uint32_t *copies,
@@ -210,7 +210,7 @@ static int census(struct world *w, int copies_ok, uint32_t *phantoms, uint32_t *
 		*phantoms += full_slots(r) - in_ring[k] - copies_in[k];
 		*copies += copies_in[k];
 		/* Positions [head, tail): each full for its lap, or a hole (a
-		 * phantom cleared by a repair's ring_clear_stale behind head,
+		 * phantom cleared by a repair's ring_hdr_clear_stale behind head,
 		 * consumed, costing its slot until head passes it). */
 		for (uint32_t p = head; p != atomic_load(&r->tail) && full + holes <= r->size;
 		     p++) {
@@ -221,18 +221,18 @@ static int census(struct world *w, int copies_ok, uint32_t *phantoms, uint32_t *
 			holes += seq == p - i + r->size;
 		}
 		*holes_out += holes;
-		if (ring_count(r) != full + holes || full != full_slots(r)) {
-			*kind = "ring_count inexact when quiescent";
-			snprintf(why, len, "ring %u: ring_count %u for %u full slots, %u of them "
+		if (ring_hdr_count(r) != full + holes || full != full_slots(r)) {
+			*kind = "ring_hdr_count inexact when quiescent";
+			snprintf(why, len, "ring %u: ring_hdr_count %u for %u full slots, %u of them "
 				 "in [head, tail), and %u holes (%u sheaves; tail %u, head %u)",
-				 k, ring_count(r), full_slots(r), full, holes, in_ring[k],
+				 k, ring_hdr_count(r), full_slots(r), full, holes, in_ring[k],
 				 atomic_load(&r->tail), head);
 			return 1;
 		}
 		if (put_would_spin(r)) {
 			*kind = "ring wedged: tail on a consumed slot";
 			snprintf(why, len, "ring %u wedged: tail %u sits on a consumed "
-				 "slot (head %u); every ring_put spins forever", k,
+				 "slot (head %u); every ring_hdr_put spins forever", k,
 				 atomic_load(&r->tail), atomic_load(&r->head));
 			return 1;
 		}
@@ -241,7 +241,7 @@ static int census(struct world *w, int copies_ok, uint32_t *phantoms, uint32_t *
 }
 
 /* census() with no phantom allowed, and copies and holes only if @holes_ok
- * (ring_clear_stale clears neither: a copy's sheaf is "in" its ring). */
+ * (ring_hdr_clear_stale clears neither: a copy's sheaf is "in" its ring). */
 static int census_exact(struct world *w, int holes_ok, const char **kind, char *why,
 			size_t len)
 {
@@ -251,7 +251,7 @@ static int census_exact(struct world *w, int holes_ok, const char **kind, char *
 		return 1;
 	if (ph == 0 && ((copies == 0 && holes == 0) || holes_ok))
 		return 0;
-	*kind = "phantom slots or holes after ring_clear_stale";
+	*kind = "phantom slots or holes after ring_hdr_clear_stale";
 	snprintf(why, len, "%u full slots hold sheaves no longer in their ring, %u "
 		 "copies, %u holes between head and tail", ph, copies, holes);
 	return 1;
@@ -262,10 +262,10 @@ static int round_trip(struct world *w, char *why, size_t len)
 {
 	for (uint32_t k = 0; k < 2; k++) {
 		struct shm_ring *r = w->ring[k];
-		uint32_t had = ring_count(r), s;
+		uint32_t had = ring_hdr_count(r), s;
 		int rc;
 
-		s = ring_get(r, w->sh->owners, OW_RECLAIM, &w->sh->parent_in);
+		s = ring_hdr_get(r, w->sh->owners, OW_RECLAIM, &w->sh->parent_in);
 		if (s == SHEAF_ID_NONE) {
 			if (had == 0)
 				continue;
@@ -276,7 +276,7 @@ static int round_trip(struct world *w, char *why, size_t len)
 			snprintf(why, len, "ring %u: get -> %u not ours", k, s);
 			return 1;
 		}
-		rc = ring_put(r, w->sh->owners, s, OW_RECLAIM, &w->sh->parent_in);
+		rc = ring_hdr_put(r, w->sh->owners, s, OW_RECLAIM, &w->sh->parent_in);
 		if (rc != 0 || owner_of(w, s) != OWNER_RING(k)) {
 			snprintf(why, len, "ring %u: put back -> %d", k, rc);
 			return 1;
@@ -289,8 +289,8 @@ static int round_trip(struct world *w, char *why, size_t len)
  * With no child alive: the census of the rings as the repairs left them;
  * phantom slots and holes only where the test runs two children at once (a
  * repair racing a live re-put of the same sheaf leaves a phantom; when a
- * repair's ring_clear_stale clears one behind head it becomes a hole until
- * head passes it: docs/design.md, "The ring"), and then ring_clear_stale
+ * repair's ring_hdr_clear_stale clears one behind head it becomes a hole until
+ * head passes it: docs/design.md, "The ring"), and then ring_hdr_clear_stale
  * must clear exactly the phantoms (holes stay); then the census with no
  * phantom, a round trip on each ring and the census again.  On failure
  * record it and start from scratch.
@@ -312,10 +312,10 @@ void check_quiescent(struct world *w, struct verdict *v, const char *ctx)
 			  "tail (production keeps them)", ctx, ph, holes);
 	v->phantoms += ph + copies;
 	v->holes += holes;
-	cleared = ring_clear_stale(w->ring[0], w->sh->owners) +
-		  ring_clear_stale(w->ring[1], w->sh->owners);
+	cleared = ring_hdr_clear_stale(w->ring[0], w->sh->owners) +
+		  ring_hdr_clear_stale(w->ring[1], w->sh->owners);
 	if (cleared != ph)
-		violation(v, "ring_clear_stale cleared other than the phantoms",
+		violation(v, "ring_hdr_clear_stale cleared other than the phantoms",
 			  "%s: %u phantom slots, %u cleared", ctx, ph, cleared);
 	if (census_exact(w, v->phantoms_ok, &kind, why, sizeof(why)) ||
 	    round_trip(w, why, sizeof(why)) ||
@@ -326,21 +326,21 @@ void check_quiescent(struct world *w, struct verdict *v, const char *ctx)
 }
 
 /*
- * Repair after child @idx died: ring_reclaim, then put what it returns back
+ * Repair after child @idx died: ring_hdr_reclaim, then put what it returns back
  * into ring 0 as the reclaimer, or into ring 1 when ring 0 is full, as the
  * children do.  Ring 0 has a slot per sheaf, but a phantom (a copy too) or
  * a hole costs one until a get passes it (docs/design.md, "The ring"), and
  * a child that meets ring 0 full cycles its sheaf through ring 1 and no
  * longer gets from ring 0: so with every other sheaf in ring 0, its last
- * one does not fit.  A refusal while ring_count says ring 0 is not full is
+ * one does not fit.  A refusal while ring_hdr_count says ring 0 is not full is
  * a violation.  Safe while other children still run.
  */
 void repair(struct world *w, int idx, struct verdict *v, const char *ctx)
 {
 	uint32_t out[NSHEAVES], n;
 
-	n = ring_reclaim(ring_of, w, w->sh->owners, NSHEAVES, &w->sh->intent[idx],
-			 1, CHILD_ID(idx), OW_RECLAIM, out, NSHEAVES);
+	n = ring_hdr_reclaim(ring_of, w, w->sh->owners, NSHEAVES, &w->sh->intent[idx],
+			     1, CHILD_ID(idx), OW_RECLAIM, out, NSHEAVES);
 	if (atomic_load(&w->sh->intent[idx].op) != RING_OP_NONE)
 		violation(v, "intent not cleared by reclaim", "%s", ctx);
 	for (uint32_t i = 0; i < n; i++) {
@@ -356,15 +356,15 @@ void repair(struct world *w, int idx, struct verdict *v, const char *ctx)
 				  "consumed slot, cannot put back %u", ctx, s);
 			continue;
 		}
-		rc = ring_put(w->ring[0], w->sh->owners, s, OW_RECLAIM, &w->sh->parent_in);
-		if (rc == -ENOBUFS && ring_count(w->ring[0]) == w->slots[0])
-			rc = ring_put(w->ring[1], w->sh->owners, s, OW_RECLAIM,
-				      &w->sh->parent_in);
+		rc = ring_hdr_put(w->ring[0], w->sh->owners, s, OW_RECLAIM, &w->sh->parent_in);
+		if (rc == -ENOBUFS && ring_hdr_count(w->ring[0]) == w->slots[0])
+			rc = ring_hdr_put(w->ring[1], w->sh->owners, s, OW_RECLAIM,
+					  &w->sh->parent_in);
 		if (rc != 0)
 			violation(v, "put-back refused", "%s: sheaf %u -> %d (ring 0: "
-				  "%u full slots, ring_count %u; ring 1: %u, %u)", ctx, s,
-				  rc, full_slots(w->ring[0]), ring_count(w->ring[0]),
-				  full_slots(w->ring[1]), ring_count(w->ring[1]));
+				  "%u full slots, ring_hdr_count %u; ring 1: %u, %u)", ctx, s,
+				  rc, full_slots(w->ring[0]), ring_hdr_count(w->ring[0]),
+				  full_slots(w->ring[1]), ring_hdr_count(w->ring[1]));
 	}
 	for (uint32_t s = 0; s < NSHEAVES; s++)
 		if (owner_of(w, s) == CHILD_ID(idx))
@@ -394,7 +394,7 @@ static _Noreturn void child_loop(struct world *w, int idx)
 	uint32_t a = (uint32_t)idx & 1;
 
 	for (;;) {
-		uint32_t s = ring_get(w->ring[a], w->sh->owners, me, in), b;
+		uint32_t s = ring_hdr_get(w->ring[a], w->sh->owners, me, in), b;
 
 		if (s == SHEAF_ID_NONE) {
 			a ^= 1;
@@ -402,7 +402,7 @@ static _Noreturn void child_loop(struct world *w, int idx)
 		}
 		atomic_fetch_add_explicit(progress, 1, memory_order_relaxed);
 		b = a ^ 1;
-		while (ring_put(w->ring[b], w->sh->owners, s, me, in) == -ENOBUFS)
+		while (ring_hdr_put(w->ring[b], w->sh->owners, s, me, in) == -ENOBUFS)
 			b ^= 1;
 		atomic_fetch_add_explicit(progress, 1, memory_order_relaxed);
 		a = b;

@@ -4,7 +4,7 @@
  * intent record per child in a MAP_SHARED|MAP_ANONYMOUS mapping; forked
  * children (owner CHILD_ID(i)) that move sheaves between the rings forever
  * and stop themselves at a chosen stop point; the parent's repair after a
- * death (ring_reclaim, then the put-back into ring 0); the census of the
+ * death (ring_hdr_reclaim, then the put-back into ring 0); the census of the
  * quiescent rings; and the verdict, which collects violations by kind and
  * reports them at the end of a test.  Only test_ring_crash.c includes it
  * (and links it: Makefile, TEST_EXTRA);
@@ -99,12 +99,12 @@ void verdict_report(struct verdict *v, const char *test);
 
 /* ---- checks and repair -------------------------------------------------------- */
 
-/* With no child alive: the census of the rings, ring_clear_stale, a round
+/* With no child alive: the census of the rings, ring_hdr_clear_stale, a round
  * trip on each ring; a failure is recorded and the world reset. */
 void check_quiescent(struct world *w, struct verdict *v, const char *ctx);
-/* Repair after child @idx died: ring_reclaim, then put what it returns
+/* Repair after child @idx died: ring_hdr_reclaim, then put what it returns
  * back into ring 0 as the reclaimer (into ring 1 when ring 0 is full by
- * ring_count: a phantom or hole costs ring 0 a slot).  Safe while other
+ * ring_hdr_count: a phantom or hole costs ring 0 a slot).  Safe while other
  * children still run. */
 void repair(struct world *w, int idx, struct verdict *v, const char *ctx);
 

@@ -10,7 +10,7 @@
  *                  loops that must never fail.  Three kills in four land
  *                  inside a ring operation on purpose: the victim's
  *                  ring_stop_hook (libsheaf-test.a) stops it at a chosen
- *                  step of ring_put/ring_get (every step in turn) and says
+ *                  step of ring_hdr_put/ring_hdr_get (every step in turn) and says
  *                  so through a pipe; the fourth lands at a random moment
  *                  after the victim says it runs its hot loop.  After each
  *                  kill sheafd must log the victim's repair ("gone:

@@ -17,7 +17,7 @@
  *     (the peer must make progress meanwhile: the ring is lock-free);
  *   - after every single instruction of one put or get (ptrace
  *     single-step), for normal, full-ring, stale-slot and empty cases.
- * After each death the parent runs ring_reclaim for the dead owner and puts
+ * After each death the parent runs ring_hdr_reclaim for the dead owner and puts
  * what it returns back into ring 0 (ring 1 when ring 0 is full); when no
  * child is alive it checks that every sheaf sits in exactly one slot of the
  * ring its owner names (with two children, maybe more: a phantom copy), that
@@ -164,34 +164,34 @@ START_TEST(test_put_back_past_a_phantom_copy)
 	sh = w.sh;
 	/* Everything but A and B into ring 1; X takes A, Y takes B. */
 	for (uint32_t k = 0; k < NSHEAVES - 2; k++) {
-		s = ring_get(w.ring[0], sh->owners, OW_SETUP, &sh->parent_in);
+		s = ring_hdr_get(w.ring[0], sh->owners, OW_SETUP, &sh->parent_in);
 		ck_assert_uint_eq(s, k);
-		ck_assert_int_eq(ring_put(w.ring[1], sh->owners, s, OW_SETUP,
-					  &sh->parent_in), 0);
+		ck_assert_int_eq(ring_hdr_put(w.ring[1], sh->owners, s, OW_SETUP,
+					      &sh->parent_in), 0);
 	}
-	ck_assert_uint_eq(ring_get(w.ring[0], sh->owners, CHILD_ID(0), &sh->intent[0]), a);
-	ck_assert_uint_eq(ring_get(w.ring[0], sh->owners, CHILD_ID(1), &sh->intent[1]), b);
+	ck_assert_uint_eq(ring_hdr_get(w.ring[0], sh->owners, CHILD_ID(0), &sh->intent[0]), a);
+	ck_assert_uint_eq(ring_hdr_get(w.ring[0], sh->owners, CHILD_ID(1), &sh->intent[1]), b);
 	/* Y puts B and dies after its slot CAS. */
 	ring_stop_hook = die_at_put_slot;
 	if (setjmp(die_jmp) == 0)
 		ck_abort_msg("Y's put of B did not reach RS_PUT_SLOT: %d",
-			     ring_put(w.ring[0], sh->owners, b, CHILD_ID(1), &sh->intent[1]));
+			     ring_hdr_put(w.ring[0], sh->owners, b, CHILD_ID(1), &sh->intent[1]));
 	ring_stop_hook = NULL;
 	ck_assert_uint_eq(atomic_load(&sh->intent[1].op), RING_OP_PUT);
 	/* X takes B; Y's repair runs while X puts it back. */
-	ck_assert_uint_eq(ring_get(w.ring[0], sh->owners, CHILD_ID(0), &sh->intent[0]), b);
+	ck_assert_uint_eq(ring_hdr_get(w.ring[0], sh->owners, CHILD_ID(0), &sh->intent[0]), b);
 	race_w = &w;
 	race_v = &v;
 	ring_stop_hook = repair_y_mid_put;
-	ck_assert_int_eq(ring_put(w.ring[0], sh->owners, b, CHILD_ID(0), &sh->intent[0]), 0);
+	ck_assert_int_eq(ring_hdr_put(w.ring[0], sh->owners, b, CHILD_ID(0), &sh->intent[0]), 0);
 	ring_stop_hook = NULL;
 	ck_assert_uint_eq(owner_of(&w, b), OWNER_RING(0));
 	ck_assert_uint_eq(slots_holding(w.ring[0], b), 2);
 	/* The rest back into ring 0: 63 sheaves and B's copy fill its 64 slots. */
-	while ((s = ring_get(w.ring[1], sh->owners, OW_SETUP, &sh->parent_in)) !=
+	while ((s = ring_hdr_get(w.ring[1], sh->owners, OW_SETUP, &sh->parent_in)) !=
 	       SHEAF_ID_NONE)
-		ck_assert_int_eq(ring_put(w.ring[0], sh->owners, s, OW_SETUP,
-					  &sh->parent_in), 0);
+		ck_assert_int_eq(ring_hdr_put(w.ring[0], sh->owners, s, OW_SETUP,
+					      &sh->parent_in), 0);
 	ck_assert_uint_eq(full_slots(w.ring[0]), 64);
 	/* X dies holding A. */
 	ck_assert_uint_eq(owner_of(&w, a), CHILD_ID(0));
@@ -326,13 +326,13 @@ static void scen_setup(struct world *w, enum scen sc)
 	case SC_PUT_FULL:
 		/* Fill ring 1 (32 slots), then hand the child one more. */
 		for (uint32_t k = 0; k < w->slots[1]; k++) {
-			uint32_t s = ring_get(w->ring[0], sh->owners, OW_SETUP, &sh->parent_in);
-			ck_assert_int_eq(ring_put(w->ring[1], sh->owners, s, OW_SETUP,
-						  &sh->parent_in), 0);
+			uint32_t s = ring_hdr_get(w->ring[0], sh->owners, OW_SETUP, &sh->parent_in);
+			ck_assert_int_eq(ring_hdr_put(w->ring[1], sh->owners, s, OW_SETUP,
+						      &sh->parent_in), 0);
 		}
 		/* fall through */
 	case SC_PUT:
-		sh->arg[0] = ring_get(w->ring[0], sh->owners, CHILD_ID(0), &sh->parent_in);
+		sh->arg[0] = ring_hdr_get(w->ring[0], sh->owners, CHILD_ID(0), &sh->parent_in);
 		ck_assert_uint_lt(sh->arg[0], NSHEAVES);
 		break;
 	case SC_GET_STALE:
@@ -352,21 +352,21 @@ static void scen_setup(struct world *w, enum scen sc)
  * After the child is gone and repaired: give back what the scenario's
  * stand-in consumer holds.  Its stale slot (sheaf 0, claimed by OW_SETUP)
  * is the one phantom the scenario made: still there unless the child's get
- * went past it or the repair (ring_reclaim) cleared it; ring_clear_stale
+ * went past it or the repair (ring_hdr_reclaim) cleared it; ring_hdr_clear_stale
  * must clear exactly it.
  */
 static void scen_finish(struct world *w, enum scen sc, struct verdict *v, const char *ctx)
 {
 	if (sc == SC_GET_STALE && owner_of(w, 0) == OW_SETUP) {
 		uint32_t left = slots_holding(w->ring[0], 0) + slots_holding(w->ring[1], 0);
-		uint32_t cleared = ring_clear_stale(w->ring[0], w->sh->owners) +
-				   ring_clear_stale(w->ring[1], w->sh->owners);
+		uint32_t cleared = ring_hdr_clear_stale(w->ring[0], w->sh->owners) +
+				   ring_hdr_clear_stale(w->ring[1], w->sh->owners);
 
 		if (left > 1 || cleared != left)
 			violation(v, "the scenario's stale slot not cleared exactly",
 				  "%s: %u slots hold the stale sheaf 0, %u cleared", ctx,
 				  left, cleared);
-		ring_put(w->ring[0], w->sh->owners, 0, OW_SETUP, &w->sh->parent_in);
+		ring_hdr_put(w->ring[0], w->sh->owners, 0, OW_SETUP, &w->sh->parent_in);
 	}
 }
 
@@ -382,14 +382,14 @@ static _Noreturn void stepped_child(struct world *w, enum scen sc, pid_t parent)
 	switch (sc) {
 	case SC_PUT:
 	case SC_PUT_FULL:
-		(void)ring_put(w->ring[1], sh->owners, sh->arg[0], CHILD_ID(0), in);
+		(void)ring_hdr_put(w->ring[1], sh->owners, sh->arg[0], CHILD_ID(0), in);
 		break;
 	case SC_GET:
 	case SC_GET_STALE:
-		(void)ring_get(w->ring[0], sh->owners, CHILD_ID(0), in);
+		(void)ring_hdr_get(w->ring[0], sh->owners, CHILD_ID(0), in);
 		break;
 	case SC_GET_EMPTY:
-		(void)ring_get(w->ring[1], sh->owners, CHILD_ID(0), in);
+		(void)ring_hdr_get(w->ring[1], sh->owners, CHILD_ID(0), in);
 		break;
 	case SC_NR:
 		break;
@@ -404,18 +404,18 @@ static _Noreturn void stepped_child(struct world *w, enum scen sc, pid_t parent)
 static const char *where(unsigned long ip, char *buf, size_t len)
 {
 	static const struct { const char *name; void *fn; } fns[] = {
+		{ "ring_hdr_put", (void *)ring_hdr_put }, { "ring_hdr_get", (void *)ring_hdr_get },
+		{ "ring_hdr_holds", (void *)ring_hdr_holds },
+		{ "ring_hdr_clear_stale", (void *)ring_hdr_clear_stale },
+		{ "ring_hdr_repair_intent", (void *)ring_hdr_repair_intent },
+		{ "ring_hdr_reclaim", (void *)ring_hdr_reclaim },
+		{ "ring_init", (void *)ring_init },
+		/* What the wrappers above call (ring.h, struct ring_ref). */
 		{ "ring_put", (void *)ring_put }, { "ring_get", (void *)ring_get },
 		{ "ring_holds", (void *)ring_holds },
 		{ "ring_clear_stale", (void *)ring_clear_stale },
 		{ "ring_repair_intent", (void *)ring_repair_intent },
 		{ "ring_reclaim", (void *)ring_reclaim },
-		{ "ring_init", (void *)ring_init },
-		/* What the wrappers above call (ring.h, struct ring_ref). */
-		{ "rr_put", (void *)rr_put }, { "rr_get", (void *)rr_get },
-		{ "rr_holds", (void *)rr_holds },
-		{ "rr_clear_stale", (void *)rr_clear_stale },
-		{ "rr_repair_intent", (void *)rr_repair_intent },
-		{ "rr_reclaim", (void *)rr_reclaim },
 	};
 	const char *best = NULL;
 	unsigned long off = 0;
@@ -519,7 +519,7 @@ static uint32_t step_and_kill(struct world *w, enum scen sc, uint32_t steps,
  * Without ptrace (a container refusing it) the test is a SKIP, which fails
  * unless SHEAF_TEST_SKIP_OK=1: never a pass without kills.  With it, each
  * operation must have been killed at least min_in_op times with the child
- * inside ring_put/ring_get, the operation not yet done.
+ * inside ring_hdr_put/ring_hdr_get, the operation not yet done.
  */
 START_TEST(test_kill_at_every_instruction)
 {
@@ -565,8 +565,8 @@ START_TEST(test_kill_at_every_instruction)
 			did = step_and_kill(&w, (enum scen)sc, k, &ip, &finished, &v, NULL);
 			fn = where(ip, at, sizeof(at));
 			if (!finished && fn != NULL &&
-			    (strcmp(fn, "ring_put") == 0 || strcmp(fn, "ring_get") == 0 ||
-			     strcmp(fn, "rr_put") == 0 || strcmp(fn, "rr_get") == 0))
+			    (strcmp(fn, "ring_hdr_put") == 0 || strcmp(fn, "ring_hdr_get") == 0 ||
+			     strcmp(fn, "ring_put") == 0 || strcmp(fn, "ring_get") == 0))
 				in_op++;
 			snprintf(ctx, sizeof(ctx), "%s, killed after %u/%u instructions "
 				 "at %s%s", scen_name[sc], did, total, at,
@@ -575,14 +575,14 @@ START_TEST(test_kill_at_every_instruction)
 			scen_finish(&w, (enum scen)sc, &v, ctx);
 			check_quiescent(&w, &v, ctx);
 		}
-		printf("  %s: %u instructions, %u kills, %u inside ring_put/ring_get\n",
+		printf("  %s: %u instructions, %u kills, %u inside ring_hdr_put/ring_hdr_get\n",
 		       scen_name[sc], total, trials, in_op);
 		/* Under TSan every shared store is a call into its runtime, so
 		 * the instructions that change the mapping are all outside
 		 * ring.c: where a kill lands cannot be told there. */
 		if (CHILD_IP_KNOWN && !tsan && in_op < min_in_op)
 			violation(&v, "too few kills inside the operation", "%s: %u kills "
-				  "inside ring_put/ring_get, at least %u expected",
+				  "inside ring_hdr_put/ring_hdr_get, at least %u expected",
 				  scen_name[sc], in_op, min_in_op);
 	}
 	world_fini(&w);

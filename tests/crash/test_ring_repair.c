@@ -1,7 +1,7 @@
 /*
  * test_ring_repair.c - crash repair of the sheaf ring (shm/ring.c), in one
  * process: a put or a get that stops at each stop point, then
- * ring_repair_intent / ring_reclaim; and repair racing a live peer.
+ * ring_hdr_repair_intent / ring_hdr_reclaim; and repair racing a live peer.
  *
  * The "death" is simulated in-process by leaving the ring call from
  * ring_stop_hook with longjmp, so the shared state is exactly what a killed
@@ -98,7 +98,7 @@ static void die_hook(int step)
 		longjmp(die_jmp, 1);
 }
 
-/* ring_put that "dies" the @nth time it reaches @step.  Returns 1 if it
+/* ring_hdr_put that "dies" the @nth time it reaches @step.  Returns 1 if it
  * died there, 0 if the put completed (its result in *rc). */
 static int put_dying(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t s,
 		     uint32_t me, struct ring_intent *in, int step, unsigned nth,
@@ -111,7 +111,7 @@ static int put_dying(struct shm_ring *r, _Atomic uint32_t *owners, uint32_t s,
 		ring_stop_hook = NULL;
 		return 1;
 	}
-	*rc = ring_put(r, owners, s, me, in);
+	*rc = ring_hdr_put(r, owners, s, me, in);
 	ring_stop_hook = NULL;
 	return 0;
 }
@@ -127,7 +127,7 @@ static int get_dying(struct shm_ring *r, _Atomic uint32_t *owners,
 		ring_stop_hook = NULL;
 		return 1;
 	}
-	*got = ring_get(r, owners, me, in);
+	*got = ring_hdr_get(r, owners, me, in);
 	ring_stop_hook = NULL;
 	return 0;
 }
@@ -164,24 +164,24 @@ START_TEST(test_repair_put_slot_never_written)
 	atomic_store(&owners[2], OW_DEAD);
 	ck_assert(put_dying(r, owners, 2, OW_DEAD, &in, RS_PUT_OWNER, 1, &rc));
 	ck_assert_uint_eq(own(owners, 2), OWNER_RING(2));
-	ck_assert(!ring_holds(r, 2));
+	ck_assert(!ring_hdr_holds(r, 2));
 	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_PUT);
 	ck_assert_uint_eq(atomic_load(&in.sheaf), 2);
 	ck_assert_uint_eq(atomic_load(&in.ring), 2);
 
-	ck_assert_uint_eq(ring_repair_intent(r, owners, &in, OW_DEAD), 2);
+	ck_assert_uint_eq(ring_hdr_repair_intent(r, owners, &in, OW_DEAD), 2);
 	ck_assert_uint_eq(own(owners, 2), OW_DEAD);    /* back to the dead owner */
 	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
-	ck_assert_uint_eq(ring_count(r), 0);
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_hdr_count(r), 0);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
 	/* Idempotent: the intent is clear now. */
-	ck_assert_uint_eq(ring_repair_intent(r, owners, &in, OW_DEAD), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_hdr_repair_intent(r, owners, &in, OW_DEAD), SHEAF_ID_NONE);
 	ck_assert_uint_eq(own(owners, 2), OW_DEAD);
 
 	/* Died before even marking it: nothing to roll back, still the dead's. */
 	ck_assert(put_dying(r, owners, 3, OW_A, &in, RS_PUT_INTENT, 1, &rc));
 	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_PUT);
-	ck_assert_uint_eq(ring_repair_intent(r, owners, &in, OW_A), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_hdr_repair_intent(r, owners, &in, OW_A), SHEAF_ID_NONE);
 	ck_assert_uint_eq(own(owners, 3), OW_A);
 	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
 	free(r);
@@ -202,15 +202,15 @@ START_TEST(test_repair_put_slot_written)
 		intent_zero(&in);
 		intent_zero(&inb);
 		ck_assert(put_dying(r, owners, 1, OW_DEAD, &in, steps[k], 1, &rc));
-		ck_assert(ring_holds(r, 1));
-		ck_assert_uint_eq(ring_repair_intent(r, owners, &in, OW_DEAD), SHEAF_ID_NONE);
+		ck_assert(ring_hdr_holds(r, 1));
+		ck_assert_uint_eq(ring_hdr_repair_intent(r, owners, &in, OW_DEAD), SHEAF_ID_NONE);
 		ck_assert_uint_eq(own(owners, 1), OWNER_RING(1));  /* not rolled back */
 		ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
-		ck_assert(ring_holds(r, 1));
+		ck_assert(ring_hdr_holds(r, 1));
 		/* The put counts: the sheaf comes out, then the ring still works. */
-		ck_assert_uint_eq(ring_get(r, owners, OW_B, &inb), 1);
+		ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &inb), 1);
 		ck_assert_uint_eq(own(owners, 1), OW_B);
-		ck_assert_uint_eq(ring_get(r, owners, OW_B, &inb), SHEAF_ID_NONE);
+		ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &inb), SHEAF_ID_NONE);
 		free(r);
 		free(owners);
 	}
@@ -219,8 +219,8 @@ END_TEST
 
 /*
  * BUG PROBE: a producer that dies (or stalls) between its slot CAS and its
- * tail CAS leaves tail one behind a full slot.  ring.h promises ring_count
- * is exact when quiescent; after ring_reclaim the ring holds one sheaf.
+ * tail CAS leaves tail one behind a full slot.  ring.h promises ring_hdr_count
+ * is exact when quiescent; after ring_hdr_reclaim the ring holds one sheaf.
  */
 START_TEST(test_count_exact_after_producer_death)
 {
@@ -233,16 +233,16 @@ START_TEST(test_count_exact_after_producer_death)
 	intent_zero(&in);
 	atomic_store(&owners[0], OW_DEAD);
 	ck_assert(put_dying(rings[0], owners, 0, OW_DEAD, &in, RS_PUT_SLOT, 1, &rc));
-	ck_assert_uint_eq(ring_reclaim(one_ring_of, rings, owners, 4, &in, 1,
-				       OW_DEAD, OW_RECLAIM, out, 4), 0);
+	ck_assert_uint_eq(ring_hdr_reclaim(one_ring_of, rings, owners, 4, &in, 1,
+					   OW_DEAD, OW_RECLAIM, out, 4), 0);
 	ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
 	ck_assert_uint_eq(sheaves_in(rings[0], owners), 1);
 	ck_assert_uint_eq(live_slots(rings[0], owners), 1);
-	ck_assert_msg(ring_count(rings[0]) == 1,
-		      "ring_count %u with 1 sheaf in the quiescent ring after a producer "
+	ck_assert_msg(ring_hdr_count(rings[0]) == 1,
+		      "ring_hdr_count %u with 1 sheaf in the quiescent ring after a producer "
 		      "died between its slot CAS and tail CAS and was reclaimed (tail "
 		      "%u, head %u): nothing in repair helps tail",
-		      ring_count(rings[0]), atomic_load(&rings[0]->tail),
+		      ring_hdr_count(rings[0]), atomic_load(&rings[0]->tail),
 		      atomic_load(&rings[0]->head));
 	free(rings[0]);
 	free(owners);
@@ -253,7 +253,7 @@ END_TEST
  * A consumer dies between its slot CAS and its head CAS, and before the
  * repair the ring comes round: a producer fills that very slot for the
  * next lap.  The repair must move head past it (as a get would), or the
- * quiescent ring_count stays one over the sheaves (seen once in
+ * quiescent ring_hdr_count stays one over the sheaves (seen once in
  * test_ring_crash under TSan).
  */
 START_TEST(test_head_past_slot_filled_next_lap)
@@ -266,19 +266,19 @@ START_TEST(test_head_past_slot_filled_next_lap)
 	intent_zero(&in);
 	intent_zero(&ina);
 	for (uint32_t s = 0; s < 4; s++)
-		ck_assert_int_eq(ring_put(rings[0], owners, s, OW_A, &ina), 0);
+		ck_assert_int_eq(ring_hdr_put(rings[0], owners, s, OW_A, &ina), 0);
 	ck_assert(get_dying(rings[0], owners, OW_DEAD, &in, RS_GET_CLEAR, 1, &got));
-	ck_assert_uint_eq(ring_put(rings[0], owners, 4, OW_A, &ina), 0);
+	ck_assert_uint_eq(ring_hdr_put(rings[0], owners, 4, OW_A, &ina), 0);
 	ck_assert_uint_eq(atomic_load(&rings[0]->head), 0);     /* lags */
-	ck_assert_uint_eq(ring_reclaim(one_ring_of, rings, owners, 5, &in, 1,
-				       OW_DEAD, OW_RECLAIM, out, 5), 1);
+	ck_assert_uint_eq(ring_hdr_reclaim(one_ring_of, rings, owners, 5, &in, 1,
+					   OW_DEAD, OW_RECLAIM, out, 5), 1);
 	ck_assert_uint_eq(out[0], 0);
-	ck_assert_msg(ring_count(rings[0]) == 4,
-		      "ring_count %u for 4 sheaves (tail %u, head %u)", ring_count(rings[0]),
+	ck_assert_msg(ring_hdr_count(rings[0]) == 4,
+		      "ring_hdr_count %u for 4 sheaves (tail %u, head %u)", ring_hdr_count(rings[0]),
 		      atomic_load(&rings[0]->tail), atomic_load(&rings[0]->head));
 	for (uint32_t s = 1; s <= 4; s++)
-		ck_assert_uint_eq(ring_get(rings[0], owners, OW_B, &ina), s);
-	ck_assert_uint_eq(ring_count(rings[0]), 0);
+		ck_assert_uint_eq(ring_hdr_get(rings[0], owners, OW_B, &ina), s);
+	ck_assert_uint_eq(ring_hdr_count(rings[0]), 0);
 	free(rings[0]);
 	free(owners);
 }
@@ -299,8 +299,8 @@ static void stall_hook(int step)
 	ring_stop_hook = NULL;
 	/* The producer of position 0 is stalled here; peers carry on. */
 	intent_zero(&inb);
-	spin_got = ring_get(spin_rings[0], spin_owners, OW_B, &inb);
-	spin_put_rc = ring_put(spin_rings[0], spin_owners, 1, OW_A, &inb);
+	spin_got = ring_hdr_get(spin_rings[0], spin_owners, OW_B, &inb);
+	spin_put_rc = ring_hdr_put(spin_rings[0], spin_owners, 1, OW_A, &inb);
 }
 
 /* @arg non-NULL: the producer stalls; NULL: it dies and is reclaimed.  Then
@@ -319,23 +319,23 @@ static int spin_probe_run(void *arg)
 		spin_got = SHEAF_ID_NONE;
 		spin_put_rc = -1;
 		ring_stop_hook = stall_hook;
-		rc = ring_put(spin_rings[0], spin_owners, 0, OW_A, &in);
+		rc = ring_hdr_put(spin_rings[0], spin_owners, 0, OW_A, &in);
 		return rc != 0 || spin_got != 0 || spin_put_rc != 0;
 	}
 	atomic_store(&spin_owners[0], OW_DEAD);
 	if (!put_dying(spin_rings[0], spin_owners, 0, OW_DEAD, &in, RS_PUT_SLOT, 1, &rc))
 		return 1;
-	(void)ring_reclaim(one_ring_of, spin_rings, spin_owners, 4, &in, 1,
-			   OW_DEAD, OW_RECLAIM, out, 4);
-	if (ring_get(spin_rings[0], spin_owners, OW_B, &inb) != 0)
+	(void)ring_hdr_reclaim(one_ring_of, spin_rings, spin_owners, 4, &in, 1,
+			       OW_DEAD, OW_RECLAIM, out, 4);
+	if (ring_hdr_get(spin_rings[0], spin_owners, OW_B, &inb) != 0)
 		return 1;
-	return ring_put(spin_rings[0], spin_owners, 1, OW_A, &inb) != 0;
+	return ring_hdr_put(spin_rings[0], spin_owners, 1, OW_A, &inb) != 0;
 }
 
 /*
- * BUG PROBE: ring_get consumes a slot without looking at tail, so after the
+ * BUG PROBE: ring_hdr_get consumes a slot without looking at tail, so after the
  * producer of position p stops between its slot CAS and its tail CAS and a
- * consumer takes that item, tail == p sits on a consumed slot; ring_put sees
+ * consumer takes that item, tail == p sits on a consumed slot; ring_hdr_put sees
  * d == size ("stale tail, reload") forever.  With a dead producer the ring
  * is wedged for good (no repair helps tail); with a stalled one, put waits
  * on it, which ring.h says never happens.
@@ -347,7 +347,7 @@ START_TEST(test_put_after_producer_stops_before_tail)
 	int r2 = run_guarded(spin_probe_run, &stall, 1000);
 
 	ck_assert_msg(r1 == 0 && r2 == 0,
-		      "ring_put after a producer stopped between slot CAS and tail "
+		      "ring_hdr_put after a producer stopped between slot CAS and tail "
 		      "CAS and a consumer took its item: %s (dead producer), %s "
 		      "(stalled producer)",
 		      r1 == 2 ? "spins forever" : r1 ? "failed" : "ok",
@@ -371,7 +371,7 @@ static int usable_run(void *arg)
 	for (uint32_t k = 0; k < 2; k++) {
 		uint32_t s;
 
-		while ((s = ring_get(u->rings[k], u->owners, OW_PROBE, &in)) != SHEAF_ID_NONE) {
+		while ((s = ring_hdr_get(u->rings[k], u->owners, OW_PROBE, &in)) != SHEAF_ID_NONE) {
 			if (n == 64 || own(u->owners, s) != OW_PROBE)
 				return 1;
 			ring_of_got[n] = k;
@@ -379,10 +379,10 @@ static int usable_run(void *arg)
 		}
 	}
 	for (uint32_t k = 0; k < 2; k++)
-		if (ring_count(u->rings[k]) != 0 || full_slots(u->rings[k]) != 0)
+		if (ring_hdr_count(u->rings[k]) != 0 || full_slots(u->rings[k]) != 0)
 			return 1;
 	for (uint32_t i = 0; i < n; i++)
-		if (ring_put(u->rings[ring_of_got[i]], u->owners, got[i], OW_PROBE, &in) != 0)
+		if (ring_hdr_put(u->rings[ring_of_got[i]], u->owners, got[i], OW_PROBE, &in) != 0)
 			return 1;
 	return n == sheaves_in(u->rings[0], u->owners) + sheaves_in(u->rings[1], u->owners)
 	       ? 0 : 1;
@@ -390,7 +390,7 @@ static int usable_run(void *arg)
 
 /*
  * A client dies at every stop point of a put (into ring 1) and of a get
- * (from ring 0); ring_reclaim + putting the reclaimed sheaves back must
+ * (from ring 0); ring_hdr_reclaim + putting the reclaimed sheaves back must
  * leave every sheaf in exactly one slot of the ring its owner names, exact
  * counts, and usable rings.  Failures are collected per step.
  */
@@ -411,7 +411,7 @@ START_TEST(test_reclaim_at_every_stop_point)
 		intent_zero(&in);
 		intent_zero(&ind);
 		for (uint32_t s = 0; s < 4; s++)
-			ck_assert_int_eq(ring_put(rings[0], owners, s, OW_SETUP, &in), 0);
+			ck_assert_int_eq(ring_hdr_put(rings[0], owners, s, OW_SETUP, &in), 0);
 		atomic_store(&owners[4], OW_DEAD);
 		atomic_store(&owners[5], OW_LIVE);
 		if (step_is_put(step))
@@ -420,8 +420,8 @@ START_TEST(test_reclaim_at_every_stop_point)
 			died = get_dying(rings[0], owners, OW_DEAD, &ind, step, 1, &got);
 		ck_assert_msg(died, "step %s not reached", step_name(step));
 
-		n = ring_reclaim(one_ring_of, rings, owners, 6, &ind, 1, OW_DEAD,
-				 OW_RECLAIM, out, 6);
+		n = ring_hdr_reclaim(one_ring_of, rings, owners, 6, &ind, 1, OW_DEAD,
+				     OW_RECLAIM, out, 6);
 		if (atomic_load(&ind.op) != RING_OP_NONE)
 			snprintf(why, sizeof(why), "intent not cleared");
 		for (uint32_t i = 0; i < n && !why[0]; i++) {
@@ -429,11 +429,11 @@ START_TEST(test_reclaim_at_every_stop_point)
 				snprintf(why, sizeof(why), "reclaimed %u not the reclaimer's", out[i]);
 			else if (put_would_spin(rings[0]))
 				snprintf(why, sizeof(why), "put-back would spin forever");
-			else if (ring_put(rings[0], owners, out[i], OW_RECLAIM, &in) != 0)
+			else if (ring_hdr_put(rings[0], owners, out[i], OW_RECLAIM, &in) != 0)
 				snprintf(why, sizeof(why), "put-back of %u refused", out[i]);
 		}
 		/* The census looks at the rings as the repair left them (what
-		 * production keeps): ring_clear_stale runs only afterwards and
+		 * production keeps): ring_hdr_clear_stale runs only afterwards and
 		 * must find nothing to clear. */
 		for (uint32_t s = 0; s < 5 && !why[0]; s++) {
 			uint32_t o = own(owners, s);
@@ -449,15 +449,15 @@ START_TEST(test_reclaim_at_every_stop_point)
 		if (!why[0] && full_slots(rings[0]) + full_slots(rings[1]) != 5)
 			snprintf(why, sizeof(why), "%u full slots for 5 sheaves",
 				 full_slots(rings[0]) + full_slots(rings[1]));
-		if (!why[0] && ring_count(rings[0]) + ring_count(rings[1]) != 5)
-			snprintf(why, sizeof(why), "ring_count %u+%u for 5 sheaves",
-				 ring_count(rings[0]), ring_count(rings[1]));
+		if (!why[0] && ring_hdr_count(rings[0]) + ring_hdr_count(rings[1]) != 5)
+			snprintf(why, sizeof(why), "ring_hdr_count %u+%u for 5 sheaves",
+				 ring_hdr_count(rings[0]), ring_hdr_count(rings[1]));
 		if (!why[0]) {
-			uint32_t stale = ring_clear_stale(rings[0], owners) +
-					 ring_clear_stale(rings[1], owners);
+			uint32_t stale = ring_hdr_clear_stale(rings[0], owners) +
+					 ring_hdr_clear_stale(rings[1], owners);
 
 			if (stale != 0)
-				snprintf(why, sizeof(why), "ring_clear_stale cleared %u slots "
+				snprintf(why, sizeof(why), "ring_hdr_clear_stale cleared %u slots "
 					 "the repair left", stale);
 		}
 		if (!why[0]) {
@@ -508,8 +508,8 @@ static void late_claim_hook(int step)
 	nest.armed = 0;
 	ring_stop_hook = NULL;
 	intent_zero(&inq);
-	nest.q_got = ring_get(nest.r, nest.owners, OW_Q, &inq);
-	nest.q_put = nest.q_got == 0 ? ring_put(nest.r, nest.owners, 0, OW_Q, &inq) : -1;
+	nest.q_got = ring_hdr_get(nest.r, nest.owners, OW_Q, &inq);
+	nest.q_put = nest.q_got == 0 ? ring_hdr_put(nest.r, nest.owners, 0, OW_Q, &inq) : -1;
 }
 
 /*
@@ -518,7 +518,7 @@ static void late_claim_hook(int step)
  * consumes that slot and re-puts the same sheaf (at another position), P's
  * CAS succeeds through a slot that is already consumed.  The re-put slot
  * then holds a phantom copy: once P puts the sheaf back, two full slots
- * hold it, ring_count over-counts, and a 2-slot ring holding one sheaf
+ * hold it, ring_hdr_count over-counts, and a 2-slot ring holding one sheaf
  * refuses a put (-ENOBUFS).
  */
 START_TEST(test_late_claim_leaves_phantom_slot)
@@ -531,33 +531,33 @@ START_TEST(test_late_claim_leaves_phantom_slot)
 
 	intent_zero(&ina);
 	intent_zero(&inp);
-	ck_assert_int_eq(ring_put(r, owners, 0, OW_A, &ina), 0);
+	ck_assert_int_eq(ring_hdr_put(r, owners, 0, OW_A, &ina), 0);
 	nest = (struct nest){ .r = r, .owners = owners, .armed = 1,
 			      .q_got = SHEAF_ID_NONE, .q_put = -1 };
 	ring_stop_hook = late_claim_hook;
-	p_got = ring_get(r, owners, OW_P, &inp);
+	p_got = ring_hdr_get(r, owners, OW_P, &inp);
 	ring_stop_hook = NULL;
 	ck_assert_uint_eq(nest.q_got, 0);
 	ck_assert_int_eq(nest.q_put, 0);
 	if (p_got == 0) {
 		ck_assert_uint_eq(own(owners, 0), OW_P);
-		ck_assert_int_eq(ring_put(r, owners, 0, OW_P, &inp), 0);
+		ck_assert_int_eq(ring_hdr_put(r, owners, 0, OW_P, &inp), 0);
 	} else {
 		ck_assert_uint_eq(p_got, SHEAF_ID_NONE);
 	}
 	/* Quiescent: sheaf 0 is in the ring, sheaf 1 is A's.  Counted as
-	 * the race left the ring (no ring_clear_stale first: production has
+	 * the race left the ring (no ring_hdr_clear_stale first: production has
 	 * no such pass between operations). */
 	ck_assert_uint_eq(own(owners, 0), OWNER_RING(0));
-	count = ring_count(r);
+	count = ring_hdr_count(r);
 	full = full_slots(r);
 	live = live_slots(r, owners);
-	ck_assert_msg(ring_clear_stale(r, owners) == 0,
+	ck_assert_msg(ring_hdr_clear_stale(r, owners) == 0,
 		      "the late claim left a stale slot (%u full, %u live)", full, live);
-	rc = ring_put(r, owners, 1, OW_A, &ina);
+	rc = ring_hdr_put(r, owners, 1, OW_A, &ina);
 	ck_assert_msg(count == 1 && full == 1 && rc == 0,
 		      "late claim (P got %u through a consumed slot): quiescent ring "
-		      "holding 1 sheaf has ring_count %u, %u full slots (%u holding "
+		      "holding 1 sheaf has ring_hdr_count %u, %u full slots (%u holding "
 		      "sheaf 0, %u 'live'), and put of a 2nd sheaf into the 2-slot "
 		      "ring returns %d", p_got, count, full, slots_holding(r, 0),
 		      live, rc);
@@ -576,8 +576,8 @@ static void reclaim_midput_hook(int step)
 		return;
 	nest.armed = 0;
 	ring_stop_hook = NULL;
-	nest.nout = ring_reclaim(one_ring_of, rings, nest.owners, 2, nest.dead_in, 1,
-				 OW_DEAD, OW_RECLAIM, nest.out, 2);
+	nest.nout = ring_hdr_reclaim(one_ring_of, rings, nest.owners, 2, nest.dead_in, 1,
+				     OW_DEAD, OW_RECLAIM, nest.out, 2);
 }
 
 /*
@@ -604,41 +604,41 @@ START_TEST(test_reclaim_during_live_reput)
 	intent_zero(&inr);
 	atomic_store(&owners[0], OW_DEAD);
 	ck_assert(put_dying(r, owners, 0, OW_DEAD, &ind, RS_PUT_TAIL, 1, &rc));
-	ck_assert_uint_eq(ring_get(r, owners, OW_C, &inc), 0);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_C, &inc), 0);
 
 	nest = (struct nest){ .r = r, .owners = owners, .dead_in = &ind,
 			      .armed = 1, .nout = 99 };
 	ring_stop_hook = reclaim_midput_hook;
-	rc_c = ring_put(r, owners, 0, OW_C, &inc);
+	rc_c = ring_hdr_put(r, owners, 0, OW_C, &inc);
 	ring_stop_hook = NULL;
 	ck_assert_int_eq(rc_c, 0);
 	ck_assert_uint_le(nest.nout, 1);
 	for (uint32_t i = 0; i < nest.nout; i++)   /* the reclaimer returns them */
-		ck_assert_int_eq(ring_put(r, owners, nest.out[i], OW_RECLAIM, &inr), 0);
+		ck_assert_int_eq(ring_hdr_put(r, owners, nest.out[i], OW_RECLAIM, &inr), 0);
 	ck_assert_uint_eq(own(owners, 0), OWNER_RING(0));
 	/* The one phantom this race may leave: C's slot and the reclaimer's
-	 * both hold sheaf 0, whose owner says "in r" (so ring_clear_stale
+	 * both hold sheaf 0, whose owner says "in r" (so ring_hdr_clear_stale
 	 * cannot tell them apart and clears neither).  With the repair
 	 * earlier or later there is just one slot. */
 	ck_assert_uint_eq(full_slots(r), slots_holding(r, 0));
 	ck_assert_uint_le(full_slots(r), 1 + nest.nout);
-	ck_assert_uint_eq(ring_count(r), full_slots(r));
-	ck_assert_uint_eq(ring_clear_stale(r, owners), 0);
+	ck_assert_uint_eq(ring_hdr_count(r), full_slots(r));
+	ck_assert_uint_eq(ring_hdr_clear_stale(r, owners), 0);
 	/* Drain: sheaf 0 comes out exactly once. */
-	while ((s = ring_get(r, owners, OW_B, &inr)) != SHEAF_ID_NONE) {
+	while ((s = ring_hdr_get(r, owners, OW_B, &inr)) != SHEAF_ID_NONE) {
 		ck_assert_uint_eq(s, 0);
 		ck_assert_uint_eq(own(owners, 0), OW_B);
 		got0++;
 	}
 	ck_assert_int_eq(got0, 1);
 	/* Draining consumed the phantom too: nothing left to clear. */
-	ck_assert_uint_eq(ring_count(r), 0);
+	ck_assert_uint_eq(ring_hdr_count(r), 0);
 	ck_assert_uint_eq(full_slots(r), 0);
-	ck_assert_uint_eq(ring_clear_stale(r, owners), 0);
+	ck_assert_uint_eq(ring_hdr_clear_stale(r, owners), 0);
 	/* Usable and exact again. */
-	ck_assert_int_eq(ring_put(r, owners, 0, OW_B, &inr), 0);
-	ck_assert_int_eq(ring_put(r, owners, 1, OW_A, &inr), 0);
-	ck_assert_uint_eq(ring_count(r), 2);
+	ck_assert_int_eq(ring_hdr_put(r, owners, 0, OW_B, &inr), 0);
+	ck_assert_int_eq(ring_hdr_put(r, owners, 1, OW_A, &inr), 0);
+	ck_assert_uint_eq(ring_hdr_count(r), 2);
 	ck_assert_uint_eq(full_slots(r), 2);
 	free(r);
 	free(owners);

@@ -31,7 +31,7 @@
 #include <unistd.h>
 #include "daemon/daemon.h"
 #include "daemon/log.h"
-#include "shm/clients.h"
+#include "shm/lanes.h"
 
 #define FUZZ_CACHE_CAP   4u           /* live caches before all go */
 #define FUZZ_POOL_BYTES  (4u << 20)   /* 16 slabs over 2 nodes */

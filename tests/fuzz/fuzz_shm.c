@@ -51,9 +51,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "shm/barn.h"
-#include "shm/check.h"
-#include "shm/clients.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/lanes.h"
+#include "shm/engine/clients.h"
+#include "shm/engine/engine.h"
+#include "shm/engine/ring_rebuild.h"
 #include "shm/stats.h"
 
 #define FUZZ_POOL_BYTES (4u << 20)   /* 16 slabs over 2 nodes */
@@ -99,7 +101,7 @@ static void die(const char *what, const char *err)
 
 static void make_caches(void)
 {
-	static const struct { const char *name; struct engine_cache_params cp; } c[FUZZ_CACHES] = {
+	static const struct { const char *name; struct cache_params cp; } c[FUZZ_CACHES] = {
 		{ "plain", { .size = 64, .capacity = 16, .barn_low = 2, .barn_high = 4,
 			     .barn_limit = 8 } },
 		{ "debug", { .size = 200, .align = 8, .capacity = 8, .flags = SHEAF_CACHE_F_DEBUG,
@@ -372,7 +374,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	restore();
-	engine_mend_reset(&eng);
+	ring_rebuild_reset(&eng);
 	flags = data[0];
 	apply(data + 1, size - 1);
 

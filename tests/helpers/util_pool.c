@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "client/internal.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/helpers/util_pool.h"
 #include "tests/helpers/util_proc.h"
 

@@ -86,7 +86,7 @@ static inline void intent_zero(struct ring_intent *in)
 	memset(in, 0, sizeof(*in));
 }
 
-/* Whether ring_put on @r would loop forever right now: tail sits on a slot
+/* Whether ring_hdr_put on @r would loop forever right now: tail sits on a slot
  * that is already past "full for tail" (consumed), which no put advances. */
 static inline int put_would_spin(struct shm_ring *r)
 {

@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_slab.h"
 
@@ -99,7 +99,7 @@ void slab_teardown(void)
 
 uint32_t cache_new(const char *name, uint32_t size, uint32_t align, uint32_t min_partial)
 {
-	struct engine_cache_params cp = {
+	struct cache_params cp = {
 		.size = size, .align = align, .capacity = -1,
 		.min_partial = min_partial,
 	};

@@ -12,9 +12,9 @@
 
 #include <stdint.h>
 
-#include "shm/engine.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 
 #define MIB (1024ull * 1024ull)
 

@@ -1,7 +1,7 @@
 /*
  * test_deferred.c - deferred frees and read sections (sheaf.h:
  * sheaf_free_deferred, sheaf_read_lock/unlock, sheaf_quiescent,
- * sheaf_synchronize, sheaf_barrier; shm/grace.c): the API on a local pool,
+ * sheaf_synchronize, sheaf_barrier; shm/engine/grace.c): the API on a local pool,
  * a reader holding grace periods back, and with a real sheafd: a stopped
  * reader (reported by sheafctl), a reader killed inside its section, a
  * writer killed with deferred objects pending.

@@ -18,7 +18,7 @@
 #include <time.h>
 #include "client/sheaf.h"
 #include "client/internal.h"
-#include "shm/check.h"
+#include "shm/engine/check.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_pool.h"
 
@@ -291,7 +291,7 @@ START_TEST(free_needs_no_empty_sheaf_cap1)
 END_TEST
 
 /* The same at the largest capacity, where no sheaf can grow: the engine
- * flushes a full sheaf for a free that waits (shm/engine_worker.c). */
+ * flushes a full sheaf for a free that waits (shm/engine/worker.c). */
 START_TEST(free_needs_no_empty_sheaf_cap256)
 {
 	sheaf_pool_t *p = mkpool(64, 300);

@@ -1,6 +1,6 @@
 /*
  * test_handles.c - cache handles and cache destroy (client/sheaf.h,
- * "Handles"; shm/engine_cache.c, engine_cache_destroy):
+ * "Handles"; shm/engine/cache.c, engine_cache_destroy):
  *   - a handle of a destroyed cache is stale: every call on it fails with
  *     ESTALE, even once another cache fills its slot, which gets a new
  *     handle (with sheafd, and with a local pool);

@@ -37,6 +37,7 @@
 #include "client/sheaf.h"
 #include "client/internal.h"
 #include "shm/names.h"
+#include "shm/engine/names.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_daemon.h"
 #include "tests/helpers/util_deploy.h"

@@ -81,7 +81,7 @@ static int took(struct worker *w, uint32_t s)
 	uint32_t prev;
 
 	if (s >= STRESS_SHEAVES) {
-		fail_note(&st->fail, "owner %u: ring_get returned id %u", w->me, s);
+		fail_note(&st->fail, "owner %u: ring_hdr_get returned id %u", w->me, s);
 		return 0;
 	}
 	if (own(st->owners, s) != w->me) {
@@ -109,7 +109,7 @@ static void give(struct worker *w, uint32_t s)
 	if (prev != w->me)
 		fail_note(&st->fail, "owner %u returning sheaf %u held by %u",
 			  w->me, s, prev);
-	for (unsigned tries = 0; (rc = ring_put(st->r, st->owners, s, w->me, &w->in)) != 0; tries++) {
+	for (unsigned tries = 0; (rc = ring_hdr_put(st->r, st->owners, s, w->me, &w->in)) != 0; tries++) {
 		if (rc != -ENOBUFS || own(st->owners, s) != w->me) {
 			fail_note(&st->fail, "put of %u by %u: %d, owner %#x", s,
 				  w->me, rc, own(st->owners, s));
@@ -160,7 +160,7 @@ static void *worker_main(void *arg)
 
 		switch (w->role) {
 		case ROLE_MIXED:
-			s = ring_get(st->r, st->owners, w->me, &w->in);
+			s = ring_hdr_get(st->r, st->owners, w->me, &w->in);
 			ops++;
 			if (s == SHEAF_ID_NONE) {
 				/* At most NTHREADS of 512 sheaves are out. */
@@ -175,7 +175,7 @@ static void *worker_main(void *arg)
 			}
 			break;
 		case ROLE_CONSUMER:
-			s = ring_get(st->r, st->owners, w->me, &w->in);
+			s = ring_hdr_get(st->r, st->owners, w->me, &w->in);
 			if (s == SHEAF_ID_NONE) {
 				w->empties++;    /* all in hand-off: fine */
 				sched_yield();
@@ -227,8 +227,8 @@ static void stress_run(int prodcons)
 	st->quota = total / NTHREADS;
 	intent_zero(&in);
 	for (uint32_t s = 0; s < STRESS_SHEAVES; s++)
-		ck_assert_int_eq(ring_put(st->r, st->owners, s, OW_SETUP, &in), 0);
-	ck_assert_uint_eq(ring_count(st->r), STRESS_SHEAVES);
+		ck_assert_int_eq(ring_hdr_put(st->r, st->owners, s, OW_SETUP, &in), 0);
+	ck_assert_uint_eq(ring_hdr_count(st->r), STRESS_SHEAVES);
 	ck_assert_int_eq(pthread_barrier_init(&st->go, NULL, NTHREADS + 1), 0);
 	for (int p = 0; p < NTHREADS / 2; p++)
 		pthread_mutex_init(&st->hand[p].lock, NULL);
@@ -263,7 +263,7 @@ static void stress_run(int prodcons)
 	ck_assert_uint_ge(gets + puts, total - 2 * NTHREADS);
 
 	/* Census: every sheaf back in the ring, exactly once. */
-	count = ring_count(st->r);
+	count = ring_hdr_count(st->r);
 	full = full_slots(st->r);
 	for (uint32_t s = 0; s < STRESS_SHEAVES; s++) {
 		ck_assert_msg(own(st->owners, s) == OWNER_RING(9),
@@ -271,21 +271,21 @@ static void stress_run(int prodcons)
 		ck_assert_uint_eq(atomic_load(&st->holder[s]), 0);
 		ck_assert_msg(slots_holding(st->r, s) == 1,
 			      "sheaf %u in %u slots after the run (%u full slots, "
-			      "ring_count %u, %u sheaves)", s, slots_holding(st->r, s),
+			      "ring_hdr_count %u, %u sheaves)", s, slots_holding(st->r, s),
 			      full, count, STRESS_SHEAVES);
-		ck_assert(ring_holds(st->r, s));
+		ck_assert(ring_hdr_holds(st->r, s));
 	}
 	ck_assert_uint_eq(full, STRESS_SHEAVES);
 	ck_assert_uint_eq(count, STRESS_SHEAVES);
-	ck_assert_uint_eq(ring_clear_stale(st->r, st->owners), 0);
+	ck_assert_uint_eq(ring_hdr_clear_stale(st->r, st->owners), 0);
 	/* Drain it: each sheaf exactly once, then empty. */
 	for (uint32_t k = 0; k < STRESS_SHEAVES; k++) {
-		uint32_t s = ring_get(st->r, st->owners, OW_B, &in);
+		uint32_t s = ring_hdr_get(st->r, st->owners, OW_B, &in);
 
 		ck_assert_uint_lt(s, STRESS_SHEAVES);
 		ck_assert_uint_eq(atomic_exchange(&st->holder[s], OW_B), 0);
 	}
-	ck_assert_uint_eq(ring_get(st->r, st->owners, OW_B, &in), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_hdr_get(st->r, st->owners, OW_B, &in), SHEAF_ID_NONE);
 
 	pthread_barrier_destroy(&st->go);
 	for (int p = 0; p < NTHREADS / 2; p++)

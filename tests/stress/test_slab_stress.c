@@ -1,5 +1,5 @@
 /*
- * test_slab_stress.c - the slab layer (shm/slab.c) under load, driven
+ * test_slab_stress.c - the slab layer (shm/engine/slab.c) under load, driven
  * directly as in test_slab.c (fixture and helpers: util_slab.h): two nodes
  * racing for the one frame a 1-frame memory cap allows, and a random
  * alloc/free/shrink churn over four caches checked against a model (no
@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_slab.h"
 

@@ -14,7 +14,7 @@
 
 #include "client/internal.h"
 #include "client/sheaf.h"
-#include "shm/engine.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_daemon.h"
@@ -300,7 +300,7 @@ static void scribble_owner(struct hostile *x)
 	 * from it (to its ring, the depot, nobody), the engine may pass it on
 	 * (a spoiled ring's rebuild claims what the ring owns, the depot's
 	 * what nobody owns) to the good cache while its libsheaf still pops,
-	 * pushes and at last puts it (rr_put's owner store), into its own
+	 * pushes and at last puts it (ring_put's owner store), into its own
 	 * barn: a good full sheaf in a ring of h0, out of the good walk.
 	 * That is a hostile client writing a good sheaf, which this test
 	 * leaves out (test_hostile.c's head).

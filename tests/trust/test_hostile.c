@@ -75,7 +75,7 @@
 
 #include "client/internal.h"
 #include "client/sheaf.h"
-#include "shm/engine.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_daemon.h"
@@ -97,7 +97,7 @@
  *   0x59f5930f0db8f457 (SHEAF_SEED=39768898242720, round 9, SAN=address):
  *   UBSan stopped sheafd in Check: signed overflow summing lane counters
  *   the hostile client had written (daemon/rpc.c fill_check; also
- *   shm/clients.c lane_net, lane_in_use, engine_counted_in_use, Clients).
+ *   shm/lanes.c lane_net, lane_in_use, engine_counted_in_use, Clients).
  */
 static const uint64_t regress[] = { 0x59f5930f0db8f457ull };
 

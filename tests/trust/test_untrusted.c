@@ -1,6 +1,6 @@
 /*
  * test_untrusted.c - the engine trusts nothing a client can write
- * (shm/untrusted.h): bad values written straight into the client-writable
+ * (shm/bounds.h): bad values written straight into the client-writable
  * part of a region are refused and counted, never followed, and the engine
  * goes on.
  *
@@ -10,7 +10,7 @@
  * SHEAF_CAP_MAX, a sheaf size over it at destroy), a main sheaf's size
  * over it at a free that grows the sheaf, every ring header
  * field, positions and slots, spoiled rings rebuilt, and a lane left with
- * its seq odd.  Two cases run against a real sheafd (util_daemon.h):
+ * its seq odd.  Two cases run against a real sheafd (tests/helpers/util_daemon.h):
  * the depot mask scribbled by a client process, and lanes left odd by one.
  * The cases on a bare engine (ring repair bounded by the pool, stale
  * intents racing live puts, adoption of a spoiled region) are in
@@ -31,11 +31,11 @@
 #include "client/sheaf.h"
 #include "client/internal.h"
 #include "shm/barn.h"
-#include "shm/check.h"
-#include "shm/clients.h"
-#include "shm/engine.h"
-#include "shm/slab.h"
-#include "shm/untrusted.h"
+#include "shm/engine/check.h"
+#include "shm/lanes.h"
+#include "shm/engine/engine.h"
+#include "shm/engine/slab.h"
+#include "shm/bounds.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_daemon.h"
 #include "tests/helpers/util_pool.h"
@@ -144,7 +144,7 @@ END_TEST
 /*
  * Hold @n objects of @c at once (they need about n / capacity sheaves, most
  * from the depot), retrying a failed alloc until @deadline_ms: a spoiled
- * ring starves the cache until the engine rebuilds it (engine_mend.c).
+ * ring starves the cache until the engine rebuilds it (engine/ring_rebuild.c).
  * Returns the objects got; @o has room for @n.
  */
 static unsigned hold_many(sheaf_cache_t *c, void **o, unsigned n, int64_t deadline_ms)
@@ -165,7 +165,7 @@ static unsigned hold_many(sheaf_cache_t *c, void **o, unsigned n, int64_t deadli
  * tail, the depot's slots overwritten (every slot of another lap) and its
  * tail moved far ahead, and cache "mine"'s full ring given impossible
  * positions (the engine rebuilds rings on impossible positions only:
- * engine_mend.c).  Then the cache is
+ * engine/ring_rebuild.c).  Then the cache is
  * shrunk (its empty sheaves go to the depot) and must hold @n objects
  * again, which takes the depot's sheaves: without the rebuild it starves
  * (every alloc fails after the pool's 100 ms wait).  Each time the cache
@@ -255,9 +255,9 @@ START_TEST(stale_waiters_idle)
 	int64_t t0, cpu0, used;
 
 	churn_checked(c, 400);
-	for (t0 = now_ms(); rr_count(&full) == 0 && now_ms() - t0 < 2000;)
+	for (t0 = now_ms(); ring_count(&full) == 0 && now_ms() - t0 < 2000;)
 		sleep_ms(1);
-	ck_assert_uint_gt(rr_count(&full), 0);
+	ck_assert_uint_gt(ring_count(&full), 0);
 	/* No empty sheaf anywhere (sane positions: nothing to rebuild). */
 	at_store_relaxed(&empty.r->head, at_load_relaxed(&empty.r->tail));
 	at_store_relaxed(&depot.r->head, at_load_relaxed(&depot.r->tail));
@@ -326,11 +326,11 @@ START_TEST(capacity_over_cap_max)
 
 	at_store_relaxed(&p->shm.caches[c->id].sheaf_capacity, 1000);
 	/* Wait for the worker's refill (the barn below its low mark). */
-	while (rr_count(&full) == 0 && now_ms() - t0 < 5000) {
+	while (ring_count(&full) == 0 && now_ms() - t0 < 5000) {
 		node_ring_doorbell(&p->shm, 0);
 		sleep_us(1000);
 	}
-	ck_assert_uint_gt(rr_count(&full), 0);
+	ck_assert_uint_gt(ring_count(&full), 0);
 	for (uint32_t s = 0; s < p->shm.sheaf_count; s++)
 		ck_assert_uint_le(sheaf_size(pool_sheaf(&p->shm, s)), SHEAF_CAP_MAX);
 	at_store_relaxed(&p->shm.caches[c->id].sheaf_capacity, 16);
@@ -353,7 +353,7 @@ START_TEST(destroy_clamps_sheaf_size)
 
 	churn_checked(c, 100);
 	sheaf_thread_exit();                   /* this thread's sheaves to the barn */
-	while (rr_count(&full) == 0 && now_ms() - t0 < 5000) {
+	while (ring_count(&full) == 0 && now_ms() - t0 < 5000) {
 		node_ring_doorbell(&p->shm, 0);
 		sleep_us(1000);
 	}
@@ -413,7 +413,7 @@ START_TEST(grow_bounded_by_size)
 	for (int r = 0; r < 2; r++) {
 		uint32_t s;
 
-		while ((s = rr_get(&rings[r], sp->owners, OWNER_ENGINE, &in)) != SHEAF_ID_NONE)
+		while ((s = ring_get(&rings[r], sp->owners, OWNER_ENGINE, &in)) != SHEAF_ID_NONE)
 			held[n++] = s;
 	}
 	/* The main's objs[idx] is objs[16] of a sheaf held here (nobody

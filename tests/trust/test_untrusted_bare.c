@@ -16,11 +16,12 @@
 #include <string.h>
 
 #include "shm/barn.h"
-#include "shm/check.h"
-#include "shm/clients.h"
-#include "shm/engine.h"
-#include "shm/slab.h"
-#include "shm/untrusted.h"
+#include "shm/engine/check.h"
+#include "shm/lanes.h"
+#include "shm/engine/clients.h"
+#include "shm/engine/engine.h"
+#include "shm/engine/slab.h"
+#include "shm/bounds.h"
 #include "tests/helpers/util_check.h"
 
 #define MIB (1024ull * 1024)
@@ -46,7 +47,7 @@ static void bare_teardown(void)
 
 static int bare_cache(const char *name, uint32_t size)
 {
-	struct engine_cache_params cp = { .size = size, .capacity = -1 };
+	struct cache_params cp = { .size = size, .capacity = -1 };
 	char err[256] = "";
 	int id = engine_cache_create(&E, name, &cp, err, sizeof(err));
 
@@ -83,7 +84,7 @@ START_TEST(repair_intent_bounded_by_pool)
 END_TEST
 
 /* A scribbled ring size plus a stale intent whose sheaf is marked "in the
- * ring": the repair's ring_holds walked r->size slots (out of the region
+ * ring": the repair's ring_hdr_holds walked r->size slots (out of the region
  * on the base code). */
 START_TEST(repair_stale_intent_scribbled_size)
 {
@@ -96,7 +97,7 @@ START_TEST(repair_stale_intent_scribbled_size)
 	uint32_t s;
 
 	ck_assert_ptr_nonnull(l);
-	s = rr_get(&depot, P.owners, (uint32_t)client, &in);
+	s = ring_get(&depot, P.owners, (uint32_t)client, &in);
 	ck_assert_uint_ne(s, SHEAF_ID_NONE);
 	/* Died between its owner store and its slot CAS: marked in the full
 	 * ring, in no slot. */
@@ -147,12 +148,12 @@ START_TEST(stale_intent_races_live_put)
 
 	ck_assert_int_ge(live, 0);
 	ck_assert_ptr_nonnull(dl);
-	ck_assert_uint_eq(rr_count(&ring), 0);     /* no worker: nothing stocked */
+	ck_assert_uint_eq(ring_count(&ring), 0);     /* no worker: nothing stocked */
 	/* Three full sheaves of the live client, as its frees fill them. */
 	for (int k = 0; k < 3; k++) {
 		struct shm_sheaf *sh;
 
-		s[k] = rr_get(&depot, P.owners, (uint32_t)live, &in);
+		s[k] = ring_get(&depot, P.owners, (uint32_t)live, &in);
 		ck_assert_uint_ne(s[k], SHEAF_ID_NONE);
 		sh = pool_sheaf(&P, s[k]);
 		sh->cache = (uint16_t)c;
@@ -162,32 +163,32 @@ START_TEST(stale_intent_races_live_put)
 		sheaf_set_size(sh, 16);
 	}
 	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_int_eq(rr_put(&ring, P.owners, s[0], (uint32_t)live, &in), 0);
+	ck_assert_int_eq(ring_put(&ring, P.owners, s[0], (uint32_t)live, &in), 0);
 	/* The dead client's intent (stale, or written by a hostile one). */
 	at_store_relaxed(&dl->intent.ring, rid);
 	at_store_relaxed(&dl->intent.sheaf, s[1]);
 	at_store_relaxed(&dl->intent.op, RING_OP_PUT);
 	race_dead = dead;
 	ring_stop_hook = repair_in_put_window;
-	ck_assert_int_eq(rr_put(&ring, P.owners, s[1], (uint32_t)live, &in), 0);
+	ck_assert_int_eq(ring_put(&ring, P.owners, s[1], (uint32_t)live, &in), 0);
 	ring_stop_hook = NULL;
 	ck_assert_int_eq(race_dead, -1);
 	/* The repair gave s[1] back to the pool, its objects to the slabs;
 	 * the live put forgot it. */
 	ck_assert_uint_eq(at_load_relaxed(&P.owners[s[1]]), OWNER_RING(RING_DEPOT));
-	ck_assert_int_eq(rr_put(&ring, P.owners, s[2], (uint32_t)live, &in), 0);
-	ck_assert_uint_eq(rr_count(&ring), 3);
+	ck_assert_int_eq(ring_put(&ring, P.owners, s[2], (uint32_t)live, &in), 0);
+	ck_assert_uint_eq(ring_count(&ring), 3);
 	ck_assert_msg(pool_check_cache(&P, (uint32_t)c, &rep, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_uint_eq(rep.in_use, 0);
 	ck_assert_uint_eq(rep.ring_holes, 1);        /* s[1]'s stale slot */
 	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
 	/* Gets skip the stale slot: s[0], s[2], then nothing. */
-	ck_assert_uint_eq(rr_get(&ring, P.owners, (uint32_t)live, &in), s[0]);
-	ck_assert_uint_eq(rr_get(&ring, P.owners, (uint32_t)live, &in), s[2]);
-	ck_assert_uint_eq(rr_get(&ring, P.owners, (uint32_t)live, &in), SHEAF_ID_NONE);
-	ck_assert_uint_eq(rr_count(&ring), 0);
-	ck_assert_int_eq(rr_put(&ring, P.owners, s[0], (uint32_t)live, &in), 0);
-	ck_assert_int_eq(rr_put(&ring, P.owners, s[2], (uint32_t)live, &in), 0);
+	ck_assert_uint_eq(ring_get(&ring, P.owners, (uint32_t)live, &in), s[0]);
+	ck_assert_uint_eq(ring_get(&ring, P.owners, (uint32_t)live, &in), s[2]);
+	ck_assert_uint_eq(ring_get(&ring, P.owners, (uint32_t)live, &in), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_count(&ring), 0);
+	ck_assert_int_eq(ring_put(&ring, P.owners, s[0], (uint32_t)live, &in), 0);
+	ck_assert_int_eq(ring_put(&ring, P.owners, s[2], (uint32_t)live, &in), 0);
 	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
 }
 END_TEST
@@ -205,18 +206,18 @@ START_TEST(empty_sheaf_taken_blank)
 	int dep;
 
 	/* Every sheaf out, one back marked, then a barn's take. */
-	while ((s = rr_get(&depot, P.owners, OWNER_ENGINE, &in)) != SHEAF_ID_NONE)
+	while ((s = ring_get(&depot, P.owners, OWNER_ENGINE, &in)) != SHEAF_ID_NONE)
 		E.ids[n++] = s;
 	ck_assert_uint_eq(n, P.sheaf_count);
 	pool_sheaf(&P, E.ids[0])->flags = SHEAF_F_DEFERRED | SHEAF_F_MIXED;
-	ck_assert_int_eq(rr_put(&depot, P.owners, E.ids[0], OWNER_ENGINE, &in), 0);
+	ck_assert_int_eq(ring_put(&depot, P.owners, E.ids[0], OWNER_ENGINE, &in), 0);
 	s = barn_get_empty(&P, (uint32_t)c, 0, 16, OWNER_ENGINE, &in, &dep);
 	ck_assert_uint_eq(s, E.ids[0]);
 	ck_assert_int_eq(dep, 1);
 	ck_assert_uint_eq(pool_sheaf(&P, s)->flags, 0);
 	ck_assert_uint_eq(pool_sheaf(&P, s)->cache, (uint32_t)c);
 	for (uint32_t k = 0; k < n; k++)
-		ck_assert_int_eq(rr_put(&depot, P.owners, E.ids[k], OWNER_ENGINE, &in), 0);
+		ck_assert_int_eq(ring_put(&depot, P.owners, E.ids[k], OWNER_ENGINE, &in), 0);
 	ck_assert_int_eq(pool_check(&P, -1, -1, NULL, NULL, 0), 0);
 }
 END_TEST
@@ -244,7 +245,7 @@ START_TEST(put_of_a_moved_sheaf_takes_nothing)
 
 	ck_assert_int_ge(a, 0);
 	ck_assert_int_ge(b, 0);
-	s = rr_get(&depot, P.owners, (uint32_t)a, &in);
+	s = ring_get(&depot, P.owners, (uint32_t)a, &in);
 	ck_assert_uint_ne(s, SHEAF_ID_NONE);
 	sh = pool_sheaf(&P, s);
 	sh->cache = (uint16_t)c;
@@ -258,16 +259,16 @@ START_TEST(put_of_a_moved_sheaf_takes_nothing)
 	exp = OWNER_RING(RING_DEPOT);
 	ck_assert(at_cas_relaxed(&P.owners[s], &exp, (uint32_t)b));
 	/* a forgets it (0, as when a repair took it) and takes nothing. */
-	ck_assert_int_eq(rr_put(&ring, P.owners, s, (uint32_t)a, &in), 0);
+	ck_assert_int_eq(ring_put(&ring, P.owners, s, (uint32_t)a, &in), 0);
 	ck_assert_uint_eq(at_load_relaxed(&P.owners[s]), (uint32_t)b);
-	ck_assert_uint_eq(rr_count(&ring), 0);
+	ck_assert_uint_eq(ring_count(&ring), 0);
 	ck_assert_uint_eq(at_load_relaxed(&in.op), RING_OP_NONE);
 	/* b holds it, with its 16 objects: the walk counts them as b's. */
 	ck_assert_msg(pool_check_cache(&P, (uint32_t)c, &rep, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_uint_eq(rep.in_use, 0);
 	/* And b's own put works. */
-	ck_assert_int_eq(rr_put(&ring, P.owners, s, (uint32_t)b, &in), 0);
-	ck_assert_uint_eq(rr_count(&ring), 1);
+	ck_assert_int_eq(ring_put(&ring, P.owners, s, (uint32_t)b, &in), 0);
+	ck_assert_uint_eq(ring_count(&ring), 1);
 	ck_assert_msg(pool_check(&P, -1, 0, &rep, err, sizeof(err)) == 0, "%s", err);
 }
 END_TEST
@@ -285,7 +286,7 @@ START_TEST(adopt_quarantines_bad_descriptors)
 	int good = bare_cache("good", 64), zero = bare_cache("zero", 64);
 	int huge = bare_cache("huge", 128), align = bare_cache("align", 256);
 	uint64_t objs[64];
-	struct engine_cache_params cp = { .size = 32, .capacity = -1 };
+	struct cache_params cp = { .size = 32, .capacity = -1 };
 	char err[256];
 	int fresh;
 
@@ -349,8 +350,8 @@ START_TEST(adopt_spoiled_shared_part)
 	{
 		struct ring_ref depot = pool_depot_ref(&P);
 		struct ring_intent in = { 0 };
-		uint32_t s1 = rr_get(&depot, P.owners, OWNER_ENGINE, &in);
-		uint32_t s2 = rr_get(&depot, P.owners, OWNER_ENGINE, &in);
+		uint32_t s1 = ring_get(&depot, P.owners, OWNER_ENGINE, &in);
+		uint32_t s2 = ring_get(&depot, P.owners, OWNER_ENGINE, &in);
 
 		at_store_relaxed(&P.owners[s1], 0x12345678u);
 		at_store_relaxed(&P.owners[s2], OWNER_RING(0x7ffffff0u));

@@ -1,5 +1,5 @@
 /*
- * test_pool_check.c - the pool checker (shm/check.c) must be able to fail.
+ * test_pool_check.c - the pool checker (shm/engine/check.c) must be able to fail.
  *
  * Each test builds a small pool (2 simulated nodes) with one cache, takes
  * objects from the slabs (slab_alloc_objs), puts some of them in a sheaf in
@@ -27,10 +27,10 @@
 #include <unistd.h>
 
 #include "shm/barn.h"
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/helpers/util_check.h"
 
 #define MIB (1024ull * 1024ull)
@@ -70,7 +70,7 @@ static uint32_t take_empty_sheaf(uint32_t cache, uint32_t node)
 static void setup(void)
 {
 	struct pool_params pp = { .size = 64 * MIB, .nodes = 2, .sheaf_count = 1024 };
-	struct engine_cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
+	struct cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
 	struct shm_sheaf *sh;
 	int rc;
 
@@ -285,7 +285,7 @@ END_TEST
 /* An empty sheaf taken out of the depot, marked back "in the depot". */
 START_TEST(test_owner_depot_but_taken)
 {
-	uint32_t s = ring_get(pool_ring(&P, RING_DEPOT), P.owners, OWNER_ENGINE, &IN);
+	uint32_t s = ring_hdr_get(pool_ring(&P, RING_DEPOT), P.owners, OWNER_ENGINE, &IN);
 
 	ck_assert_uint_ne(s, SHEAF_ID_NONE);
 	EXPECT_CLEAN(IN_USE);
@@ -324,7 +324,7 @@ END_TEST
 
 START_TEST(test_sheaf_object_of_other_cache)
 {
-	struct engine_cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
+	struct cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
 	int other = engine_cache_create(&E, "other", &cp, ERR, sizeof ERR);
 	uint64_t o;
 
@@ -490,8 +490,8 @@ START_TEST(test_sheaf_in_two_slots)
 
 	/* Its entry as if the engine held it (a put is a CAS from it). */
 	at_store_relaxed(&P.owners[S1], OWNER_ENGINE);
-	ck_assert_int_eq(ring_put(r, P.owners, S1, OWNER_ENGINE, &IN), 0);
-	ck_assert_uint_eq(ring_count(r), 2);
+	ck_assert_int_eq(ring_hdr_put(r, P.owners, S1, OWNER_ENGINE, &IN), 0);
+	ck_assert_uint_eq(ring_hdr_count(r), 2);
 	expect_broken("sheaf in two ring slots", IN_USE, "two ring slots");
 }
 END_TEST
@@ -538,7 +538,7 @@ END_TEST
 /* A debug cache: the in-use bits (a client's job) must match the walk. */
 START_TEST(test_debug_inuse_bits)
 {
-	struct engine_cache_params cp = { .size = 128, .align = 8, .capacity = -1,
+	struct cache_params cp = { .size = 128, .align = 8, .capacity = -1,
 					  .flags = SHEAF_CACHE_F_DEBUG };
 	int d = engine_cache_create(&E, "dbg", &cp, ERR, sizeof ERR);
 	uint64_t o[10];
@@ -576,7 +576,7 @@ END_TEST
 
 static Suite *check_suite(void)
 {
-	Suite *su = suite_create("pool_check");
+	Suite *su = suite_create("check");
 	TCase *tc;
 
 	tc = tcase_create("clean");

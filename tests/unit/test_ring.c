@@ -4,8 +4,8 @@
  *
  * Covers: empty/FIFO/full semantics and the owner-table transitions; wrap
  * over many laps and across the 32-bit position counters (checked against a
- * model queue); stale and scribbled slots (ring_get skips them,
- * ring_clear_stale clears them).  Crash repair of a put or get stopped at
+ * model queue); stale and scribbled slots (ring_hdr_get skips them,
+ * ring_hdr_clear_stale clears them).  Crash repair of a put or get stopped at
  * each stop point, and repair racing a live peer, are in
  * test_ring_repair.c; the MPMC stress is in test_ring_stress.c, crash
  * repair with real processes in test_ring_crash.c.
@@ -46,21 +46,21 @@ START_TEST(test_empty_after_init)
 		ck_assert_uint_eq(r->size, sizes[k]);
 		ck_assert_uint_eq(r->mask, sizes[k] - 1);
 		ck_assert_uint_eq(r->id, 7);
-		ck_assert_uint_eq(ring_count(r), 0);
+		ck_assert_uint_eq(ring_hdr_count(r), 0);
 		ck_assert_uint_eq(full_slots(r), 0);
 		for (int i = 0; i < 3; i++)
-			ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+			ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
 		ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
-		ck_assert_uint_eq(ring_count(r), 0);
+		ck_assert_uint_eq(ring_hdr_count(r), 0);
 		for (uint32_t s = 0; s < 16; s++) {
 			ck_assert_uint_eq(own(owners, s), OW_A);
-			ck_assert(!ring_holds(r, s));
+			ck_assert(!ring_hdr_holds(r, s));
 		}
-		ck_assert_uint_eq(ring_clear_stale(r, owners), 0);
-		ck_assert_uint_eq(ring_count(r), 0);
+		ck_assert_uint_eq(ring_hdr_clear_stale(r, owners), 0);
+		ck_assert_uint_eq(ring_hdr_count(r), 0);
 		/* Usable after all that: one round trip. */
-		ck_assert_int_eq(ring_put(r, owners, 3, OW_A, &in), 0);
-		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 3);
+		ck_assert_int_eq(ring_hdr_put(r, owners, 3, OW_A, &in), 0);
+		ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 3);
 		ck_assert_uint_eq(own(owners, 3), OW_B);
 		free(r);
 		free(owners);
@@ -80,23 +80,23 @@ START_TEST(test_fifo_and_owner_transitions)
 	for (uint32_t k = 0; k < 8; k++) {
 		uint32_t s = order[k];
 
-		ck_assert(!ring_holds(r, s));
-		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &ina), 0);
+		ck_assert(!ring_hdr_holds(r, s));
+		ck_assert_int_eq(ring_hdr_put(r, owners, s, OW_A, &ina), 0);
 		ck_assert_uint_eq(own(owners, s), OWNER_RING(3));
-		ck_assert(ring_holds(r, s));
-		ck_assert_uint_eq(ring_count(r), k + 1);
+		ck_assert(ring_hdr_holds(r, s));
+		ck_assert_uint_eq(ring_hdr_count(r), k + 1);
 		ck_assert_uint_eq(atomic_load(&ina.op), RING_OP_NONE);
 	}
 	for (uint32_t k = 0; k < 8; k++) {
-		uint32_t s = ring_get(r, owners, OW_B, &inb);
+		uint32_t s = ring_hdr_get(r, owners, OW_B, &inb);
 
 		ck_assert_uint_eq(s, order[k]);
 		ck_assert_uint_eq(own(owners, s), OW_B);
-		ck_assert(!ring_holds(r, s));
-		ck_assert_uint_eq(ring_count(r), 7 - k);
+		ck_assert(!ring_hdr_holds(r, s));
+		ck_assert_uint_eq(ring_hdr_count(r), 7 - k);
 		ck_assert_uint_eq(atomic_load(&inb.op), RING_OP_NONE);
 	}
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &inb), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &inb), SHEAF_ID_NONE);
 	ck_assert_uint_eq(full_slots(r), 0);
 	free(r);
 	free(owners);
@@ -111,24 +111,24 @@ START_TEST(test_full_ring)
 
 	intent_zero(&in);
 	for (uint32_t s = 0; s < 4; s++)
-		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &in), 0);
-	ck_assert_uint_eq(ring_count(r), 4);
+		ck_assert_int_eq(ring_hdr_put(r, owners, s, OW_A, &in), 0);
+	ck_assert_uint_eq(ring_hdr_count(r), 4);
 	for (int k = 0; k < 3; k++) {
-		ck_assert_int_eq(ring_put(r, owners, 4, OW_A, &in), -ENOBUFS);
+		ck_assert_int_eq(ring_hdr_put(r, owners, 4, OW_A, &in), -ENOBUFS);
 		ck_assert_uint_eq(own(owners, 4), OW_A);    /* still the caller's */
-		ck_assert(!ring_holds(r, 4));
+		ck_assert(!ring_hdr_holds(r, 4));
 		ck_assert_uint_eq(atomic_load(&in.op), RING_OP_NONE);
-		ck_assert_uint_eq(ring_count(r), 4);
+		ck_assert_uint_eq(ring_hdr_count(r), 4);
 	}
 	ck_assert_uint_eq(full_slots(r), 4);
 	/* One out, then the refused sheaf fits. */
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 0);
-	ck_assert_int_eq(ring_put(r, owners, 4, OW_A, &in), 0);
-	ck_assert_int_eq(ring_put(r, owners, 5, OW_A, &in), -ENOBUFS);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 0);
+	ck_assert_int_eq(ring_hdr_put(r, owners, 4, OW_A, &in), 0);
+	ck_assert_int_eq(ring_hdr_put(r, owners, 5, OW_A, &in), -ENOBUFS);
 	ck_assert_uint_eq(own(owners, 5), OW_A);
 	for (uint32_t s = 1; s <= 4; s++)
-		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), s);
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+		ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), s);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
 	free(r);
 	free(owners);
 }
@@ -144,7 +144,7 @@ static uint64_t xorshift(uint64_t *x)
 
 /*
  * Drive @r (size slots, size + 3 sheaves, all held at first) with @ops random
- * puts and gets against a model FIFO; every result, owner and ring_count is
+ * puts and gets against a model FIFO; every result, owner and ring_hdr_count is
  * checked.  Each get is made by a rotating owner id, and the next put of that
  * sheaf by that same owner.
  */
@@ -173,7 +173,7 @@ static void model_run(struct shm_ring *r, uint32_t ops, uint64_t seed)
 			do
 				s = next++ % n;
 			while (holder[s] == 0);
-			int rc = ring_put(r, owners, s, holder[s], &in);
+			int rc = ring_hdr_put(r, owners, s, holder[s], &in);
 			if (qn == size) {
 				REQUIRE(rc == -ENOBUFS, "op %u: put into full ring -> %d", k, rc);
 				REQUIRE(own(owners, s) == holder[s], "op %u: refused sheaf %u lost", k, s);
@@ -186,7 +186,7 @@ static void model_run(struct shm_ring *r, uint32_t ops, uint64_t seed)
 			}
 		} else {
 			uint32_t me = 100 + (uint32_t)(x >> 40) % 5;
-			uint32_t s = ring_get(r, owners, me, &in);
+			uint32_t s = ring_hdr_get(r, owners, me, &in);
 
 			REQUIRE(s == q[qh], "op %u: get -> %u, model %u", k, s, q[qh]);
 			REQUIRE(own(owners, s) == me, "op %u: owner after get", k);
@@ -195,19 +195,19 @@ static void model_run(struct shm_ring *r, uint32_t ops, uint64_t seed)
 			qn--;
 			gets++;
 		}
-		REQUIRE(ring_count(r) == qn, "op %u: ring_count %u, model %u",
-			      k, ring_count(r), qn);
+		REQUIRE(ring_hdr_count(r) == qn, "op %u: ring_hdr_count %u, model %u",
+			      k, ring_hdr_count(r), qn);
 		REQUIRE(atomic_load(&in.op) == RING_OP_NONE, "op %u: intent left", k);
 	}
 	ck_assert_uint_eq(full_slots(r), qn);
 	/* Drain: exactly the model's content, in order. */
 	while (qn > 0) {
-		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), q[qh]);
+		ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), q[qh]);
 		qh = (qh + 1) % size;
 		qn--;
 	}
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
-	ck_assert_uint_eq(ring_count(r), 0);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_hdr_count(r), 0);
 	ck_assert_uint_ge(puts, ops / 3);
 	ck_assert_uint_ge(gets, ops / 3);
 	free(owners);
@@ -226,10 +226,10 @@ START_TEST(test_wrap_many_laps)
 	for (uint32_t k = 0; k < 100000; k++) {
 		uint32_t s = k % 7;
 
-		REQUIRE(ring_put(r, owners, s, OW_A, &in) == 0, "cycle %u: put", k);
-		REQUIRE(ring_count(r) == 1, "cycle %u: count after put", k);
-		REQUIRE(ring_get(r, owners, OW_A, &in) == s, "cycle %u: get", k);
-		REQUIRE(ring_count(r) == 0, "cycle %u: count after get", k);
+		REQUIRE(ring_hdr_put(r, owners, s, OW_A, &in) == 0, "cycle %u: put", k);
+		REQUIRE(ring_hdr_count(r) == 1, "cycle %u: count after put", k);
+		REQUIRE(ring_hdr_get(r, owners, OW_A, &in) == s, "cycle %u: get", k);
+		REQUIRE(ring_hdr_count(r) == 0, "cycle %u: count after get", k);
 	}
 	ck_assert_uint_eq(atomic_load(&r->tail), 100000);
 	ck_assert_uint_eq(atomic_load(&r->head), 100000);
@@ -276,19 +276,19 @@ START_TEST(test_stale_slot_skipped)
 
 	intent_zero(&in);
 	for (uint32_t s = 0; s < 3; s++)
-		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &in), 0);
+		ck_assert_int_eq(ring_hdr_put(r, owners, s, OW_A, &in), 0);
 	/* A consumer claimed sheaf 0 (the owner CAS) and died before clearing
 	 * its slot. */
 	ck_assert(atomic_compare_exchange_strong(&owners[0], &exp, OW_DEAD));
-	ck_assert(ring_holds(r, 0));
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 1);
+	ck_assert(ring_hdr_holds(r, 0));
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 1);
 	ck_assert_uint_eq(own(owners, 0), OW_DEAD);     /* not taken from it */
 	ck_assert_uint_eq(own(owners, 1), OW_B);
-	ck_assert(!ring_holds(r, 0));                   /* skipped and cleared */
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 2);
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	ck_assert(!ring_hdr_holds(r, 0));                   /* skipped and cleared */
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 2);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
 	ck_assert_uint_eq(own(owners, 0), OW_DEAD);
-	ck_assert_uint_eq(ring_count(r), 0);
+	ck_assert_uint_eq(ring_hdr_count(r), 0);
 	ck_assert_uint_eq(full_slots(r), 0);
 	free(r);
 	free(owners);
@@ -304,34 +304,34 @@ START_TEST(test_clear_stale)
 
 	intent_zero(&in);
 	for (uint32_t s = 0; s < 4; s++)
-		ck_assert_int_eq(ring_put(r, owners, s, OW_A, &in), 0);
+		ck_assert_int_eq(ring_hdr_put(r, owners, s, OW_A, &in), 0);
 	/* Dead consumers claimed 0 (at head) and 2 (in the middle). */
 	exp = OWNER_RING(6);
 	ck_assert(atomic_compare_exchange_strong(&owners[0], &exp, OW_DEAD));
 	exp = OWNER_RING(6);
 	ck_assert(atomic_compare_exchange_strong(&owners[2], &exp, OW_DEAD));
 	/* Stale slots still occupy the ring. */
-	ck_assert_int_eq(ring_put(r, owners, 4, OW_A, &in), -ENOBUFS);
+	ck_assert_int_eq(ring_hdr_put(r, owners, 4, OW_A, &in), -ENOBUFS);
 	ck_assert_uint_eq(own(owners, 4), OW_A);
-	ck_assert(ring_holds(r, 0) && ring_holds(r, 2));
+	ck_assert(ring_hdr_holds(r, 0) && ring_hdr_holds(r, 2));
 
-	ck_assert_uint_eq(ring_clear_stale(r, owners), 2);
-	ck_assert(!ring_holds(r, 0));
-	ck_assert(!ring_holds(r, 2));
-	ck_assert(ring_holds(r, 1) && ring_holds(r, 3));
+	ck_assert_uint_eq(ring_hdr_clear_stale(r, owners), 2);
+	ck_assert(!ring_hdr_holds(r, 0));
+	ck_assert(!ring_hdr_holds(r, 2));
+	ck_assert(ring_hdr_holds(r, 1) && ring_hdr_holds(r, 3));
 	ck_assert_uint_eq(full_slots(r), 2);
 	ck_assert_uint_eq(atomic_load(&r->head), 1);   /* advanced over slot 0 */
-	ck_assert_uint_eq(ring_count(r), 3);           /* 2 is behind 1: approximate */
-	ck_assert_uint_eq(ring_clear_stale(r, owners), 0);
+	ck_assert_uint_eq(ring_hdr_count(r), 3);           /* 2 is behind 1: approximate */
+	ck_assert_uint_eq(ring_hdr_clear_stale(r, owners), 0);
 	ck_assert_uint_eq(own(owners, 0), OW_DEAD);
 	ck_assert_uint_eq(own(owners, 2), OW_DEAD);
 
-	ck_assert_int_eq(ring_put(r, owners, 4, OW_A, &in), 0);
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 1);
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 3);
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 4);
-	ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
-	ck_assert_uint_eq(ring_count(r), 0);
+	ck_assert_int_eq(ring_hdr_put(r, owners, 4, OW_A, &in), 0);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 1);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 3);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 4);
+	ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+	ck_assert_uint_eq(ring_hdr_count(r), 0);
 	ck_assert_uint_eq(own(owners, 0), OW_DEAD);
 	ck_assert_uint_eq(own(owners, 2), OW_DEAD);
 	free(r);
@@ -348,17 +348,17 @@ START_TEST(test_scribbled_slot)
 		struct ring_intent in;
 
 		intent_zero(&in);
-		ck_assert_int_eq(ring_put(r, owners, 0, OW_A, &in), 0);
+		ck_assert_int_eq(ring_hdr_put(r, owners, 0, OW_A, &in), 0);
 		atomic_store(&r->slots[1], (uint64_t)1 << 32 | 77u);
 		atomic_store(&r->tail, 2);
-		ck_assert_int_eq(ring_put(r, owners, 1, OW_A, &in), 0);
-		ck_assert(ring_holds(r, 77));
+		ck_assert_int_eq(ring_hdr_put(r, owners, 1, OW_A, &in), 0);
+		ck_assert(ring_hdr_holds(r, 77));
 		if (clear_first)
-			ck_assert_uint_eq(ring_clear_stale(r, owners), 1);
-		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 0);
-		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), 1);
-		ck_assert_uint_eq(ring_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
-		ck_assert(!ring_holds(r, 77));
+			ck_assert_uint_eq(ring_hdr_clear_stale(r, owners), 1);
+		ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 0);
+		ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), 1);
+		ck_assert_uint_eq(ring_hdr_get(r, owners, OW_B, &in), SHEAF_ID_NONE);
+		ck_assert(!ring_hdr_holds(r, 77));
 		ck_assert_uint_eq(full_slots(r), 0);
 		for (uint32_t s = 0; s < 2; s++)
 			ck_assert_uint_eq(own(owners, s), OW_B);

@@ -1,5 +1,5 @@
 /*
- * test_slab.c - unit tests of the slab layer (shm/slab.c) and the pool
+ * test_slab.c - unit tests of the slab layer (shm/engine/slab.c) and the pool
  * region (shm/pool.c), driven directly: a pool made with pool_create (1, 2
  * and 4 simulated nodes), caches made with engine_cache_create (the engine
  * is initialised but never started: no worker threads), then
@@ -30,10 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_slab.h"
 
@@ -88,7 +88,7 @@ START_TEST(test_pool_create_params)
 			REQUIRE(atomic_load(&P.frame_owner[f]) == FRAME_FREE,
 				"frame %u owned at creation", f);
 		/* Every sheaf starts in the depot. */
-		ck_assert_uint_eq(ring_count(pool_ring(&P, RING_DEPOT)), 1024);
+		ck_assert_uint_eq(ring_hdr_count(pool_ring(&P, RING_DEPOT)), 1024);
 		CHECK_POOL(0);
 		pool_unmap(&P);
 	}
@@ -197,7 +197,7 @@ START_TEST(test_geometry)
 		ck_assert_uint_eq(atomic_load(&sc->min_partial),
 				  slab_default_min_partial(obj_size));
 		ck_assert_uint_eq(atomic_load(&sc->sheaf_capacity),
-				  engine_default_capacity(obj_size));
+				  cache_default_capacity(obj_size));
 		ck_assert_int_eq(pool_cache_find(&P, name), (int)c);
 
 		count = geo_count(per_slab);
@@ -280,7 +280,7 @@ START_TEST(test_invalid_geometry)
 		{ UINT32_MAX, 8 }, { 64, 8192 }, { 64, 12 }, { 64, 24 },
 		{ 64, 1u << 31 }, { 64, 4097 }, { 64, 100 },
 	};
-	struct engine_cache_params cp = { .capacity = -1 };
+	struct cache_params cp = { .capacity = -1 };
 	int id;
 
 	pool_up(1, 64 * MIB);
@@ -344,7 +344,7 @@ END_TEST
 START_TEST(test_invalid_small_align)
 {
 	static const uint32_t aligns[] = { 3, 5, 6, 7 };
-	struct engine_cache_params cp = { .size = 64, .capacity = -1 };
+	struct cache_params cp = { .size = 64, .capacity = -1 };
 	char name[16];
 
 	char accepted[128] = "";

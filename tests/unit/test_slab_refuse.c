@@ -1,5 +1,5 @@
 /*
- * test_slab_refuse.c - where the slab layer (shm/slab.c) says no, driven
+ * test_slab_refuse.c - where the slab layer (shm/engine/slab.c) says no, driven
  * directly as in test_slab.c (fixture and helpers: util_slab.h): the
  * memory cap (frames stop at it, what the taken frames hold is still
  * served, another cache's kept empty slabs are reclaimed for it);
@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
-#include "shm/slab.h"
+#include "shm/engine/slab.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_slab.h"
 

@@ -21,8 +21,9 @@
 #include "client/internal.h"
 #include "client/vet.h"
 #include "shm/barn.h"
-#include "shm/slab.h"
-#include "shm/untrusted.h"
+#include "shm/engine/slab.h"
+#include "shm/bounds.h"
+#include "shm/engine/clients.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_pool.h"
 #include "tests/helpers/util_proc.h"
@@ -67,7 +68,7 @@ static unsigned barn_full_sheaves(sheaf_cache_t *a, uint32_t want,
 	unsigned n = 0;
 
 	churn_checked(a, 10);
-	while (rr_count(&full) < want && now_ms() - t0 < 5000) {
+	while (ring_count(&full) < want && now_ms() - t0 < 5000) {
 		node_ring_doorbell(sp, 0);
 		sleep_us(1000);
 	}

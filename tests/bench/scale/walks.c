@@ -32,9 +32,10 @@
 #include <unistd.h>
 
 #include "client/sheaf.h"
-#include "shm/clients.h"
-#include "shm/check.h"
-#include "shm/engine.h"
+#include "shm/lanes.h"
+#include "shm/engine/clients.h"
+#include "shm/engine/check.h"
+#include "shm/engine/engine.h"
 #include "shm/pool.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_daemon.h"
@@ -214,7 +215,7 @@ static void measure_adopt(int n)
 {
 	struct pool_params pp = { .size = 256 << 20, .nodes = 1, .max_clients = MAXPROC,
 				  .max_lanes = 2 * MAXPROC };
-	struct engine_cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
+	struct cache_params cp = { .size = 64, .align = 8, .capacity = -1 };
 	struct shm_pool p;
 	struct engine e;
 	char err[256];

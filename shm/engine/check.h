@@ -1,14 +1,17 @@
 /*
  * check.h - the pool checker: proves the accounting identity of layout.h.
  *
- * Who may call: tests and debug tools, on a quiescent pool (no thread in an
- * alloc, free or ring operation, engine workers asleep or stopped).
+ * Who may call: the engine's hosting process only (sheafd's Check request,
+ * daemon/check.c and daemon/rpc.c; a local pool's check, client/local.c;
+ * the count reconciliation, engine/cache.c) and tests, on a quiescent pool
+ * (no thread in an alloc, free or ring operation, engine workers asleep or
+ * stopped).
  */
-#ifndef SHEAF_SHM_CHECK_H
-#define SHEAF_SHM_CHECK_H
+#ifndef SHEAF_SHM_ENGINE_CHECK_H
+#define SHEAF_SHM_ENGINE_CHECK_H
 
 #include <stdint.h>
-#include "pool.h"
+#include "shm/pool.h"
 
 struct check_report {
 	uint64_t objects;        /* objects in slabs of the cache(s) */

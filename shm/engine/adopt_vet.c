@@ -1,50 +1,14 @@
 /*
- * untrusted.c - the refusal counters of the trust boundary, and the
- * validation a restarted engine runs over a region before it serves from
- * it (untrusted.h).
+ * adopt_vet.c - the validation a restarted engine runs over a region before
+ * it serves from it (adopt_vet.h).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "clients.h"
-#include "slab.h"
-#include "untrusted.h"
-
-const char *const untrusted_names[UT_NR] = {
-	[UT_SHEAF_ID] = "sheaf_id",
-	[UT_SHEAF_SIZE] = "sheaf_size",
-	[UT_SHEAF_HDR] = "sheaf_header",
-	[UT_OBJECT] = "object",
-	[UT_RING] = "ring",
-	[UT_LANE] = "lane",
-	[UT_BARN] = "barn",
-	[UT_OWNER] = "owner",
-	[UT_CACHE] = "cache",
-	[UT_REBUILT] = "ring_rebuilt",
-};
-
-_Atomic uint64_t untrusted_count[UT_NR];
-
-uint64_t untrusted_total(void)
-{
-	uint64_t n = 0;
-
-	for (int k = 0; k < UT_NR; k++)
-		n += at_load_relaxed(&untrusted_count[k]);
-	return n;
-}
-
-int pool_ref_of(void *ctx, uint32_t id, struct ring_ref *out)
-{
-	const struct shm_pool *p = ctx;
-
-	if (id >= pool_rings_used(p)) {
-		untrusted_note(UT_RING, 1);
-		return -1;
-	}
-	*out = pool_ring_ref(p, id);
-	return 0;
-}
+#include "shm/bounds.h"
+#include "shm/lanes.h"
+#include "shm/slab_geom.h"
+#include "shm/engine/adopt_vet.h"
 
 static int why_bad(char *why, size_t len, const char *fmt, unsigned v)
 {
@@ -53,7 +17,7 @@ static int why_bad(char *why, size_t len, const char *fmt, unsigned v)
 	return -EUCLEAN;
 }
 
-int untrusted_cache_valid(const struct shm_cache *sc, char *why, size_t len)
+int adopt_vet_cache(const struct shm_cache *sc, char *why, size_t len)
 {
 	uint32_t obj_size, per_slab, cap = at_load_relaxed(&sc->sheaf_capacity);
 
@@ -77,7 +41,7 @@ int untrusted_cache_valid(const struct shm_cache *sc, char *why, size_t len)
 	return 0;
 }
 
-uint32_t untrusted_quarantine_caches(struct shm_pool *p)
+uint32_t adopt_vet_quarantine(struct shm_pool *p)
 {
 	uint32_t n = 0;
 
@@ -88,7 +52,7 @@ uint32_t untrusted_quarantine_caches(struct shm_pool *p)
 		/* A state no engine writes is as bad as a bad descriptor. */
 		if (st == CACHE_FREE || st == CACHE_BROKEN ||
 		    (st == CACHE_LIVE && sc->id == c &&
-		     untrusted_cache_valid(sc, NULL, 0) == 0))
+		     adopt_vet_cache(sc, NULL, 0) == 0))
 			continue;
 		at_store_release(&sc->state, CACHE_BROKEN);
 		n++;
@@ -106,7 +70,7 @@ static int owner_known(const struct shm_pool *p, uint32_t o)
 	return o == OWNER_ENGINE || o == OWNER_NONE || o < pool_clients_used(p);
 }
 
-uint32_t untrusted_adopt_shared(struct shm_pool *p, uint32_t dead)
+uint32_t adopt_vet_shared(struct shm_pool *p, uint32_t dead)
 {
 	uint32_t fixed = 0, lanes = 0;
 
@@ -116,9 +80,9 @@ uint32_t untrusted_adopt_shared(struct shm_pool *p, uint32_t dead)
 
 		/* Only rewrite a header that differs: an untouched ring's
 		 * pages stay untouched. */
-		if (ring->size != rr_size(&rr) || ring->mask != rr.mask ||
+		if (ring->size != ring_size(&rr) || ring->mask != rr.mask ||
 		    ring->id != rr.id || ring->nsheaves != rr.nsheaves) {
-			ring->size = rr_size(&rr);
+			ring->size = ring_size(&rr);
 			ring->mask = rr.mask;
 			ring->id = rr.id;
 			ring->nsheaves = rr.nsheaves;

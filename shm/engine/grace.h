@@ -1,7 +1,16 @@
 /*
  * grace.h - grace periods for deferred frees (client/sheaf.h:
  * sheaf_free_deferred, sheaf_read_lock, sheaf_synchronize, sheaf_barrier),
- * the engine's side: one grace-period thread per engine that
+ * the engine's side.  The clients' side is client/deferred.c, and the
+ * thread's doorbell shm/grace_bell.h.
+ *
+ * Who may call: the engine's hosting process only (sheafd, or a local
+ * pool).  grace_start/grace_stop run with engine_start/engine_stop; the
+ * rest from the control side (repair, adoption, destroy) or sheafd's
+ * request handlers (grace_report: lock-free reads).  No lock: the thread's
+ * state is its own; the report's fields are atomics.
+ *
+ * One grace-period thread per engine
  *   - drains the rcu ring (ring_rcu_id) of deferred sheaves handed over by
  *     clients, each stamped with the gp_seq its writer read after its
  *     unlinks (struct shm_sheaf.gp);
@@ -11,19 +20,13 @@
  *   - hands a sheaf stamped e to its barn (or flushes it to the slabs)
  *     once gp_done > e, and publishes gp_released.
  * The algorithm and its crash argument: docs/design.md, "Deferred frees".
- *
- * Who may call: the engine's hosting process (sheafd, or a local pool).
- * grace_start/grace_stop run with engine_start/engine_stop; the rest from
- * the control side (repair, adoption, destroy) or sheafd's request
- * handlers (grace_report: lock-free reads).  No lock: the thread's state is
- * its own; the report's fields are atomics.
  */
-#ifndef SHEAF_SHM_GRACE_H
-#define SHEAF_SHM_GRACE_H
+#ifndef SHEAF_SHM_ENGINE_GRACE_H
+#define SHEAF_SHM_ENGINE_GRACE_H
 
 #include <pthread.h>
 #include <stdint.h>
-#include "pool.h"
+#include "shm/pool.h"
 
 struct engine;
 
@@ -53,9 +56,6 @@ void grace_fini(struct engine *e);
  * stop flag is the engine's). */
 int grace_start(struct engine *e);
 void grace_stop(struct engine *e);
-
-/* Ring the grace-period thread's doorbell (any process). */
-void grace_ring(struct shm_pool *p);
 
 /*
  * A repair took back sheaf @s (owned by @me now): if it holds deferred

@@ -1,7 +1,6 @@
 /*
- * engine_mend.c - the engine finds a spoiled ring and rebuilds it from its
- * own knowledge (engine_internal.h: engine_mend_*, engine_ring_glance,
- * engine_ring_suspect).
+ * ring_rebuild.c - the engine finds a spoiled ring and rebuilds it from its
+ * own knowledge (ring_rebuild.h).
  *
  * Why: every ring lives in client-writable memory.  The ring code bounds
  * what it reads (ring.h), so a scribbled ring never crashes anyone, but it
@@ -11,27 +10,27 @@
  * refill), and a spoiled barn ring starves its cache; without a rebuild
  * both last until sheafd restarts.
  *
- * Vetting (cheap first): engine_ring_glance checks a ring's positions in
+ * Vetting (cheap first): ring_rebuild_glance checks a ring's positions in
  * O(1) (tail - head within the ring's size, give or take one in-flight
- * operation per lane) on every pass; engine_ring_suspect is called on a
- * symptom and, at most once
- * per MEND_VET_GAP_NS per ring (and MEND_ANY_GAP_NS for all), looks for a sheaf the owner table
+ * operation per lane) on every pass; ring_rebuild_suspect is called on a
+ * symptom and, at most once per REBUILD_VET_GAP_NS per ring (and
+ * REBUILD_ANY_GAP_NS for all), looks for a sheaf the owner table
  * (owners[], client-writable but arbitrated by CAS) places in the ring that
  * no consumer can reach (not in a slot of [head, tail) of the right lap).
  * A ring is spoiled when its positions are impossible, or when the same
  * sheaf is unreachable on two vets a gap apart (a put in flight is
  * unreachable for a moment only).
  *
- * Today only the glance calls it (impossible positions: rebuilt at once).
- * Symptom-driven vets (a refill that found no empty sheaf suspecting the
- * depot; a failed put or get suspecting a barn ring) found and rebuilt
- * rings with sane positions but lost sheaves, yet made test_hostile's idle
- * sheafd busy now and then (30-110 ms of CPU in an idle 100 ms; cause not
- * found: perhaps the refills a rebuilt depot feeds into a spoiled barn ring,
- * each failing put running to ring_steps_max); they are off until that is
- * understood.
+ * Only the glance calls the deep vet (impossible positions: rebuilt at
+ * once).  Symptom-driven vets (a refill that found no empty sheaf
+ * suspecting the depot; a failed put or get suspecting a barn ring) would
+ * also rebuild rings with sane positions but lost sheaves; they are off,
+ * since they made an idle sheafd (test_hostile's) busy now and then (30-110
+ * ms of CPU in an idle 100 ms), for a cause not found (perhaps the refills
+ * a rebuilt depot feeds into a spoiled barn ring, each failing put running
+ * to ring_steps_max).
  *
- * Rebuild (rr_reset, then a claim): the ring is reset to an empty lap; every
+ * Rebuild (ring_reset, then a claim): the ring is reset to an empty lap; every
  * sheaf the owner table marks as in it is claimed by CAS (a concurrent
  * consumer that loses the CAS looks on, a producer whose sheaf is claimed
  * forgets it: the ring protocol's arbitration, ring.h); the claimed
@@ -41,33 +40,51 @@
  * A depot rebuild also takes in the orphans: sheaves whose owner entry
  * names no ring of the pool, a client slot that is free, or nobody at all
  * (their objects validated back too).  Every value read is bounded by the
- * pool's private geometry (untrusted.h); the sheaf ids come from the
+ * pool's private geometry (bounds.h); the sheaf ids come from the
  * engine's own loop.  Counted in UT_REBUILT (sheafd logs it, rate-limited).
  *
  * A rebuild costs what the ring held at worst (a sheaf a client was about
  * to take is taken by the rebuild instead) and O(sheaf_count) of the
  * worker's time; it happens at most once per vet gap per ring.
  *
- * Who may call: the engine's workers (engine_worker.c), with no lock held;
+ * Memory orders (the ring's labels are ring.c's):
+ *   [RR1] ring_reset's slot stores, release: pair with [A1]/[A2], a ring
+ *         user's acquire load of a slot.
+ *   [RR2] ring_reset's head and tail stores, release, after [RR1]: pair
+ *         with the acquire loads of tail and head (ring_count, the vets
+ *         below); otherwise tail and head are hints moved by relaxed CAS,
+ *         and those acquires pair with nothing.
+ *   [RB1] the claim, owners[s]: RING(id) (or an orphan's owner) ->
+ *         ENGINE, CAS acq_rel: its acquire pairs with [R1] of the put that
+ *         placed the sheaf (its contents, which objects_home reads); the
+ *         CAS arbitrates against a live [A3] or give-back on the entry
+ *         (whoever loses forgets the sheaf).  The put back is ring_put's
+ *         own [R1] from ENGINE.
+ *   The vets read the slots with acquire ([A1]'s order: a filled slot's
+ *   sheaf id) and owners[] relaxed (a hint, confirmed by a second vet or
+ *   by [RB1]); cache and client states with acquire (pair with the
+ *   engine's release stores of CACHE_LIVE and of a client slot's state).
+ *
+ * Who may call: the engine's workers (engine/worker.c), with no lock held;
  * vets and rebuilds of all workers are serialised by a private mutex
  * (try-lock: a worker never waits for another's rebuild).
  */
 #include <stdlib.h>
 #include <string.h>
-#include "barn.h"
-#include "engine_internal.h"
-#include "futex.h"
+#include "shm/barn.h"
+#include "shm/futex.h"
+#include "shm/engine/internal.h"
 
 /* Least time between two deep vets of one ring, and of any two rings: a
  * vet reads the whole owner table, and the symptoms that call for one (a
  * starved barn) can last; the worker's CPU for vets stays near 1%. */
-#define MEND_VET_GAP_NS (50 * 1000 * 1000)
-#define MEND_ANY_GAP_NS (10 * 1000 * 1000)
+#define REBUILD_VET_GAP_NS (50 * 1000 * 1000)
+#define REBUILD_ANY_GAP_NS (10 * 1000 * 1000)
 /* Operations in flight that can skew tail - head transiently (a consumer
  * that helped head past a tail its producer has not moved yet). */
-#define MEND_SLACK(p)   ((p)->max_lanes + 8u)
+#define REBUILD_SLACK(p)   ((p)->max_lanes + 8u)
 
-struct engine_mend {
+struct ring_rebuild_state {
 	pthread_mutex_t lock;
 	uint32_t nrings;
 	int64_t next_any;        /* no deep vet of any ring before this time */
@@ -78,9 +95,9 @@ struct engine_mend {
 	uint8_t *seen;           /* scratch: sheaves reachable in a ring */
 };
 
-int engine_mend_init(struct engine *e)
+int ring_rebuild_init(struct engine *e)
 {
-	struct engine_mend *m = calloc(1, sizeof(*m));
+	struct ring_rebuild_state *m = calloc(1, sizeof(*m));
 	uint32_t nr = pool_ring_total(e->pool);
 
 	if (m == NULL)
@@ -91,9 +108,9 @@ int engine_mend_init(struct engine *e)
 	m->suspect = malloc(nr * sizeof(*m->suspect));
 	m->seen = malloc(e->pool->sheaf_count);
 	pthread_mutex_init(&m->lock, NULL);
-	e->mend = m;
+	e->rebuild = m;
 	if (m->ids == NULL || m->next_vet == NULL || m->suspect == NULL || m->seen == NULL) {
-		engine_mend_fini(e);
+		ring_rebuild_fini(e);
 		return -1;
 	}
 	for (uint32_t r = 0; r < nr; r++)
@@ -101,9 +118,9 @@ int engine_mend_init(struct engine *e)
 	return 0;
 }
 
-void engine_mend_fini(struct engine *e)
+void ring_rebuild_fini(struct engine *e)
 {
-	struct engine_mend *m = e->mend;
+	struct ring_rebuild_state *m = e->rebuild;
 
 	if (m == NULL)
 		return;
@@ -113,7 +130,7 @@ void engine_mend_fini(struct engine *e)
 	free(m->suspect);
 	free(m->seen);
 	free(m);
-	e->mend = NULL;
+	e->rebuild = NULL;
 }
 
 /*
@@ -125,10 +142,11 @@ void engine_mend_fini(struct engine *e)
  */
 static int positions_impossible(const struct shm_pool *p, const struct ring_ref *rr)
 {
+	/* Acquires: pair with [RR2] of a reset, else with nothing (hints). */
 	uint32_t t = at_load_acquire(&rr->r->tail), h = at_load_acquire(&rr->r->head);
 	int32_t n = (int32_t)(t - h);
 
-	if (n >= -(int32_t)MEND_SLACK(p) && n <= (int32_t)(rr_size(rr) + MEND_SLACK(p)))
+	if (n >= -(int32_t)REBUILD_SLACK(p) && n <= (int32_t)(ring_size(rr) + REBUILD_SLACK(p)))
 		return 0;
 	return at_load_acquire(&rr->r->tail) == t && at_load_acquire(&rr->r->head) == h;
 }
@@ -141,11 +159,12 @@ static uint32_t unreachable_sheaf(struct shm_pool *p, const struct ring_ref *rr,
 				  uint8_t *seen)
 {
 	const uint32_t mine = OWNER_RING(rr->id);
-	uint32_t h = at_load_acquire(&rr->r->head), span = rr_count(rr);
+	uint32_t h = at_load_acquire(&rr->r->head), span = ring_count(rr);
 
 	memset(seen, 0, p->sheaf_count);
 	for (uint32_t k = 0; k < span; k++) {
 		uint32_t pos = h + k;
+		/* Acquire: pairs with [R3] (or [RR1] of a reset). */
 		uint64_t v = at_load_acquire(&rr->r->slots[pos & rr->mask]);
 		uint32_t s = (uint32_t)v;
 
@@ -204,28 +223,30 @@ static void put_back(struct shm_pool *p, uint32_t id, const uint32_t *ids, uint3
 		to[nto++] = pool_ring_ref(p, id + 1);      /* the barn's empty ring */
 	}
 	for (uint32_t r = 0; r < nto && k < n; r++)
-		while (k < n && rr_put(&to[r], p->owners, ids[k], OWNER_ENGINE, in) == 0)
+		while (k < n && ring_put(&to[r], p->owners, ids[k], OWNER_ENGINE, in) == 0)
 			k++;
 	if (k < n)
 		untrusted_note(UT_RING, n - k);
 }
 
 /* Rebuild ring @id (see the header comment); returns the sheaves put back. */
-static uint32_t ring_rebuild(struct engine *e, uint32_t id, struct ring_intent *in)
+static uint32_t rebuild_ring(struct engine *e, uint32_t id, struct ring_intent *in)
 {
 	struct shm_pool *p = e->pool;
-	struct engine_mend *m = e->mend;
+	struct ring_rebuild_state *m = e->rebuild;
 	struct ring_ref rr = pool_ring_ref(p, id);
 	const uint32_t mine = OWNER_RING(id);
 	uint32_t n = 0;
 
-	rr_reset(&rr);
+	ring_reset(&rr);
 	/* After the reset: a sheaf put in before it, or while it ran, is
 	 * claimed here (its producer forgets it, ring.h). */
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		uint32_t o = at_load_relaxed(&p->owners[s]);
 		int orphan = id == RING_DEPOT && owner_orphan(p, o);
 
+		/* [RB1] acq_rel: acquires [R1] of the put that placed
+		 * the sheaf; arbitrates against a live [A3]. */
 		if ((o == mine || orphan) &&
 		    at_cas_acqrel(&p->owners[s], &o, OWNER_ENGINE)) {
 			/* At once: a sheaf the engine holds is the checker's
@@ -242,9 +263,9 @@ static uint32_t ring_rebuild(struct engine *e, uint32_t id, struct ring_intent *
 	return n;
 }
 
-void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
+void ring_rebuild_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 {
-	struct engine_mend *m = e->mend;
+	struct ring_rebuild_state *m = e->rebuild;
 	struct shm_pool *p = e->pool;
 	int64_t now;
 
@@ -259,14 +280,14 @@ void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 		uint32_t s = positions_impossible(p, &rr) ? SHEAF_ID_NONE :
 			     unreachable_sheaf(p, &rr, m->seen);
 
-		m->next_vet[id] = now + MEND_VET_GAP_NS;
-		m->next_any = now + MEND_ANY_GAP_NS;
+		m->next_vet[id] = now + REBUILD_VET_GAP_NS;
+		m->next_any = now + REBUILD_ANY_GAP_NS;
 		/* Spoiled: impossible positions, or the same sheaf marked as
 		 * in the ring yet unreachable on two vets a gap apart (a put
 		 * in flight is unreachable for a few instructions only). */
 		if (positions_impossible(p, &rr) || (s != SHEAF_ID_NONE && s == m->suspect[id])) {
 			m->suspect[id] = SHEAF_ID_NONE;
-			ring_rebuild(e, id, in);
+			rebuild_ring(e, id, in);
 		} else {
 			m->suspect[id] = s;
 		}
@@ -274,19 +295,19 @@ void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in)
 	pthread_mutex_unlock(&m->lock);
 }
 
-int engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in)
+int ring_rebuild_glance(struct engine *e, uint32_t id, struct ring_intent *in)
 {
 	struct ring_ref rr = pool_ring_ref(e->pool, id);
 
 	if (!positions_impossible(e->pool, &rr))
 		return 0;
-	engine_ring_suspect(e, id, in);
+	ring_rebuild_suspect(e, id, in);
 	return positions_impossible(e->pool, &rr);
 }
 
-void engine_mend_reset(struct engine *e)
+void ring_rebuild_reset(struct engine *e)
 {
-	struct engine_mend *m = e->mend;
+	struct ring_rebuild_state *m = e->rebuild;
 
 	if (m == NULL)
 		return;

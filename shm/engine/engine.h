@@ -9,9 +9,24 @@
  * serialised by the engine's control lock; workers run concurrently.
  * Errors: 0 or -errno, with a message in the caller's @err buffer.
  *
- * The one header of the engine; its code is split by concern: engine.c
- * (init/fini), engine_worker.c (workers, stocking pass), engine_cache.c
- * (caches, shrink), engine_repair.c (dead client, adoption).
+ * shm/engine/ holds what only the engine runs; this header is the API of
+ * the first five files, the others have a header each:
+ *   engine.c        init/fini, the sheaf flush every part shares
+ *   worker.c        node workers and their stocking pass
+ *   cache.c         cache create/destroy, in-use counts, shrink
+ *   queue.c         shared queue create/destroy, adoption of queues
+ *   repair.c        a dead client's repair, adoption after sheafd died
+ *   ring_rebuild.c  spoiled rings found and rebuilt (ring_rebuild.h)
+ *   grace.c         the grace-period thread of deferred frees (grace.h)
+ *   slab.c          slabs and node frame allocators (slab.h)
+ *   owner.c         owned caches: a dead client's objects (owner.h)
+ *   names.c         the name directory's writes, adoption (names.h)
+ *   clients.c       client slots: attach, detach (clients.h)
+ *   check.c         the pool checker (check.h)
+ *   adopt_vet.c     an adopted region's validation (adopt_vet.h)
+ *   internal.h      helpers shared by the engine's own files
+ * What any process of the pool may run (the ring, barns, lanes, queues,
+ * name reads, the checks of a create request) is in shm/ itself.
  *
  * Lock order (docs/design.md, "Lock order"): ctl_lock, then cache-node locks
  * one at a time (slab.h), then a node-allocator lock.  Workers never take
@@ -19,12 +34,13 @@
  * remote node's slabs are only try-locked by a refill.  No lock is held
  * across the worker's futex wait on its doorbell.
  */
-#ifndef SHEAF_SHM_ENGINE_H
-#define SHEAF_SHM_ENGINE_H
+#ifndef SHEAF_SHM_ENGINE_ENGINE_H
+#define SHEAF_SHM_ENGINE_ENGINE_H
 
 #include <pthread.h>
 #include <stdint.h>
-#include "pool.h"
+#include "shm/cache_desc.h"
+#include "shm/pool.h"
 
 struct engine {
 	struct shm_pool *pool;
@@ -35,7 +51,7 @@ struct engine {
 	pthread_t worker[SHEAF_MAX_NODES];
 	uint32_t nworkers;
 	/* Each node's worker alone: its last pass served a waiting client
-	 * (engine_worker.c: only then does it stay awake a while), and one
+	 * (engine/worker.c: only then does it stay awake a while), and one
 	 * of them waited on the worker's own CPU (then it does not). */
 	uint8_t served_waiter[SHEAF_MAX_NODES];
 	uint8_t served_here[SHEAF_MAX_NODES];
@@ -48,17 +64,7 @@ struct engine {
 	/* Owned caches (owner.h), under ctl_lock: objects of dead clients
 	 * freed and kept since start, and repairs that ran out of memory. */
 	uint64_t owner_freed, owner_kept, owner_enomem;
-	struct engine_mend *mend;          /* spoiled-ring rebuilds (engine_mend.c) */
-};
-
-/* Parameters of a new cache; zero fields take defaults. */
-struct engine_cache_params {
-	uint32_t size;
-	uint32_t align;
-	int32_t capacity;        /* -1: default by size; 0: sheaves disabled */
-	uint32_t flags;          /* SHEAF_CACHE_F_* */
-	uint32_t barn_limit, barn_low, barn_high, min_partial;
-	uint32_t barn_keep;      /* 0: engine_default_keep */
+	struct ring_rebuild_state *rebuild; /* spoiled-ring rebuilds (ring_rebuild.h) */
 };
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen);
@@ -90,31 +96,9 @@ void engine_stop(struct engine *e);
 /* Stop the workers and release the engine's lanes. */
 void engine_fini(struct engine *e);
 
-/*
- * Default sheaf capacity for an object size: the kernel's steps (60 up to
- * 256 B, 28 up to 1 KiB, 12 up to 4 KiB, else 4), raised to the objects of
- * SHEAF_DEFAULT_BYTES (at most 256): small objects get more (a sheaf is
- * 2 KiB of offsets whatever its capacity), since each barn exchange costs
- * a few atomic operations (docs/design.md section 4, "The object path":
- * capacity).
- */
-#define SHEAF_DEFAULT_BYTES 16384u
-
-/* Default barn_keep (barn.h, barn_flush_limit): a quarter of the pool's
- * sheaves, at most 65536 (the tunable's range). */
-uint32_t engine_default_keep(const struct shm_pool *p);
-uint32_t engine_default_capacity(uint32_t obj_size);
-
-/* The checks engine_cache_create applies to its arguments (name, size,
- * align, capacity, flags), alone: 0, or -EINVAL with @err.  Pure: any
- * process may call it (libsheaf does, before a request to either kind of
- * pool). */
-int engine_cache_check(const char *name, const struct engine_cache_params *cp,
-		       char *err, size_t errlen);
-
 /* Create cache @name; its id, or -EEXIST / -EINVAL / -ENOSPC. */
 int engine_cache_create(struct engine *e, const char *name,
-			const struct engine_cache_params *cp,
+			const struct cache_params *cp,
 			char *err, size_t errlen);
 
 /*
@@ -139,9 +123,6 @@ int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache);
  * workers could not be restarted.
  */
 int64_t engine_reconcile_counts(struct engine *e);
-
-/* Id of live cache @name, or -ENOENT.  Safe from any process. */
-int pool_cache_find(const struct shm_pool *p, const char *name);
 
 /* One stocking pass over every cache of @node (what a worker does when its
  * doorbell rings).  Returns the number of sheaves refilled or flushed. */
@@ -168,24 +149,18 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
 int engine_reclaim_client(struct engine *e, uint32_t client);
 
 /*
- * Shared queues (engine_queue.c; the ring is queue.c's).  Check a create
- * request alone (pure: libsheaf calls it too): 0 or -EINVAL with @err.
- * Create queue @name of @capacity slots (0: 1024; else rounded up to a
- * power of two, at most 2^20): its id, or -EEXIST, -EINVAL, -ENOSPC (no
- * descriptor slot), -ENOMEM (no frames under the cap), -EFBIG (a pool of
- * 32 GiB of data or more).  Destroy queue @id: 0, or -ENOENT, -EBUSY
- * while it holds objects.  engine_queues_adopt (engine_adopt): give back
- * the frames of a create or destroy that died, quarantine (QUEUE_BROKEN)
- * descriptors that no create makes.
+ * Shared queues (engine/queue.c; the ring is shm/queue.c's, and so is the
+ * check of a create request, queue_params_check).  Create queue @name of
+ * @capacity slots (0: 1024; else rounded up to a power of two, at most 2^20):
+ * its id, or -EEXIST, -EINVAL, -ENOSPC (no descriptor slot), -ENOMEM (no
+ * frames under the cap), -EFBIG (a pool of 32 GiB of data or more).  Destroy
+ * queue @id: 0, or -ENOENT, -EBUSY while it holds objects.
+ * engine_queues_adopt (engine_adopt): give back the frames of a create or
+ * destroy that died, quarantine (QUEUE_BROKEN) descriptors that no create
+ * makes.
  */
-int engine_queue_check(const char *name, uint32_t capacity, uint32_t flags,
-		       char *err, size_t errlen);
 int engine_queue_create(struct engine *e, const char *name, uint32_t capacity,
 			uint32_t flags, char *err, size_t errlen);
 int engine_queue_destroy(struct engine *e, uint32_t id, char *err, size_t errlen);
 void engine_queues_adopt(struct shm_pool *p);
-/* Forget the spoiled-ring vets' state (engine_mend.c: rate limits and
- * suspicions): for the fuzzer, which starts each input from one snapshot. */
-void engine_mend_reset(struct engine *e);
-
 #endif

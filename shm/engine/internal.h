@@ -1,14 +1,18 @@
 /*
- * engine_internal.h - helpers shared by the engine's own files (engine.c,
- * engine_worker.c, engine_cache.c, engine_repair.c).  Nothing else may
- * include it: callers use engine.h.
+ * internal.h - helpers shared by the engine's own files: counting on a
+ * cache-node, flushing a sheaf back to the slabs.
+ *
+ * Who may call: the files of shm/engine/ only (engine.c, worker.c,
+ * cache.c, repair.c, grace.c, ring_rebuild.c); nothing else may include
+ * it: callers use engine.h.
  */
 #ifndef SHEAF_SHM_ENGINE_INTERNAL_H
 #define SHEAF_SHM_ENGINE_INTERNAL_H
 
-#include "debug.h"
-#include "engine.h"
-#include "untrusted.h"
+#include "shm/bounds.h"
+#include "shm/debug.h"
+#include "shm/engine/engine.h"
+#include "shm/engine/ring_rebuild.h"
 
 /* Add @v to the engine counter @st of cache-node (@c, @n).  Relaxed: the
  * counters are statistics, read by sums that order nothing. */
@@ -36,21 +40,5 @@ void engine_sheaf_to_slabs(struct shm_pool *p, uint32_t c, const struct shm_shea
  */
 void engine_flush_sheaf(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
 			uint32_t me, struct ring_intent *in);
-
-/*
- * Spoiled rings (engine_mend.c): a worker glances at a ring's positions
- * each pass (O(1)) and suspects a ring on a symptom (no empty sheaf found,
- * a put or get that failed, clients waiting); a ring found spoiled is
- * rebuilt from the owner table (its sheaves claimed and put back, and for
- * the depot the orphaned sheaves too).  Call with no lock held.
- */
-int engine_mend_init(struct engine *e);
-void engine_mend_fini(struct engine *e);
-/* engine_ring_glance: 1 when ring @id's positions are impossible and it
- * was not rebuilt now (rate limit, another worker's rebuild): stock nothing
- * through it this pass (a put into it "succeeds" while its count stays 0,
- * and a worker refilled it pass after pass, draining the depot into it). */
-int engine_ring_glance(struct engine *e, uint32_t id, struct ring_intent *in);
-void engine_ring_suspect(struct engine *e, uint32_t id, struct ring_intent *in);
 
 #endif

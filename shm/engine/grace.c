@@ -1,10 +1,11 @@
 /*
  * grace.c - the engine's grace-period thread and the repairs' hand-over of
- * deferred sheaves (grace.h; docs/design.md, "Deferred frees").
+ * deferred sheaves (grace.h; docs/design.md, "Deferred frees").  The
+ * thread's doorbell, which clients ring too, is shm/grace_bell.c's.
  *
  * Everything read from SHARED memory (the rcu ring's sheaves, their stamp,
  * cache and size, the lanes' rcu_ctr, shm_rcu.req) is client-written: read
- * once and bounded (untrusted.h).  A client can hold grace periods back by
+ * once and bounded (bounds.h).  A client can hold grace periods back by
  * writing its lane (as a stopped reader does: reported, never unsafe) or
  * make its own deferred objects of caches it shares reusable early by
  * scribbling their sheaf (it can spoil those objects anyway, design 9);
@@ -17,11 +18,12 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include "barn.h"
-#include "clients.h"
-#include "engine_internal.h"
-#include "futex.h"
-#include "grace.h"
+#include "shm/barn.h"
+#include "shm/futex.h"
+#include "shm/grace_bell.h"
+#include "shm/lanes.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
 
 #define POLL_MIN_NS   20000L       /* first wait for a blocking reader */
 #define POLL_MAX_NS   1000000L     /* then doubling up to this */
@@ -35,15 +37,6 @@ static int sys_membarrier(int cmd)
 static struct ring_ref rcu_ref(const struct shm_pool *p)
 {
 	return pool_ring_ref(p, ring_rcu_id(p->nodes));
-}
-
-void grace_ring(struct shm_pool *p)
-{
-	/* Dekker pair with grace_main's sleeping store and bell load, as
-	 * the node doorbell (barn.h). */
-	at_fetch_add_seqcst(&p->rcu->bell, 1);
-	if (at_load_seqcst(&p->rcu->sleeping))
-		futex_wake(&p->rcu->bell, 1);
 }
 
 int grace_init(struct engine *e)
@@ -103,7 +96,7 @@ static void drain(struct grace *g)
 	uint32_t s;
 
 	while (g->n < p->sheaf_count &&
-	       (s = rr_get(&rr, p->owners, OWNER_ENGINE, &g->lane->intent)) != SHEAF_ID_NONE) {
+	       (s = ring_get(&rr, p->owners, OWNER_ENGINE, &g->lane->intent)) != SHEAF_ID_NONE) {
 		struct shm_sheaf *sh = pool_sheaf(p, s);
 		uint64_t ep = ut_load64(&sh->gp);
 		uint32_t c = ut_sheaf_cache(p, sh), n = ut_sheaf_node(p, sh);
@@ -134,7 +127,7 @@ static void release(struct grace *g, uint32_t i)
 	uint32_t s = g->ids[i], n = g->node[i];
 	struct shm_sheaf *sh = pool_sheaf(p, s);
 	uint32_t c = ut_sheaf_cache(p, sh), size = ut_sheaf_size(sh);
-	uint8_t flags = __atomic_load_n(&sh->flags, __ATOMIC_RELAXED);
+	uint8_t flags = at_plain_load_relaxed(&sh->flags);
 	struct ring_ref full;
 
 	g->ids[i] = g->ids[g->n - 1];
@@ -158,7 +151,7 @@ static void release(struct grace *g, uint32_t i)
 	}
 	full = pool_full_ref(p, c, n);
 	if ((flags & SHEAF_F_MIXED) || size == 0 ||
-	    rr_count(&full) >= at_load_relaxed(&p->caches[c].barn_limit)) {
+	    ring_count(&full) >= at_load_relaxed(&p->caches[c].barn_limit)) {
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
 	} else {
 		barn_put_full(p, c, n, s, OWNER_ENGINE, in);
@@ -300,7 +293,7 @@ void grace_stop(struct engine *e)
 	if (g == NULL || !g->running)
 		return;
 	/* e->stop is set (seq_cst) by engine_stop before this. */
-	grace_ring(e->pool);
+	grace_bell_ring(e->pool);
 	futex_wake(&e->pool->rcu->bell, 1);
 	pthread_join(g->thread, NULL);
 	g->running = 0;
@@ -311,14 +304,14 @@ int grace_requeue(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_inten
 	struct shm_sheaf *sh = pool_sheaf(p, s);
 	struct ring_ref rr = rcu_ref(p);
 
-	if (!(__atomic_load_n(&sh->flags, __ATOMIC_RELAXED) & SHEAF_F_DEFERRED) ||
+	if (!(at_plain_load_relaxed(&sh->flags) & SHEAF_F_DEFERRED) ||
 	    ut_sheaf_size(sh) == 0)
 		return 0;
 	/* seq_cst: the writer's death (seen by the caller) came before. */
 	sh->gp = at_load_seqcst(&p->hdr->gp_seq);
-	if (rr_put(&rr, p->owners, s, me, in) != 0)
+	if (ring_put(&rr, p->owners, s, me, in) != 0)
 		return 0;                  /* never: the ring holds every sheaf */
-	grace_ring(p);
+	grace_bell_ring(p);
 	return 1;
 }
 

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "check.h"
-#include "debug.h"
-#include "untrusted.h"
+#include "shm/bounds.h"
+#include "shm/debug.h"
+#include "shm/engine/check.h"
 
 enum { M_NONE = 0, M_FREE = 1, M_SHEAF = 2 };
 
@@ -42,18 +42,18 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 	for (uint32_t r = 0, used = pool_rings_used(p); r < used && rc == 0; r++) {
 		if (!ring_of_cache(p, cache, r))
 			continue;
-		/* The geometry is the pool's (untrusted.h), never the ring
+		/* The geometry is the pool's (bounds.h), never the ring
 		 * header's: a client may have written anything there. */
 		struct ring_ref rr = pool_ring_ref(p, r);
 		uint32_t valid = 0, holes = 0, unfilled = 0;
 
 		uint32_t head = at_load_relaxed(&rr.r->head);
-		uint32_t count = rr_count(&rr), span = count + 1;
+		uint32_t count = ring_count(&rr), span = count + 1;
 
 		/* Quiescent: every full slot lies in [head, tail); scanning only
 		 * those keeps untouched ring pages untouched. */
-		if (span > rr_size(&rr))
-			span = rr_size(&rr);
+		if (span > ring_size(&rr))
+			span = ring_size(&rr);
 		for (uint32_t k = 0; k < span; k++) {
 			uint32_t pos = head + k, i = pos & rr.mask, base = pos - i;
 			uint64_t v = at_load_relaxed(&rr.r->slots[i]);
@@ -74,7 +74,7 @@ static int check_sheaves(struct shm_pool *p, int cache, struct check_report *rep
 				/* A hole in [head, tail): a slot consumed or stale
 				 * (full, but its sheaf taken by owner CAS: a repair
 				 * of a stale intent that won against a live put,
-				 * ring.c rr_repair_intent), which a get skips
+				 * ring.c ring_repair_intent), which a get skips
 				 * (helping head past it); or one never filled for
 				 * this lap, at which a get stops: sheaves behind it
 				 * are out of reach. */

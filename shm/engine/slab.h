@@ -6,7 +6,8 @@
  *
  * Who may call: the engine only (sheafd, or the in-process engine of a local
  * pool).  Functions named do_* (slab.c) assume the cache-node lock is held,
- * and assert it in a SHEAF_DEBUG build; the others take it.
+ * and assert it in a SHEAF_DEBUG build; the others take it.  The object
+ * geometry any process checks against is shm/slab_geom.h's.
  *
  * Lock order (docs/design.md, "Lock order"; ranks in debug.h): the engine's
  * ctl_lock, then one cache-node lock, then the node-allocator lock (a leaf).
@@ -15,15 +16,12 @@
  * refill try-locks that node's cache-node lock (slab_alloc_objs @trylock)
  * and skips it when busy.  No lock is held across a futex wait.
  */
-#ifndef SHEAF_SHM_SLAB_H
-#define SHEAF_SHM_SLAB_H
+#ifndef SHEAF_SHM_ENGINE_SLAB_H
+#define SHEAF_SHM_ENGINE_SLAB_H
 
 #include <stdint.h>
-#include "pool.h"
-
-/* Object geometry of a cache: size rounded to @align; 0 or -EINVAL. */
-int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
-		  uint32_t *objs_per_slab);
+#include "shm/pool.h"
+#include "shm/slab_geom.h"
 
 /* Kernel-style default min_partial for an object size (5..10). */
 uint32_t slab_default_min_partial(uint32_t obj_size);
@@ -60,11 +58,7 @@ uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
  */
 void slab_rebuild(struct shm_pool *p);
 
-/* Validate one object offset for @cache: 0, or -EFAULT (not in the data
- * region), -EINVAL (not an object of @cache). */
-int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off);
-
-/* Queue storage (engine_queue.c): @n contiguous frames of @node marked
+/* Queue storage (engine/queue.c): @n contiguous frames of @node marked
  * FRAME_QUEUE (the first, or SLAB_NONE), and their release. */
 uint32_t slab_frames_take(struct shm_pool *p, uint32_t node, uint32_t n);
 void slab_frames_give(struct shm_pool *p, uint32_t first, uint32_t n);

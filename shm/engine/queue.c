@@ -1,8 +1,9 @@
 /*
- * engine_queue.c - a shared queue's life in the engine (engine.h): check a
- * create request, create (descriptor in META, storage in whole frames of
- * node 0 marked FRAME_QUEUE), destroy, and what an adopting engine does
- * with queues (engine_queues_adopt).  The ring itself is queue.c's.
+ * queue.c - a shared queue's life in the engine (engine.h): create
+ * (descriptor in META, storage in whole frames of node 0 marked
+ * FRAME_QUEUE), destroy, and what an adopting engine does with queues
+ * (engine_queues_adopt).  The ring itself, and the check of a create
+ * request, are shm/queue.c's.
  *
  * Who may call: the hosting process (sheafd, or a local pool's process).
  * Create and destroy take e->ctl_lock.  A descriptor is published by the
@@ -12,9 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "engine.h"
-#include "queue.h"
-#include "slab.h"
+#include "shm/queue.h"
+#include "shm/engine/engine.h"
+#include "shm/engine/slab.h"
 
 /* Capacity @cap rounded up to a power of two (0: 1024). */
 static uint32_t queue_capacity(uint32_t cap)
@@ -28,25 +29,6 @@ static uint32_t queue_capacity(uint32_t cap)
 	return r;
 }
 
-int engine_queue_check(const char *name, uint32_t capacity, uint32_t flags,
-		       char *err, size_t errlen)
-{
-	if (name == NULL || name[0] == '\0' || strlen(name) >= SHEAF_NAME_MAX) {
-		snprintf(err, errlen, "queue name must be 1..%u bytes", SHEAF_NAME_MAX - 1);
-		return -EINVAL;
-	}
-	if (capacity > QUEUE_CAP_MAX) {
-		snprintf(err, errlen, "queue capacity %u out of range 0..%u", capacity,
-			 QUEUE_CAP_MAX);
-		return -EINVAL;
-	}
-	if ((flags & ~QUEUE_F_ALL) != 0) {
-		snprintf(err, errlen, "unknown queue flags 0x%x", flags);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static uint32_t frames_for(uint32_t capacity)
 {
 	return (uint32_t)((queue_bytes(capacity) + SLAB_SIZE - 1) >> SLAB_SHIFT);
@@ -58,7 +40,7 @@ int engine_queue_create(struct engine *e, const char *name, uint32_t capacity,
 	struct shm_pool *p = e->pool;
 	struct shm_queue *qd = NULL;
 	uint32_t cap, nframes, f;
-	int rc = engine_queue_check(name, capacity, flags, err, errlen), id = -1;
+	int rc = queue_params_check(name, capacity, flags, err, errlen), id = -1;
 
 	if (rc != 0)
 		return rc;

@@ -2,7 +2,7 @@
  * owner.c - the engine's side of object ownership (owner.h): fresh slabs'
  * tags, a dead client's sheaves untagged, its objects freed or kept, and
  * the per-client report.  The tag rules and why they are safe are in
- * owner.h.
+ * shm/owner.h.
  *
  * Who may call: the engine (sheafd, or a local pool's engine); owner_reclaim
  * under the engine's ctl_lock, from engine_reclaim_client only.
@@ -10,16 +10,16 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "owner.h"
-#include "slab.h"
-#include "untrusted.h"
+#include "shm/bounds.h"
+#include "shm/engine/owner.h"
+#include "shm/engine/slab.h"
 
 static int cache_owned(const struct shm_pool *p, uint32_t c)
 {
 	const struct shm_cache *sc = &p->caches[c];
 
 	/* Acquire: pairs with the release store of the state that installs
-	 * the cache (engine_cache.c), so its geometry is seen. */
+	 * the cache (engine/cache.c), so its geometry is seen. */
 	return at_load_acquire(&sc->state) == CACHE_LIVE && (sc->flags & SHEAF_CACHE_F_OWNED);
 }
 
@@ -42,8 +42,8 @@ void owner_slab_init(struct shm_pool *p, const struct shm_cache *sc, uint32_t f)
 void owner_sheaf_untag(struct shm_pool *p, const struct shm_sheaf *sh, uint32_t dead)
 {
 	/* Raw loads, bounded here: sheaf_to_slabs reads (and counts) the
-	 * same fields through untrusted.h right after. */
-	uint32_t c = __atomic_load_n(&sh->cache, __ATOMIC_RELAXED);
+	 * same fields through bounds.h right after. */
+	uint32_t c = at_plain_load_relaxed(&sh->cache);
 	uint32_t n = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
 
 	if (c >= p->max_caches || !cache_owned(p, c))
@@ -179,7 +179,7 @@ static void drop_in_sheaves(struct shm_pool *p, uint32_t c, otag_t dtag, struct 
 		const struct shm_sheaf *sh = pool_sheaf(p, s);
 		uint32_t n;
 
-		if (__atomic_load_n(&sh->cache, __ATOMIC_RELAXED) != c)
+		if (at_plain_load_relaxed(&sh->cache) != c)
 			continue;
 		n = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
 		n = n < SHEAF_CAP_MAX ? n : SHEAF_CAP_MAX;
@@ -193,7 +193,7 @@ static void drop_in_sheaves(struct shm_pool *p, uint32_t c, otag_t dtag, struct 
 	}
 	/* Acquire: pairs with owner_alloc's release fence, so an object an
 	 * alloc popped during the scan shows its new tag below. */
-	atomic_thread_fence(memory_order_acquire);
+	at_fence_acquire();
 	for (uint32_t k = 0; k < cand->n; k++) {
 		_Atomic otag_t *t = owner_tag(p, &p->caches[c], cand->v[k]);
 		otag_t want = OWNER_TAG_REPAIR;

@@ -1,26 +1,23 @@
 /*
- * clients.h - client slots (one per attached process) and thread lanes (one
- * per thread using the pool: its counters and ring intent).
+ * lanes.h - thread lanes (struct shm_lane, one per thread using the pool, in
+ * the client-writable part of the region): the thread's counters, the live
+ * record of its main sheaves' fast-path operations, and its ring intent.
  *
- * Who may call: client_attach/client_detach the engine (or a local pool);
- * lane_acquire/lane_release the thread that will hold the lane.
+ * Who may call: lane_acquire, lane_release, lane_live_install,
+ * lane_live_fold and lane_count_* the thread that holds the lane;
+ * lane_counts, lane_net and lane_in_use any thread of any process (they
+ * only read); lane_live_repair and lane_free the engine (a dead client's
+ * lanes, its own lanes at fini).
  *
- * No locks here (docs/design.md, "Lock order"): a slot is claimed by CAS on
- * its state, a lane by CAS on its client and busy words; lane_counts readers
- * retry on the lane's sequence count, never wait.  Callable with any lock
- * held.
+ * No locks here (docs/design.md, "Lock order"): a lane is claimed by CAS on
+ * its client and busy words; lane_counts readers retry on the lane's
+ * sequence count, never wait.  Callable with any lock held.
  */
-#ifndef SHEAF_SHM_CLIENTS_H
-#define SHEAF_SHM_CLIENTS_H
+#ifndef SHEAF_SHM_LANES_H
+#define SHEAF_SHM_LANES_H
 
 #include <stdint.h>
 #include "pool.h"
-
-/* Take a free client slot for process @pid; its id, or -EUSERS if none. */
-int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name);
-
-/* Mark a client slot free again (after its sheaves were reclaimed). */
-void client_detach(struct shm_pool *p, uint32_t client);
 
 /* A lane for a thread of @client on @node (see layout.h), or NULL when all
  * are in use. */
@@ -32,7 +29,7 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
  * thread's main sheaf so far (struct shm_live).  Any thread or process.
  * Bounded: a lane whose seq stays odd (a stopped, dead or scribbling
  * client) is given up after a few retries and counted without the live
- * part (a UT_LANE refusal, untrusted.h).
+ * part (a UT_LANE refusal, bounds.h).
  */
 void lane_counts(const struct shm_pool *p, const struct shm_lane *l, uint32_t cache,
 		 uint64_t *out);
@@ -48,7 +45,7 @@ int64_t lane_in_use(const struct shm_pool *p, const struct shm_lane *l, uint32_t
  * (lane_live_install), or stops using it as such (lane_live_fold: the
  * operations done on it go into the lane's counters).  Every change to the
  * main sheaf other than the inline fast paths' happens between the two.
- * Who may call: the lane's thread; the engine for a dead client's lane.
+ * Who may call: the lane's thread (a dead thread's, lane_live_repair).
  */
 void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 		       uint32_t sheaf);

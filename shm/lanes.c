@@ -1,48 +1,13 @@
-/* clients.c - client slots and thread lanes (clients.h). */
+/* lanes.c - thread lanes: counters, the main sheaf's live record, ring
+ * intent (lanes.h). */
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "clients.h"
+#include "bounds.h"
 #include "debug.h"
-#include "untrusted.h"
-
-int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name)
-{
-	/* A used slot first; a slot past the mark only when none is free
-	 * (the engine alone attaches: the mark is its to raise). */
-	uint32_t used = pool_clients_used(p);
-
-	for (uint32_t c = 0; c < p->max_clients; c++) {
-		struct shm_client *cl = &p->clients[c];
-		uint32_t exp = CLIENT_FREE;
-
-		if (c > used)
-			break;
-		if (!at_cas_acqrel(&cl->state, &exp, CLIENT_LIVE))
-			continue;
-		if (c == used)
-			at_store_release(&p->hdr->clients_hwm, c + 1);
-		cl->pid = pid;
-		cl->uid = uid;
-		cl->generation++;
-		cl->attached_at = (uint64_t)time(NULL);
-		memset(cl->name, 0, sizeof(cl->name));
-		if (name != NULL)
-			strncpy(cl->name, name, sizeof(cl->name) - 1);
-		return (int)c;
-	}
-	return -EUSERS;
-}
-
-void client_detach(struct shm_pool *p, uint32_t client)
-{
-	/* Client slots are engine-owned: their state may be asserted. */
-	SHEAF_ASSERT(client < p->max_clients &&
-		     at_load_relaxed(&p->clients[client].state) != CLIENT_FREE);
-	at_store_release(&p->clients[client].state, CLIENT_FREE);
-}
+#include "lanes.h"
 
 /* Fast-path allocs and frees done on a sheaf whose word went from @from to
  * @to: ops = allocs + frees and size change = frees - allocs. */
@@ -62,7 +27,7 @@ static void word_delta(uint64_t from, uint64_t to, uint64_t *allocs, uint64_t *f
  * thread's window (odd seq) is a few stores long, so a sane reader sees it
  * closed within a few retries; one that stays open is a thread stopped
  * there, dead (the repair closes it) or a client that wrote the seq
- * (client-writable: untrusted.h).  Every LANE_YIELD_EVERY-th retry yields
+ * (client-writable: bounds.h).  Every LANE_YIELD_EVERY-th retry yields
  * the CPU, in case the thread is preempted inside its window.
  */
 #define LANE_READ_TRIES  32u
@@ -112,7 +77,7 @@ int64_t lane_net(const struct shm_pool *p, const struct shm_lane *l, uint32_t ca
 	uint64_t st[SHEAF_STAT_ENGINE_FIRST];
 
 	lane_counts(p, l, cache, st);
-	/* Client-written counters: wrapping arithmetic (untrusted.h). */
+	/* Client-written counters: wrapping arithmetic (bounds.h). */
 	return (int64_t)(st[ST_ALLOC_FASTPATH] + st[ST_ALLOC_SLOWPATH] -
 			 st[ST_FREE_FASTPATH] - st[ST_FREE_SLOWPATH] -
 			 st[ST_FREE_RCU_SHEAF]);
@@ -383,7 +348,7 @@ struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node
 
 void lane_release(struct shm_lane *l)
 {
-	/* The thread's read sections end with it (grace.h). */
+	/* The thread's read sections end with it (engine/grace.h). */
 	at_store_release(&l->rcu_ctr, 0);
 	at_store_release(&l->busy, 0);
 }

@@ -1,5 +1,5 @@
 /*
- * engine_worker.c - the node workers (engine.h: engine_start, engine_stop,
+ * worker.c - the node workers (engine.h: engine_start, engine_stop,
  * engine_node_pass): one thread per node keeps every live cache's barn on
  * its node between its watermarks, and sleeps on the node's doorbell when a
  * pass found nothing to do.
@@ -29,11 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "barn.h"
-#include "engine_internal.h"
-#include "futex.h"
-#include "grace.h"
-#include "slab.h"
+#include "shm/barn.h"
+#include "shm/futex.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
+#include "shm/engine/slab.h"
 
 struct worker_arg {
 	struct engine *e;
@@ -123,9 +123,9 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 		 * repair may read this sheaf meanwhile (owner.c,
 		 * drop_in_sheaves, by ut_load64); a snapshot is all it needs. */
 		for (uint32_t i = 0; i < got; i++)
-			__atomic_store_n(&sh->objs[i], objs[i], __ATOMIC_RELAXED);
+			at_plain_store_relaxed(&sh->objs[i], objs[i]);
 		sheaf_set_size(sh, got);
-		if (rr_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
+		if (ring_put(&full, p->owners, s, OWNER_ENGINE, in) != 0) {
 			untrusted_note(UT_RING, 1);
 			slab_free_objs(p, c, objs, got);
 			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
@@ -186,7 +186,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	struct ring_ref full = pool_full_ref(p, c, n);
 	struct ring_ref empty = pool_empty_ref(p, c, n);
 	struct ring_ref depot = pool_depot_ref(p);
-	uint32_t cnt = rr_count(&full);
+	uint32_t cnt = ring_count(&full);
 	struct watermarks w = barn_watermarks(sc);
 	/* A waiter's waiters++ (barn_wait_supply) comes before its doorbell
 	 * bump, which the acquire load of the doorbell in worker_main saw
@@ -201,18 +201,18 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	uint32_t regular = cnt > limit ? cnt - limit : 0;    /* flushes over the limit */
 	int starved = 0;
 
-	/* A ring whose positions are impossible is rebuilt (engine_mend.c);
+	/* A ring whose positions are impossible is rebuilt (engine/ring_rebuild.c);
 	 * one still impossible (its rebuild is rate-limited) is left alone
 	 * until then: a refill "put" sheaf after sheaf into it (its count
 	 * stays 0), every pass, draining the depot (test_hostile's idle
 	 * sheafd at 30-60 ms of CPU in 100 ms, until the rebuild). */
-	if (engine_ring_glance(e, full.id, in) | engine_ring_glance(e, empty.id, in)) {
+	if (ring_rebuild_glance(e, full.id, in) | ring_rebuild_glance(e, empty.id, in)) {
 		if (waiters)
 			barn_publish(p, c, n, 1);
 		return 0;
 	}
 	if (cap == 0)
-		cap = engine_default_capacity(sc->obj_size);
+		cap = cache_default_capacity(sc->obj_size);
 	/* The descriptor is engine-owned, but a refill writes objs[cap]:
 	 * clamp at the use as well. */
 	if (cap > SHEAF_CAP_MAX)
@@ -229,7 +229,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	 * flushes for waiters are not work that keeps the worker passing (the
 	 * waiters are woken by this pass's publish; one that needs more rings
 	 * the doorbell again).  Only the flushes over the limit count. */
-	if (waiters && cnt > 0 && rr_count(&empty) == 0 && rr_count(&depot) == 0)
+	if (waiters && cnt > 0 && ring_count(&empty) == 0 && ring_count(&depot) == 0)
 		limit = cnt > waiters ? cnt - waiters : 0;
 	else if ((cnt < w.low && !(waiters && cnt > 0)) || (waiters && cnt == 0)) {
 		uint32_t want = w.high > cnt ? w.high - cnt : 1;
@@ -259,7 +259,7 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 	struct shm_pool *p = e->pool;
 	uint32_t work = 0;
 
-	engine_ring_glance(e, RING_DEPOT, in);
+	ring_rebuild_glance(e, RING_DEPOT, in);
 	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++)
 		/* Acquire: pairs with the release store of CACHE_LIVE in
 		 * engine_cache_create (the cache's fields are then seen). */
@@ -370,7 +370,7 @@ int engine_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
 
 	/* Under TSan a signal that lands on a thread blocked in a raw futex
 	 * wait is held until that thread next calls into the runtime: a
-	 * SIGTERM to an idle sheafd was never handled (test_link, once). */
+	 * SIGTERM to an idle sheafd would never be handled. */
 	sigfillset(&all);
 	for (unsigned i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
 		sigdelset(&all, faults[i]);

@@ -1,14 +1,14 @@
 /*
- * engine_cache.c - a cache's life in the engine (engine.h): default
- * capacity, create, find, the in-use count by the lanes' counters and their
- * reconciliation with the checker's walk, destroy, and shrink (a cache's or
- * the whole pool's).
+ * cache.c - a cache's life in the engine (engine.h): create, the in-use
+ * count by the lanes' counters and its reconciliation with the checker's
+ * walk, destroy, and shrink (a cache's or the whole pool's).  The checks
+ * of a create request, the defaults and the find by name are any
+ * process's (shm/cache_desc.h).
  *
- * Who may call: the hosting process; pool_cache_find also any process that
- * maps the pool.  Create, destroy and shrink take e->ctl_lock; the do_*
- * helpers below assume it held (they use e->ctl_lane's intent or e->ids).
- * A cache's descriptor is published by the release store of CACHE_LIVE:
- * readers load the state with acquire before any other field.
+ * Who may call: the hosting process.  Create, destroy and shrink take
+ * e->ctl_lock; the do_* helpers below assume it held (they use e->ctl_lane's
+ * intent or e->ids).  A cache's descriptor is published by the release store
+ * of CACHE_LIVE: readers load the state with acquire before any other field.
  *
  * Destroy and the clients (docs/design.md, "Cache handles and destroy"):
  * destroy marks the cache DYING, then waits until no lane's thread is
@@ -22,89 +22,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "names.h"
-#include "barn.h"
-#include "check.h"
-#include "clients.h"
-#include "engine_internal.h"
-#include "grace.h"
-#include "futex.h"
-#include "slab.h"
-
-uint32_t engine_default_keep(const struct shm_pool *p)
-{
-	uint32_t keep = p->sheaf_count / 4;
-
-	return keep < 65536 ? keep : 65536;
-}
-
-uint32_t engine_default_capacity(uint32_t obj_size)
-{
-	uint32_t kernel = obj_size <= 256 ? 60 : obj_size <= 1024 ? 28 : obj_size <= 4096 ? 12 : 4;
-	uint32_t fill = SHEAF_DEFAULT_BYTES / obj_size;
-
-	if (fill > SHEAF_CAP_MAX)
-		fill = SHEAF_CAP_MAX;
-	return fill > kernel ? fill : kernel;
-}
-
-int pool_cache_find(const struct shm_pool *p, const char *name)
-{
-	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
-		const struct shm_cache *sc = &p->caches[c];
-		/* Acquire: pairs with the release store in do_cache_install
-		 * (the name is then complete). */
-		if (at_load_acquire((_Atomic uint32_t *)&sc->state) == CACHE_LIVE &&
-		    strncmp(sc->name, name, SHEAF_NAME_MAX) == 0)
-			return (int)c;
-	}
-	return -ENOENT;
-}
-
-/* Validate a create request; its geometry in *@obj_size, *@per_slab.
- * 0, or -EINVAL with @err. */
-static int cache_params_check(const char *name, const struct engine_cache_params *cp,
-			      uint32_t *obj_size, uint32_t *per_slab,
-			      char *err, size_t errlen)
-{
-	if (name == NULL || name[0] == '\0' || strlen(name) >= SHEAF_NAME_MAX) {
-		snprintf(err, errlen, "cache name must be 1..%u bytes", SHEAF_NAME_MAX - 1);
-		return -EINVAL;
-	}
-	if (slab_geometry(cp->size, cp->align, obj_size, per_slab) != 0) {
-		snprintf(err, errlen, "object size %u / align %u invalid (size 1..%u, "
-			 "align a power of two <= %u)", cp->size, cp->align,
-			 SHEAF_MAX_OBJ_SIZE, SHEAF_MAX_ALIGN);
-		return -EINVAL;
-	}
-	if (cp->capacity > (int32_t)SHEAF_CAP_MAX || cp->capacity < -1) {
-		snprintf(err, errlen, "sheaf capacity %d out of range 0..%u",
-			 cp->capacity, SHEAF_CAP_MAX);
-		return -EINVAL;
-	}
-	if ((cp->flags & ~SHEAF_CACHE_F_ALL) ||
-	    (cp->flags & (SHEAF_CACHE_F_OWNED | SHEAF_CACHE_F_KEEP)) == SHEAF_CACHE_F_KEEP) {
-		snprintf(err, errlen, "unknown cache flags 0x%x", cp->flags);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int engine_cache_check(const char *name, const struct engine_cache_params *cp,
-		       char *err, size_t errlen)
-{
-	uint32_t obj_size, per_slab;
-
-	return cache_params_check(name, cp, &obj_size, &per_slab, err, errlen);
-}
+#include "shm/barn.h"
+#include "shm/futex.h"
+#include "shm/lanes.h"
+#include "shm/names.h"
+#include "shm/engine/check.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
+#include "shm/engine/names.h"
+#include "shm/engine/slab.h"
 
 /* Fill free slot @sc with cache @name and make it LIVE.  Caller holds
  * e->ctl_lock (no other control call fills slots meanwhile). */
 static void do_cache_install(const struct shm_pool *p, struct shm_cache *sc, const char *name,
-			     const struct engine_cache_params *cp,
+			     const struct cache_params *cp,
 			     uint32_t obj_size, uint32_t per_slab, uint32_t cap)
 {
-	uint32_t ref = cap ? cap : engine_default_capacity(obj_size);
+	uint32_t ref = cap ? cap : cache_default_capacity(obj_size);
 
 	memset(sc->name, 0, sizeof(sc->name));
 	strncpy(sc->name, name, SHEAF_NAME_MAX - 1);
@@ -121,7 +55,7 @@ static void do_cache_install(const struct shm_pool *p, struct shm_cache *sc, con
 	at_store_relaxed(&sc->barn_limit, cp->barn_limit ? cp->barn_limit
 			 : (8192 / ref < 8 ? 8 : 8192 / ref > 512 ? 512 : 8192 / ref));
 	at_store_relaxed(&sc->barn_keep, cp->barn_keep ? cp->barn_keep
-			 : engine_default_keep(p));
+			 : cache_default_keep(p));
 	at_store_relaxed(&sc->stash_sheaves, SHEAF_STASH_SHEAVES);
 	at_store_relaxed(&sc->stash_bytes, SHEAF_STASH_BYTES);
 	at_store_relaxed(&sc->barn_low, cp->barn_low ? cp->barn_low : 4);
@@ -132,17 +66,17 @@ static void do_cache_install(const struct shm_pool *p, struct shm_cache *sc, con
 }
 
 int engine_cache_create(struct engine *e, const char *name,
-			const struct engine_cache_params *cp,
+			const struct cache_params *cp,
 			char *err, size_t errlen)
 {
 	struct shm_pool *p = e->pool;
 	uint32_t obj_size, per_slab, cap;
 	int id = -ENOSPC;
-	int rc = cache_params_check(name, cp, &obj_size, &per_slab, err, errlen);
+	int rc = cache_params_geometry(name, cp, &obj_size, &per_slab, err, errlen);
 
 	if (rc != 0)
 		return rc;
-	cap = cp->capacity < 0 ? engine_default_capacity(obj_size) : (uint32_t)cp->capacity;
+	cap = cp->capacity < 0 ? cache_default_capacity(obj_size) : (uint32_t)cp->capacity;
 	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	if (pool_cache_find(p, name) >= 0) {
 		snprintf(err, errlen, "cache '%s' exists", name);
@@ -285,7 +219,7 @@ static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_int
 			engine_sheaf_to_slabs(p, cache, pool_sheaf(p, s));
 			depot_put(p, s, OWNER_ENGINE, in);
 		}
-		while ((s = rr_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+		while ((s = ring_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 			depot_put(p, s, OWNER_ENGINE, in);
 		slab_shrink(p, cache, n, 0);
 		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
@@ -453,7 +387,7 @@ static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 	if (held == NULL || keep == NULL)
 		goto out;
 	while (n < p->sheaf_count &&
-	       (s = rr_get(&depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
+	       (s = ring_get(&depot, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE) {
 		held[s] = 1;
 		e->ids[n++] = s;
 	}
@@ -482,7 +416,7 @@ static void do_release_idle_sheaves(struct engine *e, struct ring_intent *in)
 		}
 	}
 	for (uint32_t k = 0; k < n; k++)        /* their pages stay untouched */
-		if (rr_put(&depot, p->owners, e->ids[k], OWNER_ENGINE, in) != 0)
+		if (ring_put(&depot, p->owners, e->ids[k], OWNER_ENGINE, in) != 0)
 			untrusted_note(UT_RING, 1);     /* a scribbled depot */
 out:
 	free(held);
@@ -506,7 +440,7 @@ static uint64_t do_shrink_cache_node(struct shm_pool *p, uint32_t c, uint32_t n,
 	 * min_partial); slab_shrink does the rest. */
 	while ((s = barn_get_full(p, c, n, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
-	while ((s = rr_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+	while ((s = ring_get(&empty, p->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
 		depot_put(p, s, OWNER_ENGINE, in);
 	slab_shrink(p, c, n, keep_min ? at_load_relaxed(&p->caches[c].min_partial) : 0);
 	return at_load_relaxed(freed) - before;
@@ -519,7 +453,7 @@ static uint64_t do_shrink_cache_node(struct shm_pool *p, uint32_t c, uint32_t n,
  * load, test_free saw 15 of 16 sheaves land after the flush, in a frame
  * released and taken again).  And after: a sheaf a pass took from a barn
  * to flush (over barn_limit) meanwhile is in the slabs, and counted, when
- * Shrink returns.  Bounded: a pass is (engine_worker.c), and takes no
+ * Shrink returns.  Bounded: a pass is (engine/worker.c), and takes no
  * engine lock.  A worker that starts a new pass is not waited for.
  */
 static void wait_worker_passes(struct engine *e)

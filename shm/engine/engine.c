@@ -1,13 +1,9 @@
 /*
  * engine.c - the pool engine's setup and teardown (engine_init/engine_fini)
  * and the helper every part of it shares: flushing a full sheaf back to the
- * slabs (engine_internal.h).
+ * slabs (engine/internal.h).
  *
- * The engine is split by concern, all behind engine.h:
- *   engine.c         init/fini, shared helpers
- *   engine_worker.c  node workers and their stocking pass
- *   engine_cache.c   cache create/destroy/find, shrink
- *   engine_repair.c  dead-client repair, adoption after a daemon restart
+ * The engine's files and what each holds: engine.h.
  *
  * Locks: e->ctl_lock serialises control calls (cache create/destroy,
  * shrink, repair) and guards e->ctl_lane and e->ids.  A worker uses only its
@@ -19,11 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "barn.h"
-#include "clients.h"
-#include "engine_internal.h"
-#include "grace.h"
-#include "slab.h"
+#include "shm/barn.h"
+#include "shm/lanes.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
+#include "shm/engine/slab.h"
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 {
@@ -34,7 +30,7 @@ int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 	e->ctl_lane = lane_acquire(p, OWNER_ENGINE, 0);
 	for (uint32_t n = 0; n < p->nodes && e->ctl_lane; n++)
 		e->worker_lane[n] = lane_acquire(p, OWNER_ENGINE, n);
-	if (e->ids == NULL || e->ctl_lane == NULL || engine_mend_init(e) != 0 ||
+	if (e->ids == NULL || e->ctl_lane == NULL || ring_rebuild_init(e) != 0 ||
 	    e->worker_lane[p->nodes - 1] == NULL || grace_init(e) != 0) {
 		engine_fini(e);
 		snprintf(err, errlen, "engine: out of memory or lanes");
@@ -56,7 +52,7 @@ void engine_fini(struct engine *e)
 	e->ctl_lane = NULL;
 	free(e->ids);
 	e->ids = NULL;
-	engine_mend_fini(e);
+	ring_rebuild_fini(e);
 	pthread_mutex_destroy(&e->ctl_lock);
 }
 
@@ -80,7 +76,7 @@ void engine_flush_sheaf(struct shm_pool *p, uint32_t c, uint32_t n, uint32_t s,
 	engine_sheaf_to_slabs(p, c, sh);
 	sheaf_set_size(sh, 0);
 	engine_stat_add(p, c, n, ST_SHEAF_FLUSH, 1);
-	if (rr_count(&empty) > 2 * (uint64_t)limit)
+	if (ring_count(&empty) > 2 * (uint64_t)limit)
 		depot_put(p, s, me, in);
 	else
 		barn_put_empty(p, c, n, s, me, in);

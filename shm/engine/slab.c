@@ -1,5 +1,6 @@
 /*
- * slab.c - the slab layer (slab.h).  Runs only in the engine.
+ * slab.c - the slab layer (slab.h).  Runs only in the engine; the object
+ * geometry that clients check against too is shm/slab_geom.c's.
  *
  * Per cache-node lists (under cn->lock):
  *   SL_PARTIAL  0 < nfree < objs_per_slab
@@ -12,26 +13,9 @@
  */
 #include <errno.h>
 #include <string.h>
-#include "debug.h"
-#include "slab.h"
-#include "owner.h"
-
-int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
-		  uint32_t *objs_per_slab)
-{
-	uint32_t a = align ? align : 8;
-
-	if (size == 0 || size > SHEAF_MAX_OBJ_SIZE)
-		return -EINVAL;
-	if ((a & (a - 1)) != 0 || a > SHEAF_MAX_ALIGN)
-		return -EINVAL;
-	if (a < 8)
-		a = 8;
-	size = (size + a - 1) & ~(a - 1);
-	*obj_size = size;
-	*objs_per_slab = SLAB_SIZE / size;
-	return 0;
-}
+#include "shm/debug.h"
+#include "shm/engine/owner.h"
+#include "shm/engine/slab.h"
 
 uint32_t slab_default_min_partial(uint32_t obj_size)
 {
@@ -141,7 +125,7 @@ static void frame_release(struct shm_pool *p, uint32_t f)
 }
 
 /*
- * @n contiguous frames of @node for a queue's storage (engine_queue.c),
+ * @n contiguous frames of @node for a queue's storage (engine/queue.c),
  * marked FRAME_QUEUE: one from the released stack or the bump pointer,
  * several from the bump pointer only (the stack's frames are not
  * contiguous).  The first frame, or SLAB_NONE at the cap or out of frames.
@@ -317,23 +301,6 @@ uint32_t slab_alloc_objs(struct shm_pool *p, uint32_t cache, uint32_t node,
 	return got;
 }
 
-int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off)
-{
-	const struct shm_cache *c = &p->caches[cache];
-	uint32_t f;
-	uint64_t rel;
-
-	if (off - p->data_off >= p->data_len)
-		return -EFAULT;
-	f = pool_frame_of(p, off);
-	if (at_load_acquire(&p->frame_owner[f]) != cache)
-		return -EINVAL;
-	rel = off - pool_frame_off(p, f);
-	if (rel >= c->slab_bytes || rel % c->obj_size != 0)
-		return -EINVAL;
-	return 0;
-}
-
 /* Return one validated object to its slab; -EALREADY if it was free. */
 static int do_slab_free_one(struct shm_pool *p, struct shm_cache_node *cn,
 			    const struct shm_cache *c, uint64_t off)
@@ -449,7 +416,7 @@ static uint32_t rebuild_bump(struct shm_pool *p, uint32_t node)
 /*
  * Bounded whatever the region holds: every loop runs over the pool's own
  * geometry, and a cache is walked only when LIVE, which adoption gives only
- * to caches whose descriptor passed untrusted_cache_valid (others are
+ * to caches whose descriptor passed adopt_vet_cache (others are
  * quarantined first).  A frame owned by a cache that is not LIVE (a
  * quarantined one, or a garbage owner entry) stays out of the free stack:
  * left alone, and counted as used.

@@ -1,5 +1,5 @@
 /*
- * engine_repair.c - putting things back after a death (engine.h):
+ * repair.c - putting things back after a death (engine.h):
  * engine_reclaim_client after a client process died, engine_adopt after
  * the previous engine (sheafd) died and a new one maps its region.
  *
@@ -11,7 +11,7 @@
  * as (OWNER_ENGINE / OWNER_NONE, no engine existing yet), its intent record
  * and id buffer, and whether the flushes are counted.
  *
- * Adoption validates the region first (untrusted.h): a corrupt cache is
+ * Adoption validates the region first (bounds.h): a corrupt cache is
  * quarantined, never served; the rest is bounded where it is read.
  *
  * Who may call: the hosting process, only once the dead owner's process is
@@ -21,13 +21,16 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include "names.h"
-#include "barn.h"
-#include "clients.h"
-#include "engine_internal.h"
-#include "grace.h"
-#include "owner.h"
-#include "slab.h"
+#include "shm/barn.h"
+#include "shm/lanes.h"
+#include "shm/names.h"
+#include "shm/engine/adopt_vet.h"
+#include "shm/engine/clients.h"
+#include "shm/engine/grace.h"
+#include "shm/engine/internal.h"
+#include "shm/engine/names.h"
+#include "shm/engine/owner.h"
+#include "shm/engine/slab.h"
 
 /*
  * The objects of sheaf @sh (owned by the repair now) go back to the slabs
@@ -40,7 +43,7 @@ static void sheaf_to_slabs(struct shm_pool *p, struct shm_sheaf *sh, int count)
 	uint32_t c = ut_sheaf_cache(p, sh);
 
 	/* Acquire: pairs with the release stores of the state in
-	 * do_cache_install and engine_cache_destroy (engine_cache.c); a
+	 * do_cache_install and engine_cache_destroy (engine/cache.c); a
 	 * quarantined cache (CACHE_BROKEN) is not LIVE: its objects stay. */
 	if (sheaf_size(sh) == 0 || c >= p->max_caches ||
 	    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
@@ -113,11 +116,11 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln))
-			rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count,
-				   &ln->intent, 1, dead, me, ids, 0);
+			ring_reclaim(pool_ref_of, p, p->owners, p->sheaf_count,
+				     &ln->intent, 1, dead, me, ids, 0);
 	}
-	n = rr_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
-		       dead, me, ids, p->sheaf_count);
+	n = ring_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
+			 dead, me, ids, p->sheaf_count);
 	for (uint32_t k = 0; k < n; k++) {
 		if (dead < p->max_clients)   /* a client's: its tags first (owner.h) */
 			owner_sheaf_untag(p, pool_sheaf(p, ids[k]), dead);
@@ -215,15 +218,15 @@ int engine_adopt(struct shm_pool *p)
 	if (ids == NULL)
 		return -ENOMEM;
 	engine_caches_revive(p);         /* before the rebuild skips them */
-	/* Validate before serving (untrusted.h): bad cache descriptors are
+	/* Validate before serving (bounds.h): bad cache descriptors are
 	 * quarantined before slab_rebuild walks them (an obj_size of 0 would
 	 * divide by zero, a huge objs_per_slab loop for ever), and owner
 	 * entries or lanes that name nobody are taken back. */
-	untrusted_quarantine_caches(p);
+	adopt_vet_quarantine(p);
 	slab_rebuild(p);
 	names_adopt(p);                  /* after the bitmaps are trusted */
 	engine_queues_adopt(p);
-	untrusted_adopt_shared(p, OWNER_ENGINE);
+	adopt_vet_shared(p, OWNER_ENGINE);
 	owner_adopt(p);                  /* claims of a repair that died with it */
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */

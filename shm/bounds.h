@@ -1,11 +1,15 @@
 /*
- * untrusted.h - the trust boundary of the engine: every value the engine
- * (sheafd, or a local pool's engine) reads from the client-writable part of
- * the region ([off_rw, size), layout.h: owners[], sheaves, rings, barns,
- * node doorbells, lanes) goes through one of the helpers below, which bound
- * it by a value the engine owns (its struct shm_pool, filled when the pool
- * was created or mapped, or the engine-owned part [0, off_rw)) before it is
- * used to index, loop or divide.
+ * bounds.h - the trust boundary: bounded reads of the client-writable part
+ * of the region ([off_rw, size), layout.h: owners[], sheaves, rings, barns,
+ * node doorbells, lanes).  Every such value goes through one of the ut_*
+ * helpers below, which bound it by a value the reader owns (its struct
+ * shm_pool, filled when the pool was created or mapped, or the
+ * engine-owned part [0, off_rw)) before it is used to index, loop or
+ * divide.
+ *
+ * Who may call: any process of the pool (the engine for everything it
+ * reads there; libsheaf for what it takes from a barn, client/alloc.c).
+ * No locks; the counters are relaxed atomics.
  *
  * A value out of bounds is refused (the helpers return a harmless value:
  * no sheaf, a clamped size, a ring that gives up), and counted in the
@@ -13,18 +17,11 @@
  * prints: sheafd's periodic code logs when a counter moves
  * (daemon/untrusted.c), rate-limited.  What a refusal costs is the
  * offending cache's consistency at most (a sheaf or an object lost, a
- * count off), never the engine.
- *
- * Also here: the validation of the engine-owned part that a restarted
- * sheafd adopts (cache descriptors: untrusted_cache_valid; a bad one is
- * quarantined, CACHE_BROKEN) and of the shared part (untrusted_adopt_shared).
- *
- * Who may call: any module of shm/ and client/ (the client library checks
- * what it takes from a barn with the same helpers, client/alloc.c).  No
- * locks; the counters are relaxed atomics.
+ * count off), never the engine.  The validation of a whole region that a
+ * restarted sheafd adopts is the engine's (engine/adopt_vet.h).
  */
-#ifndef SHEAF_SHM_UNTRUSTED_H
-#define SHEAF_SHM_UNTRUSTED_H
+#ifndef SHEAF_SHM_BOUNDS_H
+#define SHEAF_SHM_BOUNDS_H
 
 #include <stdint.h>
 #include "pool.h"
@@ -41,7 +38,7 @@ enum untrusted_kind {
 	UT_OWNER,        /* an owner-table entry that names nobody (adoption) */
 	UT_CACHE,        /* a cache descriptor invalid: cache quarantined */
 	UT_REBUILT,      /* a spoiled ring rebuilt from the owner table
-			    (engine_mend.c) */
+			    (engine/ring_rebuild.c) */
 	UT_NR
 };
 
@@ -62,11 +59,11 @@ uint64_t untrusted_total(void);
  * twice by the compiler: one value checked, another used). */
 static inline uint32_t ut_load32(const void *p)
 {
-	return __atomic_load_n((const uint32_t *)p, __ATOMIC_RELAXED);
+	return at_plain_load_relaxed((const uint32_t *)p);
 }
 static inline uint64_t ut_load64(const void *p)
 {
-	return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+	return at_plain_load_relaxed((const uint64_t *)p);
 }
 
 /* @a + @b (and @a - @b) wrapping: sums of counters a client writes (lane
@@ -105,14 +102,14 @@ static inline struct ring_ref pool_depot_ref(const struct shm_pool *p)
 	return pool_ring_ref(p, RING_DEPOT);
 }
 
-/* rr_reclaim's ref_of for a pool (@ctx): a ring id read from an intent,
+/* ring_reclaim's ref_of for a pool (@ctx): a ring id read from an intent,
  * refused (-1, counted) when the pool has no such ring. */
 int pool_ref_of(void *ctx, uint32_t id, struct ring_ref *out);
 
-/* Items in ring @rr, bounded (rr_count); a name for the engine's reads. */
+/* Items in ring @rr, bounded (ring_count); a name for the engine's reads. */
 static inline uint32_t ut_ring_count(const struct ring_ref *rr)
 {
-	return rr_count(rr);
+	return ring_count(rr);
 }
 
 /* ---- sheaves ------------------------------------------------------------ */
@@ -142,7 +139,7 @@ static inline uint32_t ut_sheaf_size(const struct shm_sheaf *sh)
 /* Sheaf @sh's cache, or p->max_caches (counted) when out of range. */
 static inline uint32_t ut_sheaf_cache(const struct shm_pool *p, const struct shm_sheaf *sh)
 {
-	uint32_t c = __atomic_load_n(&sh->cache, __ATOMIC_RELAXED);
+	uint32_t c = at_plain_load_relaxed(&sh->cache);
 
 	if (c < p->max_caches)
 		return c;
@@ -153,7 +150,7 @@ static inline uint32_t ut_sheaf_cache(const struct shm_pool *p, const struct shm
 /* Sheaf @sh's node, or 0 (counted) when the pool has no such node. */
 static inline uint32_t ut_sheaf_node(const struct shm_pool *p, const struct shm_sheaf *sh)
 {
-	uint32_t n = __atomic_load_n(&sh->node, __ATOMIC_RELAXED);
+	uint32_t n = at_plain_load_relaxed(&sh->node);
 
 	if (n < p->nodes)
 		return n;
@@ -190,7 +187,7 @@ static inline uint32_t ut_barn_waiters(const struct shm_barn *b)
 
 /* Whether the last client to wait on barn @b ran on CPU @cpu (clients
  * write the hint: any value only makes the worker spin, or not, after
- * serving it; engine_worker.c). */
+ * serving it; engine/worker.c). */
 static inline int ut_barn_waiter_on(const struct shm_barn *b, int cpu)
 {
 	return cpu >= 0 &&
@@ -207,35 +204,5 @@ static inline int ut_lane_live(const struct shm_pool *p, const struct shm_lane *
 
 	return c < p->max_clients && at_load_acquire(&p->clients[c].state) == CLIENT_LIVE;
 }
-
-/* ---- caches ------------------------------------------------------------- */
-
-/*
- * Whether descriptor @sc of a LIVE cache is one engine_cache_create could
- * have made (geometry of slab_geometry, capacity, flags, a terminated
- * name; the barn watermarks are clamped where they are used).  The engine divides by obj_size and loops over
- * objs_per_slab: a bad descriptor must never reach it.  0, or -EUCLEAN
- * with the first bad field in @why.
- */
-int untrusted_cache_valid(const struct shm_cache *sc, char *why, size_t len);
-
-/*
- * Adoption, before slab_rebuild: quarantine every LIVE cache whose
- * descriptor is invalid (state CACHE_BROKEN: refused by find/open, skipped
- * by workers, shrink, check and destroy, its slot never reused, its slabs
- * left alone).  Returns the number quarantined (counted in UT_CACHE).
- */
-uint32_t untrusted_quarantine_caches(struct shm_pool *p);
-
-/*
- * Adoption, before the dead engine's sheaves are taken back: make the
- * shared part safe to serve from.  Each ring's header gets the pool's
- * geometry again (tools read it); an owner-table entry that names no ring
- * of the pool, no client slot and neither the engine nor "none" is given
- * to @dead (the dead engine's id: its sheaf is then reclaimed with the
- * engine's, its objects validated); a lane whose client field names no one
- * is freed.  Returns the entries and lanes repaired (counted).
- */
-uint32_t untrusted_adopt_shared(struct shm_pool *p, uint32_t dead);
 
 #endif
