@@ -139,7 +139,7 @@ static int local_cache_shrink(sheaf_cache_t *c)
 	return engine_shrink(&c->pool->engine, (int)c->id, 1);
 }
 
-/* stats_cache_node per node, as sheafd's Stats does (daemon/rpc.c). */
+/* stats_cache_node per node, as sheafd's Stats does (daemon/rpc_pool.c). */
 static int local_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stats *out)
 {
 	const struct shm_pool *p = &c->pool->shm;

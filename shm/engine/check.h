@@ -2,8 +2,9 @@
  * check.h - the pool checker: proves the accounting identity of layout.h.
  *
  * Who may call: the engine's hosting process only (sheafd's Check request,
- * daemon/check.c and daemon/rpc.c; a local pool's check, client/local.c;
- * the count reconciliation, engine/cache.c) and tests, on a quiescent pool
+ * daemon/check.c and daemon/rpc_pool.c; a local pool's check,
+ * client/pool_local.c; the count reconciliation, engine/cache.c) and
+ * tests, on a quiescent pool
  * (no thread in an alloc, free or ring operation, engine workers asleep or
  * stopped).
  */
