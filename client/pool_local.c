@@ -63,7 +63,8 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	pp.max_lanes = cfg->max_threads;
 	pp.max_caches = cfg->max_caches;
 	/* $SHEAF_HUGE_PAGES: off, try (default: huge pages when the kernel
-	 * allows shmem THP; W2 at B=2^20, design 5b), on (shm/huge.h). */
+	 * allows shmem THP; W2 at B=2^20, docs/design.md, "Huge pages"), on
+	 * (shm/huge.h). */
 	pp.huge = HUGE_TRY;
 	if (getenv("SHEAF_HUGE_PAGES") != NULL) {
 		enum huge_mode m;
