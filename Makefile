@@ -314,7 +314,7 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------------------
-# Fuzzing (tests/fuzz/, README "Fuzzing").  Two libFuzzer targets
+# Fuzzing (tests/fuzz/, README "Testing").  Two libFuzzer targets
 # built with clang under ASan+UBSan into build-fuzz/ (whatever SAN= says):
 #   fuzz_rpc  a connection's bytes -> consume_frames -> rpc_handle (sheafd)
 #   fuzz_shm  client-writable region contents -> the engine's pass, repair,

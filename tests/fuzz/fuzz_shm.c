@@ -37,8 +37,8 @@
  * seg), a 3-byte offset into that segment (modulo its length), a length
  * byte, and that many bytes, written over the segment (cut at its end).
  *
- * Build and run: `make fuzz` (Makefile; build-fuzz/fuzz_shm).  Inputs that
- * crashed it: tests/fuzz/crashes_shm/ (README "Fuzzing").  With
+ * Build and run: `make fuzz` (Makefile; build-fuzz/fuzz_shm).  Saved crash
+ * inputs: tests/fuzz/crashes_shm/ (README "Testing").  With
  * FUZZ_SHM_VERBOSE set in the environment, the segments and each patch are
  * printed (to read a crashing input).
  */
