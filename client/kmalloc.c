@@ -108,7 +108,8 @@ static void km_publish(sheaf_pool_t *pool, uint32_t k, sheaf_cache_t *c)
 	}
 }
 
-/* The sheaf capacity a class is made with: the objects of
+/*
+ * The sheaf capacity a class is made with: the objects of
  * SHEAF_KMALLOC_SHEAF_BYTES, at most SHEAF_CAP_MAX, never fewer than the
  * default rule gives (which bounds a sheaf at 16 KiB: 28 objects of 1 KiB).
  * Mixed sizes spread a thread's frees over several classes, and a batch of
@@ -116,7 +117,8 @@ static void km_publish(sheaf_pool_t *pool, uint32_t k, sheaf_cache_t *c)
  * docs/design.md, "Classes are caches"); the cost is memory a thread keeps
  * cached, at most this many bytes per sheaf.  A class made beforehand keeps
  * its capacity; sheafctl capacity (sheaf_cache_set_capacity) tunes it
- * later. */
+ * later.
+ */
 static uint32_t kmalloc_capacity(uint32_t size)
 {
 	uint32_t cap = SHEAF_KMALLOC_SHEAF_BYTES / size;

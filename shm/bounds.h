@@ -8,7 +8,7 @@
  * divide.
  *
  * Who may call: any process of the pool (the engine for everything it
- * reads there; libsheaf for what it takes from a barn, client/alloc.c).
+ * reads there; libsheaf for what it takes from a barn, client/vet.c).
  * No locks; the counters are relaxed atomics.
  *
  * A value out of bounds is refused (the helpers return a harmless value:

@@ -199,7 +199,7 @@ struct shm_cache {
 					     (barn_flush_limit); 0: barn_limit
 					     always.  Former padding. */
 	char name[SHEAF_NAME_MAX];
-	/* A client thread's stash (client/alloc.c, stash_room): at most
+	/* A client thread's stash (client/exchange.c, stash_room): at most
 	 * stash_sheaves full and as many empty sheaves beyond main and spare,
 	 * and no more than stash_bytes of objects in the full ones.  Former
 	 * padding: 0 in an older pool (no stash). */
@@ -486,16 +486,17 @@ _Static_assert(sizeof(struct shm_client) == SHEAF_CACHELINE, "client size");
 #define LANE_FREE 0xffffffffu
 
 /*
- * A lane (its header here, its counters in a block of its own: struct
- * shm_lane_stats) belongs to a client (a process) until the client detaches or is
- * repaired, and to one of its threads at a time (@busy): a thread that exits
- * leaves the lane idle for the client's next thread, so the client's counts
- * stay its own.  A lane's counters are never reset, so sums over lanes never
- * go back: a lane freed by one client keeps counting for the next.  To keep
- * per-node sums monotonic a lane stays bound to the node it was first used
- * on (lanes of that node are reused first); @base records, per cache, the
- * objects in use (allocs - frees) the lane showed when its client took it,
- * so that a client's own objects in use are the sum of (net - base).
+ * A lane (its header here, its counters in a block of its own at
+ * off_lane_stats, below) belongs to a client (a process) until the client
+ * detaches or is repaired, and to one of its threads at a time (@busy): a
+ * thread that exits leaves the lane idle for the client's next thread, so
+ * the client's counts stay its own.  A lane's counters are never reset, so
+ * sums over lanes never go back: a lane freed by one client keeps counting
+ * for the next.  To keep per-node sums monotonic a lane stays bound to the
+ * node it was first used on (lanes of that node are reused first); @base
+ * records, per cache, the objects in use (allocs - frees) the lane showed
+ * when its client took it, so that a client's own objects in use are the
+ * sum of (net - base).
  */
 /*
  * A lane's main sheaf of one cache, for the fast-path counts: @word is the
