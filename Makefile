@@ -95,7 +95,8 @@ TEST_BIN   := $(foreach t,$(TEST_TIERS),$(TEST_BIN_$(t)))
 TEST_OBJ   := $(addsuffix .o,$(TEST_BIN))
 TEST_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/helpers/util_*.c))
 BENCH_BIN  := $(BUILD)/tests/bench/sheafbench
-# tests/bench/scale/walks.c: the scale measurements (issue 12), linked like
+# tests/bench/scale/walks.c: the scale measurements (what the walks over
+# clients, lanes and caches cost, how long attaching takes), linked like
 # a test program and placed beside them (it finds sheafd as they do).
 SCALE_BENCH := $(BUILD)/tests/scale_walks
 BENCH_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/bench/dpdkbench.c,$(wildcard tests/bench/*.c)))
@@ -136,8 +137,8 @@ $(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)
 
 # sheafctl, the operator CLI (client/sheafctl/; not part of libsheaf: it uses
-# only proto/ and libsheaf's public API).  Builds from before it moved there
-# left its binary where its objects' folder now goes: remove that file.
+# only proto/ and libsheaf's public API).  $(BUILD)/client/sheafctl is its
+# objects' folder: a plain file of that name is in the way, removed.
 $(shell test -f $(BUILD)/client/sheafctl && rm -f $(BUILD)/client/sheafctl)
 $(SHEAFCTL): $(CTL_OBJ) $(BUILD)/libsheaf.a
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(BUILD)/libsheaf.a $(LIBS)
@@ -313,7 +314,7 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------------------
-# Fuzzing (tests/fuzz/, README "Fuzzing").  Two libFuzzer targets
+# Fuzzing (tests/fuzz/, README "Testing").  Two libFuzzer targets
 # built with clang under ASan+UBSan into build-fuzz/ (whatever SAN= says):
 #   fuzz_rpc  a connection's bytes -> consume_frames -> rpc_handle (sheafd)
 #   fuzz_shm  client-writable region contents -> the engine's pass, repair,
@@ -390,7 +391,7 @@ fuzz-corpus: $(FUZZ_BUILD)/gen_corpus_rpc
 # runs fast; fuzz_shm's are patches, up to 4 KiB of them.
 FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # FUZZ_RUNS=N: N inputs per target instead of FUZZ_SECONDS (the long form,
-# e.g. `make fuzz FUZZ_RUNS=10000000`: the issue-14 run of 10^7 each).
+# e.g. `make fuzz FUZZ_RUNS=10000000`: 10^7 inputs each).
 FUZZ_LIMIT = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS))
 
 # The inputs that once crashed a target, run once each: any crash, sanitizer

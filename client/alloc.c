@@ -62,7 +62,7 @@ static void *take(struct tcache *t, struct shm_sheaf *s, enum sheaf_stat st)
 	if (is_debug(t))
 		debug_track_mark(t, off);
 	/* Counted in @st with the pop, exactly if the thread dies between
-	 * the two (shm/clients.h, lane_count_stage). */
+	 * the two (shm/lanes.h, lane_count_stage). */
 	count_stage(t, s, n - 1, st);
 	sheaf_set_size(s, n - 1);
 	count_commit(t);

@@ -18,8 +18,8 @@
  * Lock order (docs/design.md, "Lock order"): pool->lock, then thread.c's
  * slots_lock; pool->conn.lock (rpc.h) and thread.c's numa_lock are
  * leaves (conn.lock is held across a round trip with sheafd).  None of
- * these nests with the engine's locks (shm/engine.h); none is held across
- * a wait for supply.
+ * these nests with the engine's locks (shm/engine/engine.h); none is held
+ * across a wait for supply.
  */
 #ifndef SHEAF_CLIENT_INTERNAL_H
 #define SHEAF_CLIENT_INTERNAL_H
@@ -81,7 +81,7 @@ struct sheaf_cache {
 static inline int cache_handle_live(const sheaf_cache_t *c)
 {
 	/* Acquire: pairs with the release stores of the state
-	 * (shm/engine_cache.c); the generation is written before them. */
+	 * (shm/engine/cache.c); the generation is written before them. */
 	uint32_t st = at_load_acquire(&c->sc->state);
 
 	return (st == CACHE_LIVE || st == CACHE_DYING) &&
@@ -235,7 +235,7 @@ static inline void stat_inc(struct tcache *t, enum sheaf_stat s)
 	at_counter_add(&tstat(t)[s], 1);
 }
 
-/* A push or pop of the slow path and its count (shm/clients.h). */
+/* A push or pop of the slow path and its count (shm/lanes.h). */
 static inline void count_stage(struct tcache *t, struct shm_sheaf *s, uint32_t size,
 			       enum sheaf_stat st)
 {
@@ -335,7 +335,7 @@ void exchange_retire_main(struct tcache *t, struct shm_sheaf *m, struct shm_shea
 			  uint32_t *n);
 /* Before waiting for an empty sheaf: hand the thread's full sheaves beyond
  * main to the barn, where other threads' allocs can use them and the
- * engine flushes them for a waiting free (engine_worker.c). */
+ * engine flushes them for a waiting free (shm/engine/worker.c). */
 void exchange_give_back_full(struct tcache *t);
 
 /* ---- debug_track.c: a debug cache's in-use bits --------------------------- */

@@ -63,7 +63,8 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	pp.max_lanes = cfg->max_threads;
 	pp.max_caches = cfg->max_caches;
 	/* $SHEAF_HUGE_PAGES: off, try (default: huge pages when the kernel
-	 * allows shmem THP; W2 at B=2^20, design 5b), on (shm/huge.h). */
+	 * allows shmem THP; W2 at B=2^20, docs/design.md, "Huge pages"), on
+	 * (shm/huge.h). */
 	pp.huge = HUGE_TRY;
 	if (getenv("SHEAF_HUGE_PAGES") != NULL) {
 		enum huge_mode m;
@@ -139,7 +140,7 @@ static int local_cache_shrink(sheaf_cache_t *c)
 	return engine_shrink(&c->pool->engine, (int)c->id, 1);
 }
 
-/* stats_cache_node per node, as sheafd's Stats does (daemon/rpc.c). */
+/* stats_cache_node per node, as sheafd's Stats does (daemon/rpc_pool.c). */
 static int local_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stats *out)
 {
 	const struct shm_pool *p = &c->pool->shm;

@@ -341,7 +341,8 @@ static uint32_t retry_get(const struct queue_ref *r, void *arg)
 	return queue_get(r, &((struct retry_arg *)arg)->v, 1);
 }
 
-/* Wait (sleeping) until @try_once succeeds: 0, -ETIMEDOUT, -ESTALE. */
+/* Wait (sleeping) until one retry of @ra (retry_get for a @consumer, else
+ * retry_put) succeeds: 0, -ETIMEDOUT, -ESTALE. */
 static int queue_wait(sheaf_queue_t *q, int consumer, int timeout_ms, struct retry_arg *ra)
 {
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX

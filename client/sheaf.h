@@ -227,8 +227,8 @@ SHEAF_API void sheaf_thread_exit(void);
  *   or the slabs.
  * - Cost: every sheaf_alloc and sheaf_free of an owned cache takes the
  *   library's slow path (a call and one tag store, or a CAS for an object
- *   another process allocated), as debug
- *   caches do; plain caches are not affected (README, "Object ownership").
+ *   another process allocated), as debug caches do; plain caches are not
+ *   affected (docs/design.md, "Object ownership").
  *   An owned cache needs a sheafd pool or a local pool alike.
  */
 #define SHEAF_CACHE_OWNED      0x2u   /* record each object's holder */

@@ -1,12 +1,12 @@
 /*
  * vet.c - a client's check of the full sheaves it takes from a barn
- * (docs/design.md, "Trust boundary"): a full sheaf was filled by whoever put
- * it there, the engine or a peer process, which may be broken or hostile.
- * Before any of its objects is returned, each offset must lie in a frame
- * this cache owns (the frame owner map: engine-owned, read-only here) on an
- * object boundary (the free fast path's exact division test, struct
- * sheaf__fast), and the size must fit objs[].  Once per exchange, never per
- * alloc.  Who may call: exchange.c and free.c (vet_full), alloc.c
+ * (docs/design.md, "What a client checks"): a full sheaf was filled by
+ * whoever put it there, the engine or a peer process, which may be broken
+ * or hostile.  Before any of its objects is returned, each offset must lie
+ * in a frame this cache owns (the frame owner map: engine-owned, read-only
+ * here) on an object boundary (the free fast path's exact division test,
+ * struct sheaf__fast), and the size must fit objs[].  Once per exchange,
+ * never per alloc.  Who may call: exchange.c and free.c (vet_full), alloc.c
  * (vet_top, vet_rising).
  *
  * Cost.  In a one-way flow between processes (W3 cross-process) every
@@ -16,27 +16,28 @@
  * data's bounds looked up only when the frame changes, with no branch per
  * offset; a sheaf that fails is then compacted by the scalar test, which
  * decides.  Measured on W3 cross-process against no check
- * (docs/design.md, "Trust boundary"): a scalar test with a branch per
+ * (docs/design.md, "What a client checks"): a scalar test with a branch per
  * offset cost 15-25%, this one about 1%.  Prefetching the offsets' lines
  * made it worse (about 7%, both at the start of the test and one exchange
  * ahead, by a peek at the barn's next sheaf): the loads in order, with the
  * hardware's own prefetch, do better.
  *
  * Order (vet_rising).  A checked sheaf is handed out in rising addresses:
- * pops take objs[] from the top, so when objs[0] is below the top entry
- * its objects are copied, reversed, into the thread's empty main sheaf
- * (four entries at a time with AVX2), which becomes the full one, and the
- * barn's sheaf goes back empty.  Not in place: a swap holds one object in
- * a register only, and a thread killed there lost it (test_rcu_table under
- * TSan: 4 objects, one block of four).  The copy is written where the
- * empty sheaf's size hides it, then both sizes change, the full one's
- * last: a death in between leaves the objects in two sheaves of the dead
- * client, and the repair's flush takes the second copy of each back as
- * already free (flush_invalid), never loses one.  A sheaf that sat in a
- * barn has no hot top to keep (the reason for LIFO within a thread's own
- * sheaves), and a batch freed in the order it was allocated otherwise
- * comes back in 16 KiB runs of falling addresses that step upwards, which
- * the hardware's prefetchers follow badly (docs/design.md 5b, third pass).
+ * pops take objs[] from the top, so when objs[0] is below the top entry its
+ * objects are copied, reversed, into the thread's empty main sheaf (four
+ * entries at a time with AVX2), which becomes the full one, and the barn's
+ * sheaf goes back empty.  Not in place: a swap holds one object in a
+ * register only, and a thread killed there loses it
+ * (deploy/test_example_rcu_table under TSan: 4 objects, one block of four).
+ * The copy is written where the empty sheaf's size hides it, then both
+ * sizes change, the full one's last: a death in between leaves the objects
+ * in two sheaves of the dead client, and the repair's flush takes the
+ * second copy of each back as already free (flush_invalid), never loses
+ * one.  A sheaf that sat in a barn has no hot top to keep (the reason for
+ * LIFO within a thread's own sheaves), and a batch freed in the order it
+ * was allocated otherwise comes back in 16 KiB runs of falling addresses
+ * that step upwards, which the hardware's prefetchers follow badly
+ * (docs/design.md, "Slow paths").
  */
 #include "shm/bounds.h"
 #include "client/internal.h"
@@ -94,12 +95,11 @@ static void copy_reversed_scalar(uint64_t *dst, const uint64_t *src, uint32_t fr
  * tested and looked up one by one.  The division test stays in the 64-bit
  * lanes (one 32x32 multiply a lane, the low half kept), which saves the
  * two lane-crossing shuffles to 32-bit lanes: 2% of W2 at B=65536 and
- * 2^20 (issue 16).  No gather: with the
- * mitigation of gather data sampling (2023), a gather costs more than four
- * loads.  Signed compares serve: the data's length is below 2^62.  (Built
- * without TSan's instrumentation, no_sanitize("thread"), test_rcu_table
- * lost objects under SAN=thread in 2 runs of 3, and never with it: TSan
- * instruments it like the rest.)
+ * 2^20.  No gather: with the mitigation of gather data sampling (2023), a
+ * gather costs more than four loads.  Signed compares serve: the data's
+ * length is below 2^62.  (Not built no_sanitize("thread"): without TSan's
+ * instrumentation deploy/test_example_rcu_table loses objects under
+ * SAN=thread; TSan instruments it like the rest.)
  */
 __attribute__((target("avx2")))
 static uint32_t scan_avx2(const struct vet *v, const uint64_t *objs, uint32_t n)

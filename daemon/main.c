@@ -312,7 +312,8 @@ int main(int argc, char **argv)
 		goto out_base;
 	if (make_pool(&d, meta_fd, shared_fd, err, sizeof(err)) != 0)
 		goto out_server;
-	/* Clients get META only through this descriptor (rpc.c, Attach). */
+	/* Clients get META only through this descriptor (rpc_clients.c,
+	 * Attach). */
 	if (pool_meta_readonly_fd(&d.pool, err, sizeof(err)) < 0)
 		goto out_pool;
 	if (engine_init(&d.engine, &d.pool, err, sizeof(err)) != 0)

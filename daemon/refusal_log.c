@@ -1,6 +1,6 @@
 /*
  * refusal_log.c - the rate-limited log of the engine's refusals of
- * client-written values (refusal_log.h; the counters: shm/untrusted.h).
+ * client-written values (refusal_log.h; the counters: shm/bounds.h).
  */
 #include <stdio.h>
 #include <string.h>

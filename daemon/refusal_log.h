@@ -1,6 +1,6 @@
 /*
  * refusal_log.h - sheafd's log of the values a client wrote in shared
- * memory that the engine refused (the counters are shm/untrusted.h's):
+ * memory that the engine refused (the counters are shm/bounds.h's):
  * the engine only counts them; this watch logs one line when a counter
  * moved, at most once every REFUSAL_LOG_S seconds, so a scribbling client
  * cannot flood the log.

@@ -31,7 +31,7 @@ Sheaf__V1__Layout *rpc_layout(struct daemon *d, struct arena *a)
 	return l;
 }
 
-/* DaemonInfo's grace-period fields (shm/grace.h): counters from the
+/* DaemonInfo's grace-period fields (shm/engine/grace.h): counters from the
  * header, waiting objects summed over caches, the lanes holding the grace
  * period in progress back.  0 or -ENOMEM. */
 static int daemon_info_grace(struct daemon *d, struct arena *a,

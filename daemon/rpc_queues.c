@@ -1,7 +1,7 @@
 /*
  * rpc_queues.c - sheafd's handlers for the shared queues (shm/queue.h,
- * engine_queue.c): QueueCreate, QueueDestroy, QueueList, and
- * the queues' numbers that Stats reports.  Called through rpc.c's table of
+ * shm/engine/queue.c): QueueCreate, QueueDestroy, QueueList, and the
+ * queues' numbers that Stats reports.  Called through rpc.c's table of
  * request kinds only.
  */
 #include <errno.h>

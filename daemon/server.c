@@ -3,10 +3,11 @@
  * user can write, refusing to start when a live daemon holds the socket),
  * accepting with peer credentials, reading frames, handing each to
  * rpc_handle (rpc.c) and sending the reply it packs (with a descriptor for
- * Attach).  Thin: parsing and acting live in rpc.c, which never calls back
- * here; the pool check (check.c) hands its reply to on_check_reply, which
- * this file registers with check_on_done.  Connection state (struct conn)
- * is this file's; registry.c only marks a connection to close.
+ * Attach).  Thin: parsing lives in rpc.c and acting in its handlers
+ * (rpc_handlers.h), which never call back here; the pool check (check.c)
+ * hands its reply to on_check_reply, which this file registers with
+ * check_on_done.  Connection state (struct conn) is this file's; registry.c
+ * only marks a connection to close.
  *
  * Abuse of the socket costs bounded memory and no spinning:
  *   - at most d->max_conns connections: over it, the oldest connection that

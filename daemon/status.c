@@ -1,8 +1,8 @@
 /*
  * status.c - daemon_status: the one-line STATUS= that systemd shows for
  * sheafd (clients, caches, slab memory).  Sent by main.c at start and after
- * a reload, by registry.c when a client comes or goes, by rpc.c when a
- * cache is created or destroyed, and every STATUS_REFRESH_S seconds by
+ * a reload, by registry.c when a client comes or goes, by rpc_caches.c when
+ * a cache is created or destroyed, and every STATUS_REFRESH_S seconds by
  * main.c's timer (slab memory moves without any event); an unchanged line
  * is not sent again.
  */

@@ -5,12 +5,12 @@
  * client/sheaf.h keeps its own __atomic builtins (it is included by C++
  * and gnu89 callers).
  *
- * Every atomic access of shm/ and daemon/ goes through one of these, so
- * the memory order is part of the name and a reader can pair each release
- * with its acquire (see docs/design.md section 3, "Memory orders of the
- * ring").  The at_* helpers take an _Atomic object; the at_plain_* ones a
- * plain one (the sheaf header's fields and the like, which the layout
- * shares with client/sheaf.h and so cannot declare _Atomic).
+ * Every atomic access of shm/ and daemon/ goes through one of these, so the
+ * memory order is part of the name and a reader can pair each release with
+ * its acquire (see docs/design.md, "Memory orders of the ring").  The at_*
+ * helpers take an _Atomic object; the at_plain_* ones a plain one (the
+ * sheaf header's fields and the like, which the layout shares with
+ * client/sheaf.h and so cannot declare _Atomic).
  */
 #ifndef SHEAF_SHM_ATOMICS_H
 #define SHEAF_SHM_ATOMICS_H

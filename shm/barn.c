@@ -122,10 +122,10 @@ void depot_put(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *
 
 	/* A depot sheaf is blank.  Its flags too: a deferred sheaf a client
 	 * died with before its first push (size 0) comes here from the
-	 * repair, and a stale SHEAF_F_DEFERRED made its next holder's death
-	 * requeue that one's free objects as deferred frees, counted in
-	 * free_rcu_sheaf (test_rcu_table: in use by the walk N + k, by the
-	 * counters N). */
+	 * repair, and a stale SHEAF_F_DEFERRED would make its next holder's
+	 * death requeue that one's free objects as deferred frees, counted in
+	 * free_rcu_sheaf (deploy/test_example_rcu_table: in use by the walk
+	 * N + k, by the counters N). */
 	sheaf_set_size(sh, 0);
 	at_plain_store_relaxed(&sh->flags, 0);
 	put_or_depot(p, &rr, s, me, in);

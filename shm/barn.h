@@ -8,7 +8,7 @@
  * is the caller's owner id (client id, or OWNER_ENGINE), @in its lane's
  * intent record.
  *
- * Handshake (docs/design.md section 5, "The engine": the doorbell handshake):
+ * Handshake (docs/design.md, "Barn exchanges and waits"):
  *   client: doorbell++ (seq_cst); if worker sleeping: futex_wake(doorbell).
  *   worker: sleeping = 1 (seq_cst); if doorbell unchanged: futex_wait.
  *   Either the client sees sleeping == 1 or the worker sees the new doorbell.

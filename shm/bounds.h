@@ -8,14 +8,14 @@
  * divide.
  *
  * Who may call: any process of the pool (the engine for everything it
- * reads there; libsheaf for what it takes from a barn, client/alloc.c).
+ * reads there; libsheaf for what it takes from a barn, client/vet.c).
  * No locks; the counters are relaxed atomics.
  *
  * A value out of bounds is refused (the helpers return a harmless value:
  * no sheaf, a clamped size, a ring that gives up), and counted in the
  * process's refusal counters (untrusted_count, by kind).  The engine never
  * prints: sheafd's periodic code logs when a counter moves
- * (daemon/untrusted.c), rate-limited.  What a refusal costs is the
+ * (daemon/refusal_log.c), rate-limited.  What a refusal costs is the
  * offending cache's consistency at most (a sheaf or an object lost, a
  * count off), never the engine.  The validation of a whole region that a
  * restarted sheafd adopts is the engine's (engine/adopt_vet.h).

@@ -31,8 +31,7 @@ struct cache_params {
  * 256 B, 28 up to 1 KiB, 12 up to 4 KiB, else 4), raised to the objects of
  * SHEAF_DEFAULT_BYTES (at most 256): small objects get more (a sheaf is
  * 2 KiB of offsets whatever its capacity), since each barn exchange costs
- * a few atomic operations (docs/design.md section 4, "The object path":
- * capacity).
+ * a few atomic operations (docs/design.md, "Capacity").
  */
 #define SHEAF_DEFAULT_BYTES 16384u
 uint32_t cache_default_capacity(uint32_t obj_size);

@@ -46,7 +46,7 @@
  */
 enum lock_rank {
 	LOCK_RANK_POOL_HANDLES = 10,   /* client: sheaf_pool.lock (handles[]) */
-	LOCK_RANK_REGISTRY     = 20,   /* client: thread.c registry_lock */
+	LOCK_RANK_REGISTRY     = 20,   /* client: thread.c slots_lock */
 	LOCK_RANK_POOL_RPC     = 30,   /* client: rpc_conn.lock (rpc.h, a leaf) */
 	LOCK_RANK_NUMA         = 35,   /* client: thread.c numa_lock (a leaf) */
 	LOCK_RANK_ENGINE_CTL   = 40,   /* engine: struct engine ctl_lock */

@@ -3,7 +3,8 @@
  * huge pages, asked for with madvise(MADV_HUGEPAGE) on the data range).
  *
  * Who may call: any process of the pool: pool.c (create, map), sheafd's
- * config (daemon/config.c) and libsheaf's local pools (client/local.c).
+ * config (daemon/config.c) and libsheaf's local pools
+ * (client/pool_local.c).
  *
  * The data segment starts on a 2 MiB boundary both in the region and in the
  * SHARED memfd (layout_compute), so that a huge page of the memfd can be

@@ -74,7 +74,7 @@
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
  * the header; these are their upper bounds (validation, id widths) and
  * defaults.  Every array they size is sparse: a slot costs memory once it
- * is first used (docs/design.md, "Limits and sparse metadata"). */
+ * is first used (docs/design.md, "Sparse metadata"). */
 #define SHEAF_MAX_CACHES      1024u
 #define SHEAF_MAX_CLIENTS     4096u
 #define SHEAF_MAX_LANES       65536u
@@ -168,7 +168,8 @@ enum cache_state { CACHE_FREE = 0, CACHE_LIVE = 1, CACHE_DYING = 2, CACHE_BROKEN
 #define SHEAF_CACHE_F_ALL   (SHEAF_CACHE_F_DEBUG | SHEAF_CACHE_F_OWNED | SHEAF_CACHE_F_KEEP)
 
 /* A client thread's stash (struct shm_cache, stash_*): the defaults
- * (tunable per cache; chosen from tests/bench/stash_sweep.sh, design 5b)
+ * (tunable per cache; chosen from tests/bench/stash_sweep.sh;
+ * docs/design.md, "Slow paths")
  * and the most sheaves of each kind a thread keeps. */
 #define SHEAF_STASH_SHEAVES 32u
 #define SHEAF_STASH_BYTES   (512u << 10)
@@ -198,7 +199,7 @@ struct shm_cache {
 					     (barn_flush_limit); 0: barn_limit
 					     always.  Former padding. */
 	char name[SHEAF_NAME_MAX];
-	/* A client thread's stash (client/alloc.c, stash_room): at most
+	/* A client thread's stash (client/exchange.c, stash_room): at most
 	 * stash_sheaves full and as many empty sheaves beyond main and spare,
 	 * and no more than stash_bytes of objects in the full ones.  Former
 	 * padding: 0 in an older pool (no stash). */
@@ -371,12 +372,13 @@ _Static_assert(SHEAF_CAP_MAX <= SHEAF_WORD_SIZE, "sheaf size field");
  * set is a function of id mod 64 alone, and the sheaves a thread holds at
  * once are often a power of two apart (a cache's barn is stocked with a run
  * of 16 from the depot at its first use): W8's main sheaves, one per size
- * class, had their headers and top entries (objs[255], 32 lines on) in 4
- * of the 64 sets, 50 lines in 32 ways (docs/design.md 11).  The gaps make
- * 25 sheaves 2^k apart (k = 0..9) use no set more than 4 times of its 8
- * ways for those two lines (test_sheaf sheaf_line_spreads_sets), and keep
- * sheaves in id order (a run of ids is a run of memory, which the refills
- * of W2 at 2^20 stream through) for 0.2% more memory.
+ * class, would have their headers and top entries (objs[255], 32 lines on)
+ * in 4 of the 64 sets, 50 lines in 32 ways (docs/design.md, "Where the
+ * sheaves lie").  The gaps make 25 sheaves 2^k apart (k = 0..9) use no set
+ * more than 4 times of its 8 ways for those two lines (test_sheaf
+ * sheaf_line_spreads_sets), and keep sheaves in id order (a run of ids is a
+ * run of memory, which the refills of W2 at 2^20 stream through) for 0.2%
+ * more memory.
  */
 static inline uint64_t sheaf_line(uint32_t id)
 {
@@ -484,16 +486,17 @@ _Static_assert(sizeof(struct shm_client) == SHEAF_CACHELINE, "client size");
 #define LANE_FREE 0xffffffffu
 
 /*
- * A lane (its header here, its counters in a block of its own: struct
- * shm_lane_stats) belongs to a client (a process) until the client detaches or is
- * repaired, and to one of its threads at a time (@busy): a thread that exits
- * leaves the lane idle for the client's next thread, so the client's counts
- * stay its own.  A lane's counters are never reset, so sums over lanes never
- * go back: a lane freed by one client keeps counting for the next.  To keep
- * per-node sums monotonic a lane stays bound to the node it was first used
- * on (lanes of that node are reused first); @base records, per cache, the
- * objects in use (allocs - frees) the lane showed when its client took it,
- * so that a client's own objects in use are the sum of (net - base).
+ * A lane (its header here, its counters in a block of its own at
+ * off_lane_stats, below) belongs to a client (a process) until the client
+ * detaches or is repaired, and to one of its threads at a time (@busy): a
+ * thread that exits leaves the lane idle for the client's next thread, so
+ * the client's counts stay its own.  A lane's counters are never reset, so
+ * sums over lanes never go back: a lane freed by one client keeps counting
+ * for the next.  To keep per-node sums monotonic a lane stays bound to the
+ * node it was first used on (lanes of that node are reused first); @base
+ * records, per cache, the objects in use (allocs - frees) the lane showed
+ * when its client took it, so that a client's own objects in use are the
+ * sum of (net - base).
  */
 /*
  * A lane's main sheaf of one cache, for the fast-path counts: @word is the
@@ -632,8 +635,8 @@ static inline uint32_t ring_rcu_id(uint32_t nodes)
 	return RING_RCU;
 }
 /* Whether ring @id is a barn's ring of full sheaves (its empty ring is
- * @id + 1).  Ask this, never the id's parity: the parity of a barn ring
- * moved when RING_RCU took id 1. */
+ * @id + 1).  Ask this, never the id's parity: RING_RCU takes id 1, so a
+ * barn ring's parity is no rule. */
 static inline int ring_is_full_barn(uint32_t id)
 {
 	return id >= RING_FIRST_BARN && (id - RING_FIRST_BARN) % 2u == 0;

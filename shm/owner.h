@@ -5,8 +5,9 @@
  * "Object ownership".
  *
  * Who may call: any process of the pool: libsheaf's alloc and free
- * (owner_alloc, owner_free_begin, owner_free_end; client/alloc.c) and queue
- * hooks (client/owner.c), and the engine, whose own side is
+ * (owner_alloc, owner_free_begin, owner_free_end; client/alloc.c,
+ * client/free.c, client/owned_fast.c) and queue hooks
+ * (client/owner_handoff.c), and the engine, whose own side is
  * engine/owner.h.
  *
  * Where the tags live: the SHARED part (client-writable), one 16-bit tag
@@ -16,10 +17,11 @@
  * tags[f * SLAB_MAX_OBJS + idx].  Sparse: only owned caches' frames touch
  * their pages.
  *
- * Tag values: 0 nobody (free, or in a sheaf), client id + 1 (1..64) held
- * by that client, OWNER_TAG_QUEUED in a shared queue (nobody's: a dead
- * producer's repair leaves it), OWNER_TAG_KEPT a dead client's, kept
- * (SHEAF_CACHE_F_KEEP), OWNER_TAG_REPAIR the engine's repair is deciding.
+ * Tag values: 0 nobody (free, or in a sheaf), client id + 1
+ * (1..max_clients, at most 4096) held by that client, OWNER_TAG_QUEUED in
+ * a shared queue (nobody's: a dead producer's repair leaves it),
+ * OWNER_TAG_KEPT a dead client's, kept (SHEAF_CACHE_F_KEEP),
+ * OWNER_TAG_REPAIR the engine's repair is deciding.
  *
  * Who writes, and the order that makes a death at any instruction safe:
  *   alloc (client)  store tag = me BEFORE the pop that takes the object
@@ -33,7 +35,7 @@
  *                   repair came first, the object is the repair's, the tag
  *                   stays REPAIR and the free is done, owner_free_begin),
  *                   store 0 AFTER the push.
- *   queue hooks     client/owner.h.
+ *   queue hooks     client/owner_handoff.h.
  *   engine          owner_sheaf_untag, owner_reclaim (dead-client repair,
  *                   under the engine's ctl_lock), owner_slab_init (a fresh
  *                   slab: tags 0, under its cache-node lock).

@@ -13,7 +13,7 @@
  * whole range: META holds [0, off_rw) (engine-owned) and SHARED holds
  * [off_rw, region_size) (client-writable).  Offsets are region offsets
  * either way.  Clients receive META only as a descriptor that cannot write
- * it (pool_meta_readonly_fd; docs/design.md, "Trust boundary").
+ * it (pool_meta_readonly_fd; docs/design.md, "Who may write what").
  */
 #ifndef SHEAF_SHM_POOL_H
 #define SHEAF_SHM_POOL_H

@@ -1,10 +1,10 @@
 /*
  * ring.c - the lock-free MPMC sheaf ring; protocol and rules in ring.h and
- * docs/design.md.  Every acquire/release below names the edge it pairs with;
- * the labels [R1] [R3] [R4] (releases) and [A1] [A2] [A3] (acquires) are
- * those of docs/design.md, section 3 ("Memory orders of the ring"); [RR1]
- * and [RR2] are ring_reset's (the rebuild of a spoiled ring,
- * engine/ring_rebuild.c, whose claim is [RB1]).
+ * docs/design.md.  Every acquire/release below names the edge it pairs
+ * with; the labels [R1] [R3] [R4] (releases) and [A1] [A2] [A3] (acquires)
+ * are those of docs/design.md, "Memory orders of the ring"; [RR1] and [RR2]
+ * are ring_reset's (the rebuild of a spoiled ring, engine/ring_rebuild.c,
+ * whose claim is [RB1]).
  */
 #include <errno.h>
 #include "debug.h"

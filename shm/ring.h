@@ -223,10 +223,11 @@ int ring_holds(const struct ring_ref *rr, uint32_t sheaf);
 
 #ifdef SHEAF_TEST_HOOKS
 /*
- * Test-only: a standalone ring (tests/util_ring.h) whose header the test
- * itself wrote and trusts, under ring_hdr_* names (ring_hdr_put: ring_put on it).
- * Never for a pool's rings: their header is client-writable (sheafd uses
- * pool_ring_ref, shm/bounds.h); release builds do not have these.
+ * Test-only: a standalone ring (tests/helpers/util_ring.h) whose header the
+ * test itself wrote and trusts, under ring_hdr_* names (ring_hdr_put:
+ * ring_put on it).  Never for a pool's rings: their header is
+ * client-writable (sheafd uses pool_ring_ref, shm/bounds.h); release builds
+ * do not have these.
  */
 static inline struct ring_ref ring_ref_of_header(struct shm_ring *r)
 {

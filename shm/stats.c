@@ -1,8 +1,8 @@
 /*
  * stats.c - names of the counters of stats.h (the kernel's where it has one),
  * and stats_cache_node, the one place that sums a cache's counters and slab
- * and barn occupancy on a node.  Callers: daemon/rpc.c (Stats request),
- * client/local.c (sheaf_cache_stats on a local pool).
+ * and barn occupancy on a node.  Callers: daemon/rpc_pool.c (Stats
+ * request), client/pool_local.c (sheaf_cache_stats on a local pool).
  */
 #include "bounds.h"
 #include "debug.h"

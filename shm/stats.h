@@ -6,7 +6,7 @@
  *
  * Who may call: any process of the pool: a lane's thread writes its own
  * counters, the engine its cache-node counters; stats_cache_node and the
- * names are for any reader (daemon/rpc.c, client/local.c).
+ * names are for any reader (daemon/rpc_pool.c, client/pool_local.c).
  *
  * Thread-side counters live in a thread's lane (struct shm_lane) and are
  * written only by that thread (at_counter_add); engine-side counters live in

@@ -1,8 +1,8 @@
 /*
- * tune.h - the pool's run-time settings ("tunables"): their keys, ranges and
- * the rules that tie them together, in one table that sheafd's Tune request
- * (daemon/rpc.c) and libsheaf's sheaf_cache_set_capacity (client/cache.c,
- * for either kind of pool) both check against.
+ * tune.h - the pool's run-time settings ("tunables"): their keys, ranges
+ * and the rules that tie them together, in one table that sheafd's Tune
+ * request (daemon/rpc_pool.c) and libsheaf's sheaf_cache_set_capacity
+ * (client/cache.c, for either kind of pool) both check against.
  *
  * Who may call: any process with the pool mapped; only the pool's engine
  * process should apply (the engine reads the values relaxed).

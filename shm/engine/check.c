@@ -296,12 +296,12 @@ static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
 		}
 	}
 	/* In use: the rest; debug caches must agree bit by bit, but for the
-	 * state a killed thread leaves (client/alloc.c sets the bit before
-	 * the pop and clears it after the push): an object in a sheaf or free
-	 * with its bit set.  Such a bit of an object free in its slab is
-	 * cleared here (no live thread can be between those steps for it:
-	 * the object is in no sheaf); one in a sheaf is left to the next
-	 * alloc or free of the object. */
+	 * state a killed thread leaves (client/debug_track.c sets the bit
+	 * before the pop and clears it after the push): an object in a
+	 * sheaf or free with its bit set.  Such a bit of an object free in
+	 * its slab is cleared here (no live thread can be between those
+	 * steps for it: the object is in no sheaf); one in a sheaf is left
+	 * to the next alloc or free of the object. */
 	if (rc == 0 && !(sc->flags & SHEAF_CACHE_F_DEBUG))
 		inuse = objects - nfree - insheaf;     /* each marked once, above */
 	for (uint32_t f = 0; f < p->frames_total && rc == 0 &&

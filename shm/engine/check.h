@@ -2,8 +2,9 @@
  * check.h - the pool checker: proves the accounting identity of layout.h.
  *
  * Who may call: the engine's hosting process only (sheafd's Check request,
- * daemon/check.c and daemon/rpc.c; a local pool's check, client/local.c;
- * the count reconciliation, engine/cache.c) and tests, on a quiescent pool
+ * daemon/check.c and daemon/rpc_pool.c; a local pool's check,
+ * client/pool_local.c; the count reconciliation, engine/cache.c) and
+ * tests, on a quiescent pool
  * (no thread in an alloc, free or ring operation, engine workers asleep or
  * stopped).
  */
@@ -41,7 +42,8 @@ int pool_check(struct shm_pool *p, int cache, int64_t expect_in_use,
 
 /*
  * The same for @cache alone, whatever other caches' rings and sheaves hold
- * (a client may have spoiled those, docs/design.md "Trust boundary"): its
+ * (a client may have spoiled those, docs/design.md, "What a hostile
+ * client can still spoil"): its
  * slabs, its rings (each sheaf they own in exactly one slot), and the
  * objects of the sheaves its rings own or a client or the engine holds
  * with @cache in their cache field.  Depot and other caches are not

@@ -2,8 +2,8 @@
  * engine.h - the pool engine: creates caches, keeps every barn of a node
  * between its watermarks (one worker thread per node, asleep on the node's
  * doorbell when there is nothing to do), shrinks, and repairs after a dead
- * client.  sheafd hosts it; a local pool (client/local.c) hosts it in the
- * application's own process.
+ * client.  sheafd hosts it; a local pool (client/pool_local.c) hosts it in
+ * the application's own process.
  *
  * Who may call: the hosting process only.  engine_* control functions are
  * serialised by the engine's control lock; workers run concurrently.

@@ -8,8 +8,9 @@
  * once and bounded (bounds.h).  A client can hold grace periods back by
  * writing its lane (as a stopped reader does: reported, never unsafe) or
  * make its own deferred objects of caches it shares reusable early by
- * scribbling their sheaf (it can spoil those objects anyway, design 9);
- * it cannot fake gp_seq or gp_done (META).
+ * scribbling their sheaf (it can spoil those objects anyway:
+ * docs/design.md, "What a hostile client can still spoil"); it cannot fake
+ * gp_seq or gp_done (META).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -158,7 +159,7 @@ static void release(struct grace *g, uint32_t i)
 	}
 }
 
-/* Order every reader's accesses before the scan (design: "Deferred
+/* Order every reader's accesses before the scan (docs/design.md, "Deferred
  * frees"): 0, or -1 when membarrier failed (the scan must wait: a reader
  * without a fence is not seen safely). */
 static int order_readers(struct grace *g)

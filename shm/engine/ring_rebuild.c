@@ -24,9 +24,9 @@
  * Only the glance calls the deep vet (impossible positions: rebuilt at
  * once).  Symptom-driven vets (a refill that found no empty sheaf
  * suspecting the depot; a failed put or get suspecting a barn ring) would
- * also rebuild rings with sane positions but lost sheaves; they are off,
- * since they made an idle sheafd (test_hostile's) busy now and then (30-110
- * ms of CPU in an idle 100 ms), for a cause not found (perhaps the refills
+ * also rebuild rings with sane positions but lost sheaves; they are off:
+ * they make an idle sheafd (test_hostile's) busy now and then (30-110 ms
+ * of CPU in an idle 100 ms), for a cause not found (perhaps the refills
  * a rebuilt depot feeds into a spoiled barn ring, each failing put running
  * to ring_steps_max).
  *

@@ -16,7 +16,7 @@
  * lcores' caches and the pool's common ring in bulk: the closest peer in
  * kind to sheaf's sheaves and barn.
  *
- * Configured fairly (issue 16): objects packed as sheaf packs them
+ * Configured fairly: objects packed as sheaf packs them
  * (RTE_MEMPOOL_F_NO_SPREAD | RTE_MEMPOOL_F_NO_CACHE_ALIGN: no padding to
  * spread objects over memory channels, no rounding up to a cache line;
  * --spread gives DPDK's default layout back), and a pool sized like the

@@ -1,8 +1,7 @@
 /*
- * inproc.c - sheafbench's workloads inside this one process (split from
- * sheafbench.c, which keeps the options, the contenders' setup, the
- * post-run proof, the output and main; the figures are described in its
- * header comment):
+ * inproc.c - sheafbench's workloads inside this one process (sheafbench.c
+ * holds the options, the contenders' setup, the post-run proof, the output
+ * and main; the figures are described in its header comment):
  *   w1   one thread allocates then frees one object, N times: ns per pair.
  *   w2   one thread allocates --batch B objects, then frees them in
  *        allocation order, rounds after one untimed warm-up: ns per op.

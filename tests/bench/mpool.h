@@ -1,5 +1,5 @@
 /*
- * mpool.h - the naive multi-process peer of BENCHMARKS.md: a pool of
+ * mpool.h - the naive multi-process peer of docs/benchmarks.md: a pool of
  * fixed-size objects in one MAP_SHARED region, every allocation and free
  * under one process-shared robust pthread mutex.  The free objects are a
  * stack of indices kept outside the objects.  Created before fork(), the

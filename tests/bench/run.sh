@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - the sheaf benchmark driver (`make bench`).
 #
-# What it measures: the workloads of BENCHMARKS.md, one table row each.
+# What it measures: the workloads of docs/benchmarks.md, one table row each.
 # Single-process rows, every contender in its own process: W1 (alloc+free
 # pairs, ns/pair), W2 with B=4096 and with B=2^20 (batch alloc then free,
 # ns/op), W3 cross-thread (producer -> SPSC ring -> consumer that frees,
@@ -9,7 +9,7 @@
 # every operation takes a sheaf from the barn's ring and puts it back, after
 # flushing the thread's sheaves; not the kernel's per-CPU-slab baseline), and the peers glibc, jemalloc, tcmalloc (minimal) and mimalloc
 # (`sheafbench --alloc malloc` under LD_PRELOAD; glibc is no preload).
-# W8 mixed sizes (issue 11), single-process: one thread, a fixed seeded
+# W8 mixed sizes, single-process: one thread, a fixed seeded
 # sequence of sizes 8..1024 through sheaf_malloc/sheaf_free_any (sheaf's
 # kmalloc-<size> classes of a local pool) or malloc/free (the peers), W1-
 # shaped (`--workload w8p`, ns/pair) and W2-shaped with B=4096 (`--workload
@@ -48,8 +48,8 @@
 #                     its own sheafd): N processes released together each
 #                     time connect + cache open + first allocation (us);
 #                     N = 1 and 512 (BENCH_ATTACH_RUNS runs, default 3).
-#   W9 readers/writer `rcu_table bench MODE` (tests/examples/rcu_table.c,
-#                     issue 15): a hash table in the pool, 1 reader and 1
+#   W9 readers/writer `rcu_table bench MODE` (tests/examples/rcu_table.c):
+#                     a hash table in the pool, 1 reader and 1
 #                     writer process pinned to two CPUs; readers' Mlookups/s
 #                     with the writer paced at BENCH_W9_PACE (10^6) updates/s,
 #                     the writer's Mupdates/s flat out; MODE rcu (read_lock/
@@ -59,7 +59,7 @@
 #                     process, no EAL); targets: paired per-round ratios.
 #   sheafd idle CPU   utime+stime of sheafd over BENCH_IDLE_S (10) seconds
 #                     with no client, from /proc/PID/stat (one measurement).
-#   W7 messages       `w7bench` (tests/bench/w7/, issue 10): a producer
+#   W7 messages       `w7bench` (tests/bench/w7/): a producer
 #                     process allocates a message (64 B, 1 KiB), writes it
 #                     whole and hands it to a consumer process that reads it
 #                     whole and frees it, pinned to two CPUs (nice -20 as
@@ -236,7 +236,7 @@ for w in w1 w2; do
 	done
 done
 W6_ROWS=(w6_p50 w6_p99 w6_max)
-# Attach latency (issue 12): scale_walks --attach N, its own sheafd.
+# Attach latency: scale_walks --attach N, its own sheafd.
 ATTACH_ROWS=()
 for n in 1 512; do
 	for q in p50 p99; do
@@ -258,7 +258,7 @@ ROW_BETTER[w8p]=lower ROW_BETTER[w8b]=lower
 ROW_COUNT[w8p]=100000000 ROW_COUNT[w8b]=20000000
 ROW_COLS[w8p]="sheaf glibc jemalloc tcmalloc mimalloc"
 ROW_COLS[w8b]="sheaf glibc jemalloc tcmalloc mimalloc"
-# W7 (issue 10): one w7bench run per contender and round fills every W7
+# W7: one w7bench run per contender and round fills every W7
 # row of that contender (each row reads its own field of the JSON line).
 W7_ROWS=(w7_64 w7_1k w7_pp50_64 w7_pp99_64 w7_pp50_1k w7_pp99_1k)
 W7_TPUT_COLS="sheaf sheaf_b32 dpdk_mp dpdk_mp_b32 iceoryx socket slots slots_b32"
@@ -293,7 +293,7 @@ declare -A W7_PP=([sheaf]=10000 [dpdk_mp]=10000 [iceoryx]=5000 [socket]=5000
 declare -A W7_PEER=([sheaf]=sheaf [sheaf_b32]=sheaf_b32 [dpdk_mp]=dpdk
 	[dpdk_mp_b32]=dpdk_b32 [iceoryx]=iceoryx [socket]=socket [slots]=slots
 	[slots_b32]=slots_b32)
-# W9 (issue 15): rcu_table bench MODE, one reader and one writer process
+# W9: rcu_table bench MODE, one reader and one writer process
 # pinned to two CPUs; readers' Mlookups/s with the writer paced at
 # W9_PACE updates/s (the same write load for every mode), and the writer's
 # Mupdates/s flat out.  The dpdk mode is w9dpdk (threads of one process).

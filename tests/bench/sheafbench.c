@@ -6,7 +6,7 @@
  * output and main.  The workloads: inproc.c (w1, w2, w3), xproc.c (w3p,
  * --procs N), miss.c (w6), sizes.c (w8p, w8b); declared in bench.h.
  *
- * What it measures (docs: /work/shared/BENCHMARKS.md, objects of --size
+ * What it measures (docs/benchmarks.md; objects of --size
  * bytes, 64 by default; every allocated object gets its first byte written,
  * on every contender alike):
  *   w1  one thread allocates then frees one object, N times (default 10^8).

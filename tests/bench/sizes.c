@@ -1,5 +1,5 @@
 /*
- * sizes.c - sheafbench's W8 (issue 11): mixed sizes through the size-class
+ * sizes.c - sheafbench's W8: mixed sizes through the size-class
  * API, one thread.  Every contender runs the same sequence of sizes:
  * SIZES_N sizes drawn uniformly from 8..1024 by a fixed-seed xorshift64*,
  * taken in order and wrapped (the sequence is made before timing; the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stash_sweep.sh - the per-thread stash limits against the W2 batch curve
-# (issue 16, item 4: the defaults of the stash_sheaves / stash_bytes
-# tunables are chosen from this sweep).  Run by sweep.sh (make bench-sweep;
+# (the defaults of the stash_sheaves / stash_bytes tunables are chosen
+# from this sweep).  Run by sweep.sh (make bench-sweep;
 # quick in make bench) when sheafd and sheafctl are built next to sheafbench.
 #
 # What it does: starts one sheafd (--nodes 1 --size 1G, socket in a

@@ -219,8 +219,9 @@ END_TEST
 
 /*
  * BUG PROBE: a producer that dies (or stalls) between its slot CAS and its
- * tail CAS leaves tail one behind a full slot.  ring.h promises ring_hdr_count
- * is exact when quiescent; after ring_hdr_reclaim the ring holds one sheaf.
+ * tail CAS leaves tail one behind a full slot.  ring.h promises ring_count
+ * (ring_hdr_count here) is exact when quiescent; after ring_hdr_reclaim the
+ * ring holds one sheaf.
  */
 START_TEST(test_count_exact_after_producer_death)
 {
@@ -253,8 +254,8 @@ END_TEST
  * A consumer dies between its slot CAS and its head CAS, and before the
  * repair the ring comes round: a producer fills that very slot for the
  * next lap.  The repair must move head past it (as a get would), or the
- * quiescent ring_hdr_count stays one over the sheaves (seen once in
- * test_ring_crash under TSan).
+ * quiescent ring_hdr_count stays one over the sheaves (test_ring_crash can
+ * reach this interleaving).
  */
 START_TEST(test_head_past_slot_filled_next_lap)
 {

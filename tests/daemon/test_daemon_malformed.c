@@ -5,9 +5,9 @@
  * directory, with its log in DIR/log (printed when the test fails), sends it
  * bad frames on raw connections (framed protobuf, util_rpc.h) and keeps a
  * well-behaved client (a forked child that calls sheaf_connect itself)
- * working meanwhile.  Split from test_daemon.c, which keeps sheafd's other
- * protocol and life tests (the multi-process workloads are in
- * test_daemon_stress.c, the SIGKILLed clients in test_daemon_kill.c).
+ * working meanwhile.  test_daemon.c holds sheafd's other protocol and life
+ * tests (the multi-process workloads are in test_daemon_stress.c, the
+ * SIGKILLed clients in test_daemon_kill.c).
  *
  *   malformed      oversize, truncated, garbage, unknown-field, unknown-body,
  *                  empty and wrong-version frames on raw connections, while

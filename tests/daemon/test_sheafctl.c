@@ -87,7 +87,7 @@ START_TEST(test_info)
 	ck_assert_int_eq(ju64(v, "max_clients"), SHEAF_DEFAULT_CLIENTS);
 	ck_assert_int_eq(ju64(v, "max_caches"), SHEAF_DEFAULT_CACHES);
 	ck_assert_int_eq(ju64(v, "max_frame"), 1 << 20);
-	ck_assert_int_eq(ju64(v, "gp_blockers"), 0);      /* deferred frees (5b) */
+	ck_assert_int_eq(ju64(v, "gp_blockers"), 0);      /* "Deferred frees" */
 	ck_assert_int_eq(ju64(v, "rcu_waiting"), 0);
 	ck_assert_uint_ge(ju64(v, "gp_started"), ju64(v, "gp_completed"));
 	ck_assert_int_eq((int)v->n, 22);                 /* no undocumented field */

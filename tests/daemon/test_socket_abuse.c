@@ -1,5 +1,5 @@
 /*
- * test_socket_abuse.c - sheafd's control socket under abuse (issue 14), with
+ * test_socket_abuse.c - sheafd's control socket under abuse, with
  * the real sheafd (util_daemon.h):
  *
  *   flood_cap      sheafd under `ulimit -n 1024` (its default max_connections

@@ -1,7 +1,7 @@
 /*
  * test_link.c - programs built against the INSTALLED libsheaf, the way a
- * user builds them, run against a real sheafd (issue 13: the inline fast
- * paths and the ways a program can be linked).
+ * user builds them, run against a real sheafd: the inline fast paths and
+ * the ways a program can be linked.
  *
  * main() runs `make install DESTDIR=TMP/dest PREFIX=/usr` once (SAN= as this
  * build: under a sanitizer the installed library is instrumented); each test

@@ -26,8 +26,8 @@
  * The object data stays the pool's shared mapping (nothing here reads it).
  *
  * Speed (one core, ASan+UBSan): the pool's limits are small (FUZZ_LANES,
- * ...), since every walk is bounded by them: with the defaults an input
- * took 20 ms, now about 0.2 ms.  The walks over every lane, sheaf and
+ * ...), since every walk is bounded by them: an input takes about 0.2 ms
+ * (20 ms with the default limits).  The walks over every lane, sheaf and
  * object (checker, stats, owner tags, names) are built without comparison
  * tracing for this target (Makefile).  FUZZ_SHM_VERIFY set in the
  * environment compares the whole range with the snapshot after each
@@ -37,8 +37,8 @@
  * seg), a 3-byte offset into that segment (modulo its length), a length
  * byte, and that many bytes, written over the segment (cut at its end).
  *
- * Build and run: `make fuzz` (Makefile; build-fuzz/fuzz_shm).  Inputs that
- * crashed it: tests/fuzz/crashes_shm/ (README "Fuzzing").  With
+ * Build and run: `make fuzz` (Makefile; build-fuzz/fuzz_shm).  Saved crash
+ * inputs: tests/fuzz/crashes_shm/ (README "Testing").  With
  * FUZZ_SHM_VERBOSE set in the environment, the segments and each patch are
  * printed (to read a crashing input).
  */

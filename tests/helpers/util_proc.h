@@ -141,8 +141,8 @@ const char *start_listening(const char *const argv[], const struct spawn_opts *o
  * its end: NULL with *@status (not untracked), or what went wrong. */
 const char *signal_wait(pid_t pid, int sig, int ms, int *status, char *err, size_t len);
 
-/* CREQ: the former name of REQUIRE (util_check.h) in a child process, which
- * REQUIRE now handles itself; kept so that code written against it builds. */
+/* CREQ: another name of REQUIRE (util_check.h), which works in a child
+ * process too; code written with CREQ builds with it. */
 #define CREQ(cond, ...) REQUIRE(cond, __VA_ARGS__)
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * test_counts.c - counters that stay exact after deaths, and an engine that
- * stays idle whatever barn watermarks it finds (issue 13), on local pools
+ * stays idle whatever barn watermarks it finds, on local pools
  * (engine threads in this process):
  *
  *   fold_death_every_step  a client thread "dies" (lane_fold_hook longjmps
@@ -232,10 +232,10 @@ END_TEST
 
 /*
  * Victim of the slow paths' counts: a client thread pops 3 objects off a
- * full sheaf and pushes 2 back, each as client/alloc.c does it (staged
- * count, the pop or push, commit), and dies at the @die-th stop point: the
- * hook's (LC_STAGED, LC_COUNTED, LC_DONE) or the one right after each pop
- * or push (a death between the operation and its count).
+ * full sheaf and pushes 2 back, each as client/alloc.c and free.c do it
+ * (staged count, the pop or push, commit), and dies at the @die-th stop
+ * point: the hook's (LC_STAGED, LC_COUNTED, LC_DONE) or the one right after
+ * each pop or push (a death between the operation and its count).
  */
 #define SLOW_STEPS (5 * 4)
 
@@ -428,7 +428,7 @@ START_TEST(bad_watermarks_idle)
 	sheaf_pool_t *p = mkpool();
 	sheaf_cache_t *c = mkcache(p, "wm", 64, 8, 0);
 
-	expect_idle(p, c, 10, 20, 1);           /* issue 13: both workers spun */
+	expect_idle(p, c, 10, 20, 1);           /* limit under low: refill vs flush */
 	expect_idle(p, c, 5, 3, 0);             /* no limit at all */
 	expect_idle(p, c, 0xffffffffu, 12, 0xffffffffu);   /* low over high */
 	expect_idle(p, c, 4, 16, 64);           /* sane again */

@@ -1,5 +1,5 @@
 /*
- * test_free.c - the contract of sheaf_free under misuse (issue 13), on local
+ * test_free.c - the contract of sheaf_free under misuse, on local
  * pools: a stale pointer whose frame went back is refused even when it is
  * the object this thread allocated last; double frees (the immediate one
  * refused at once, another caught at flush, exactly once, never handed out
@@ -265,9 +265,9 @@ static void free_all_promptly(sheaf_cache_t *c, void **o, int n, int64_t limit_m
 		      (long long)(worst / 1000));
 }
 
-/* The reproduction of issue 13: 64 sheaves of capacity 1, wait_ms 300.
- * The barn (barn_limit) and the thread's stash can hold more full sheaves
- * than the pool has: free #56 used to fail with EAGAIN after 300 ms. */
+/* 64 sheaves of capacity 1, wait_ms 300.  The barn (barn_limit) and the
+ * thread's stash can hold more full sheaves than the pool has: every free
+ * must still succeed, none failing with EAGAIN after 300 ms. */
 START_TEST(free_needs_no_empty_sheaf_cap1)
 {
 	sheaf_pool_t *p = mkpool(64, 300);

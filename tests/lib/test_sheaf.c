@@ -674,7 +674,7 @@ static uint64_t data_resident(sheaf_pool_t *p)
  * timing (under valgrind, about 10% of the growth).  On 4 KiB pages: a
  * frame punched inside a shmem huge page may stay memory (the kernel
  * zeroes what it cannot split off: 6 frames of 100 stayed, with
- * shmem_enabled=advise), which design 4 says. */
+ * shmem_enabled=advise), as docs/design.md, "Huge pages", says. */
 START_TEST(shrink_releases_memory)
 {
 	sheaf_pool_t *p;
@@ -718,7 +718,8 @@ END_TEST
  * inverse (on every line of a sheaf and of the gap after it), and 25
  * sheaves 2^k ids apart (k = 0..9) use no L1 set for their header and their
  * top entry (objs[255]) more than 4 times of 8 ways (placed back to back,
- * 16 apart: 13 times; W8's main sheaves, docs/design.md 11). */
+ * 16 apart: 13 times; W8's main sheaves, docs/design.md, "Where the sheaves
+ * lie"). */
 START_TEST(sheaf_line_spreads_sets)
 {
 	const uint64_t lines = sizeof(struct shm_sheaf) / SHEAF_CACHELINE;

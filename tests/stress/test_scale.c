@@ -1,7 +1,7 @@
 /*
- * test_scale.c - a pool at the scale of a real multi-process service
- * (issue 12): SCALE_PROCS (512) client processes attached to one sheafd at
- * once, started with limits that fit them (a config file: max_clients,
+ * test_scale.c - a pool at the scale of a real multi-process service:
+ * SCALE_PROCS (512) client processes attached to one sheafd at once,
+ * started with limits that fit them (a config file: max_clients,
  * max_threads, max_connections, max_clients_per_uid).
  *
  *   many_clients   each child connects, opens the cache, allocates and

@@ -1,11 +1,11 @@
 /*
- * hostile_client.c - the hostile client of test_hostile (moved out of
- * tests/trust/test_hostile.c, whose head comment says what a round does and
- * what the hostile client must not write): its scribblers (random bytes, rings
- * and the depot, owner entries, sheaves, lanes, barns and doorbells), the
- * helpers that find and hold its own sheaves and keep its writes off the
- * good cache, its legitimate use of its caches, and hostile_main.  Linked
- * into test_hostile only (Makefile, HOSTILE_OBJ).
+ * hostile_client.c - the hostile client of test_hostile
+ * (tests/trust/test_hostile.c, whose head comment says what a round does
+ * and what the hostile client must not write): its scribblers (random
+ * bytes, rings and the depot, owner entries, sheaves, lanes, barns and
+ * doorbells), the helpers that find and hold its own sheaves and keep its
+ * writes off the good cache, its legitimate use of its caches, and
+ * hostile_main.  Linked into test_hostile only (Makefile, HOSTILE_OBJ).
  */
 #include <errno.h>
 #include <stdint.h>

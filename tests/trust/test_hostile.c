@@ -1,7 +1,7 @@
 /*
- * test_hostile.c - a hostile client against a real sheafd (issue 14,
- * Required 4): sheafd stays up, answers and does not spin, and a
- * well-behaved client of another cache keeps every object it was given.
+ * test_hostile.c - a hostile client against a real sheafd: sheafd stays
+ * up, answers and does not spin, and a well-behaved client of another
+ * cache keeps every object it was given.
  *
  * Each round (seeded, reproducible):
  *   - a hostile client process attaches, uses caches of its own (h0, h1),
@@ -39,15 +39,16 @@
  * never hand it a sheaf or object twice.
  *
  * What the hostile client does not write: anything of the good cache (its
- * rings and barns, owner entries and sheaves it holds or its rings own,
- * the good cache's id in a sheaf's cache field, the good client's id in an
+ * rings and barns, owner entries and sheaves it holds or its rings own, the
+ * good cache's id in a sheaf's cache field, the good client's id in an
  * owner entry or a lane).  A client that does that spoils that cache's
  * objects, as one that opens the cache and frees its objects does: by
- * design (docs/design.md, "Trust boundary").  Owner entries are changed by
- * CAS from a value naming the hostile client or one of its rings, so that a
- * sheaf passing to the good cache meanwhile is never written; for the same
- * reason a sheaf is written only while the hostile client holds it (one in
- * its rings is taken by CAS of its owner entry first, and put back after).
+ * design (docs/design.md, "What a hostile client can still spoil").  Owner
+ * entries are changed by CAS from a value naming the hostile client or one
+ * of its rings, so that a sheaf passing to the good cache meanwhile is
+ * never written; for the same reason a sheaf is written only while the
+ * hostile client holds it (one in its rings is taken by CAS of its owner
+ * entry first, and put back after).
  *
  * The hostile client (its state, scribblers and main) is in
  * tests/trust/hostile_client.c; this file holds the good client, the observer
@@ -56,8 +57,8 @@
  * Environment: SHEAF_SEED=N replays the run of seed N (printed at the
  * start; a round's seed is derived from it and the round number, printed
  * when the round fails); SHEAF_HOSTILE_ROUNDS=N runs N rounds (default
- * 1000; 150 under a sanitizer).  The fixed regression rounds (seeds that
- * once failed, regress[] below) run first.
+ * 1000; 150 under a sanitizer).  The fixed regression rounds (seeds kept
+ * in regress[] below) run first.
  */
 #include <check.h>
 #include <dirent.h>
@@ -91,13 +92,14 @@
 #define CPU_EVERY    10
 
 /*
- * Round seeds that once failed: run first, every time.  A seed replays the
- * hostile client's writes; the timing against sheafd and the good client
- * differs from run to run.
+ * Round seeds kept as regressions: run first, every time.  A seed replays
+ * the hostile client's writes; the timing against sheafd and the good
+ * client differs from run to run.
  *   0x59f5930f0db8f457 (SHEAF_SEED=39768898242720, round 9, SAN=address):
- *   UBSan stopped sheafd in Check: signed overflow summing lane counters
- *   the hostile client had written (daemon/rpc.c fill_check; also
- *   shm/lanes.c lane_net, lane_in_use, engine_counted_in_use, Clients).
+ *   lane counters the hostile client wrote, summed in Check (signed
+ *   overflow under UBSan unless saturated: daemon/rpc_pool.c rpc_check_fill;
+ *   also shm/lanes.c lane_net, lane_in_use, engine_counted_in_use,
+ *   Clients).
  */
 static const uint64_t regress[] = { 0x59f5930f0db8f457ull };
 

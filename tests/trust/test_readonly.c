@@ -1,7 +1,7 @@
 /*
  * test_readonly.c - the kernel keeps a client of another uid from writing
  * the engine-owned part of the region (META, [0, off_rw): docs/design.md,
- * "Trust boundary").  sheafd runs as root; the client process drops to
+ * "Who may write what").  sheafd runs as root; the client process drops to
  * nobody/nogroup BEFORE it connects, so it holds only what Attach gave it
  * (the META memfd as an O_RDONLY descriptor of a mode 0400 inode, and the
  * SHARED memfd).

@@ -6,11 +6,12 @@
  *
  * Engine-side cases run on local pools (the engine in this process, so a
  * crash or hang of the engine is this test's, caught by Check's fork and
- * timeout): the known crashes of issue 14 (depot mask, a capacity over
+ * timeout): the known crashes (depot mask, a capacity over
  * SHEAF_CAP_MAX, a sheaf size over it at destroy), a main sheaf's size
  * over it at a free that grows the sheaf, every ring header
  * field, positions and slots, spoiled rings rebuilt, and a lane left with
- * its seq odd.  Two cases run against a real sheafd (tests/helpers/util_daemon.h):
+ * its seq odd.  Two cases run against a real sheafd
+ * (tests/helpers/util_daemon.h):
  * the depot mask scribbled by a client process, and lanes left odd by one.
  * The cases on a bare engine (ring repair bounded by the pool, stale
  * intents racing live puts, adoption of a spoiled region) are in
@@ -51,8 +52,9 @@ static uint64_t refusals(void)
 
 /* ---- the known crashes ------------------------------------------------------ */
 
-/* A client set the depot's mask to 0xffffffff, then allocated: the engine's
- * next refill indexed the depot's slots with it (SIGSEGV on the base code). */
+/* A client sets the depot's mask to 0xffffffff, then allocates: the
+ * engine's next refill must not index the depot's slots with it (that
+ * would be a SIGSEGV). */
 START_TEST(depot_mask_then_alloc)
 {
 	sheaf_pool_t *p = pool_small(1);
@@ -276,10 +278,11 @@ END_TEST
 
 /*
  * A barn ring spoiled again (impossible positions) right after a rebuild,
- * within the rebuild's rate limit: the worker refilled into it pass after
- * pass (each put "succeeded", its count stayed 0) until the next rebuild
- * was allowed, draining the depot into it (test_hostile's idle sheafd at
- * 30-60 ms of CPU in 100 ms).  Now a ring still impossible is left alone.
+ * within the rebuild's rate limit: a worker that refilled into it would do
+ * so pass after pass (each put "succeeding", its count staying 0) until
+ * the next rebuild is allowed, draining the depot into it and keeping an
+ * idle sheafd busy (30-60 ms of CPU in 100 ms).  A ring still impossible
+ * is left alone.
  */
 START_TEST(respoiled_ring_idle)
 {
@@ -315,8 +318,8 @@ START_TEST(respoiled_ring_idle)
 END_TEST
 
 /* A sheaf capacity over SHEAF_CAP_MAX in the descriptor (engine-owned,
- * but it was writable through the memfd): a refill wrote objs[capacity]
- * past the sheaf (neighbours overwritten on the base code). */
+ * written here through the memfd): a refill must not write objs[capacity]
+ * past the sheaf into its neighbours. */
 START_TEST(capacity_over_cap_max)
 {
 	sheaf_pool_t *p = pool_small(1);
@@ -340,8 +343,7 @@ START_TEST(capacity_over_cap_max)
 END_TEST
 
 /* A full sheaf in a barn with a size word of 0xffff when the cache is
- * destroyed: only SHEAF_CAP_MAX entries are read (already clamped in the
- * base code; kept as a regression test). */
+ * destroyed: only SHEAF_CAP_MAX entries are read. */
 START_TEST(destroy_clamps_sheaf_size)
 {
 	sheaf_pool_t *p = pool_small(1);
@@ -447,10 +449,10 @@ END_TEST
 
 /*
  * A peer scribbles the capacity and size of the thread's main sheaf (both
- * client-writable) over SHEAF_CAP_MAX: the inline free and alloc trusted
- * them and pushed at objs[size], past the sheaf's end, into the next
- * sheaves (maybe another cache's), and popped from there.  They index
- * objs[] modulo SHEAF_CAP_MAX now: nothing past the main sheaf changes,
+ * client-writable) over SHEAF_CAP_MAX: an inline free and alloc that
+ * trusted them would push at objs[size], past the sheaf's end, into the
+ * next sheaves (maybe another cache's), and pop from there.  They index
+ * objs[] modulo SHEAF_CAP_MAX: nothing past the main sheaf changes,
  * whatever the spoiled sheaf then hands out (the offending cache's loss).
  */
 START_TEST(fast_paths_bounded_by_cap_max)
@@ -627,8 +629,8 @@ END_TEST
 /* ---- lanes ---------------------------------------------------------------- */
 
 /* Every lane's live record of a cache left with an odd seq (a stopped or
- * hostile client): Stats answers at once (the base code retried 10,000
- * times with sched_yield per lane: seconds). */
+ * hostile client): Stats answers at once (bounded reads per lane, not
+ * 10,000 retries with sched_yield: seconds). */
 START_TEST(lane_seq_odd_stats_prompt)
 {
 	sheaf_pool_t *p = pool_small(1);
@@ -648,9 +650,9 @@ START_TEST(lane_seq_odd_stats_prompt)
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
 	/* Each Stats gave up on each odd lane after its bounded reads
-	 * (counted); the old reader waited for the seq, up to 10,000 yields
-	 * a lane.  The clock only catches a hang: yields on a loaded machine
-	 * take whole time slices (771 ms once under two CPU hogs). */
+	 * (counted).  The clock only catches a hang: yields on a loaded
+	 * machine take whole time slices (hundreds of ms under two CPU
+	 * hogs). */
 	ck_assert_msg(at_load_relaxed(&untrusted_count[UT_LANE]) - gave_up >= 4ull * lanes,
 		      "4 Stats over %u odd lanes gave up %llu times", lanes,
 		      (unsigned long long)(at_load_relaxed(&untrusted_count[UT_LANE]) - gave_up));

@@ -56,8 +56,8 @@ static int bare_cache(const char *name, uint32_t size)
 }
 
 /* A dead client whose lane's intent names a huge sheaf id, with the ring's
- * own nsheaves scribbled to let it through: the repair bounded the id by
- * that (owners[] read far out of bounds on the base code). */
+ * own nsheaves scribbled to let it through: the repair bounds the id by
+ * the pool's sheaves, so owners[] is never read out of bounds. */
 START_TEST(repair_intent_bounded_by_pool)
 {
 	int client = client_attach(&P, 999999, 0, "dead");
@@ -84,8 +84,8 @@ START_TEST(repair_intent_bounded_by_pool)
 END_TEST
 
 /* A scribbled ring size plus a stale intent whose sheaf is marked "in the
- * ring": the repair's ring_hdr_holds walked r->size slots (out of the region
- * on the base code). */
+ * ring": the repair's ring_holds must not walk r->size slots out of the
+ * region. */
 START_TEST(repair_stale_intent_scribbled_size)
 {
 	int c = bare_cache("stale", 64);
@@ -277,8 +277,8 @@ END_TEST
 
 /*
  * Adoption of a region whose engine died, with cache descriptors spoiled:
- * obj_size 0 (SIGFPE on the base code), objs_per_slab huge (slab_rebuild
- * looped for ever), a bad align.  They are quarantined: not found, not
+ * obj_size 0 (a division by zero), objs_per_slab huge (an endless
+ * slab_rebuild), a bad align.  They are quarantined: not found, not
  * reused, slabs left alone; the good cache serves, the checker agrees.
  */
 START_TEST(adopt_quarantines_bad_descriptors)

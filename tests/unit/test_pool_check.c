@@ -560,7 +560,7 @@ START_TEST(test_debug_inuse_bits)
 	ck_assert_int_eq(pool_check(&P, d, 10, NULL, ERR, sizeof ERR), 0);
 	ck_assert_int_eq(pool_check(&P, -1, IN_USE + 10, NULL, ERR, sizeof ERR), 0);
 	/* An extra bit on an object free in its slab: what a client killed
-	 * inside an alloc or free leaves (client/alloc.c); allowed, and
+	 * inside an alloc or free leaves (client/debug_track.c); allowed, and
 	 * cleared. */
 	{
 		uint32_t f = pool_frame_of(&P, o[0]);

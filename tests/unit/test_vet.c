@@ -1,12 +1,12 @@
 /*
  * test_vet.c - a client's check of the full sheaves it takes from a barn
- * (client/vet.c, docs/design.md 9.2): whatever a peer wrote into a sheaf's
- * offsets, sheaf_alloc returns only objects of its own cache's slabs.  A
- * barn's sheaves get another cache's objects and junk; one bad offset of
- * each kind lands in each lane of the four-at-a-time test; that test runs
- * side by side with the scalar one over random mixtures; a sheaf taken
- * hands its objects out in rising addresses, and a client that dies while
- * it copies them loses none.
+ * (client/vet.c; docs/design.md, "What a client checks"): whatever a peer
+ * wrote into a sheaf's offsets, sheaf_alloc returns only objects of its own
+ * cache's slabs.  A barn's sheaves get another cache's objects and junk;
+ * one bad offset of each kind lands in each lane of the four-at-a-time
+ * test; that test runs side by side with the scalar one over random
+ * mixtures; a sheaf taken hands its objects out in rising addresses, and a
+ * client that dies while it copies them loses none.
  */
 #include <check.h>
 #include <errno.h>
@@ -86,7 +86,7 @@ static unsigned barn_full_sheaves(sheaf_cache_t *a, uint32_t want,
 }
 
 /* The full sheaves of cache A's barn get offsets of cache B's objects (and
- * garbage): sheaf_alloc on A never returns them (it did on the base code). */
+ * garbage): sheaf_alloc on A never returns them. */
 START_TEST(barn_sheaf_foreign_offsets)
 {
 	sheaf_pool_t *p = pool_small(1);

@@ -1,6 +1,6 @@
 /*
  * walks.c - what the requests and repairs that walk clients, lanes and
- * caches cost as the pool fills (issue 12), and how long attaching takes.
+ * caches cost as the pool fills, and how long attaching takes.
  * Not part of sheafbench (its own main; built beside it, linked with the
  * test utilities: a real sheafd, real forked clients, raw RPCs).
  *

@@ -1,5 +1,5 @@
 /*
- * w7.h - what every W7 contender shares (BENCHMARKS.md W7, issue 10): the
+ * w7.h - what every W7 contender shares (docs/benchmarks.md, W7): the
  * run's shared block, the waiting rule, the message work and the phase
  * loops.  Included by w7bench.c (the driver, sheaf and the socket
  * baseline), w7dpdk.c (DPDK primary/secondary) and w7iox.c (iceoryx); a

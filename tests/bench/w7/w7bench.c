@@ -1,5 +1,5 @@
 /*
- * w7bench - W7 of BENCHMARKS.md: zero-copy messages between two
+ * w7bench - W7 of docs/benchmarks.md: zero-copy messages between two
  * processes pinned to two CPUs; the driver of every W7 contender and the
  * home of two of them.  One invocation = one contender, all its figures
  * (w7.h: throughput at 64 B and 1 KiB, ping-pong p50/p99 at both sizes),

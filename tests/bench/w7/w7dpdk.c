@@ -1,5 +1,5 @@
 /*
- * w7dpdk - the DPDK peer of W7 (w7.h, issue 10): rte_mempool + rte_ring
+ * w7dpdk - the DPDK peer of W7 (w7.h): rte_mempool + rte_ring
  * between a primary and a secondary process.  Started twice by w7bench
  * (--peer dpdk or dpdk_b32), never by hand:
  *   primary   (--proc-type=primary, -l <producer CPU>, --role producer)

@@ -1,5 +1,5 @@
 /*
- * w7iox - the Eclipse iceoryx peer of W7 (w7.h, issue 10), through its C
+ * w7iox - the Eclipse iceoryx peer of W7 (w7.h), through its C
  * binding.  Started twice by w7bench (--peer iceoryx), never by hand; needs
  * a running iox-roudi (run.sh starts one with tests/bench/w7/roudi.toml).
  * Each process registers with RouDi (iox_runtime_init, a name unique per

@@ -1,5 +1,5 @@
 /*
- * w9dpdk.c - W9's in-process upper bound (issue 15): the hash table of
+ * w9dpdk.c - W9's in-process upper bound: the hash table of
  * tests/examples/rcu_table.h read by reader threads and updated by one
  * writer thread of ONE process, reclamation by DPDK's rte_rcu QSBR.  It
  * needs no EAL (rte_rcu_qsbr works on memory we give it): no hugepages, no
