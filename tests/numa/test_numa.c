@@ -136,6 +136,30 @@ static int pass_through(const char *name, char *text, int *summary, int *ooms)
 	return status;
 }
 
+/* The console log as a string, its NUL bytes (the firmware writes some)
+ * made blanks. */
+static char *read_console(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n = 0, cap = 1 << 16, k;
+	char *buf = malloc(cap);
+
+	REQUIRE(f != NULL && buf != NULL, "no console log %s: %s", path, strerror(errno));
+	while ((k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+		n += k;
+		if (cap - n - 1 == 0) {
+			buf = realloc(buf, cap *= 2);
+			REQUIRE(buf != NULL, "realloc");
+		}
+	}
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	return buf;
+}
+
 static void boot(const struct topo *t)
 {
 	char kernel[PATH_MAX], initrd[PATH_MAX], console[PATH_MAX], append[256], err[512];
@@ -180,8 +204,7 @@ static void boot(const struct topo *t)
 	o.out = o.err = console;
 	t0 = now_ms();
 	msg = run_proc(argv, &o, boot_timeout_s() * 1000, &st, err, sizeof(err));
-	text = read_file(console);
-	REQUIRE(text != NULL, "no console log %s", console);
+	text = read_console(console);
 	status = pass_through(t->name, text, &summary, &ooms);
 	free(text);
 	printf("[%s] booted %s in %.1f s; console in %s\n", t->name, t->mode,
