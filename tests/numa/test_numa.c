@@ -26,6 +26,7 @@
  * The console of each boot is kept in BUILD/numa/console-TOPOLOGY.log.
  * Without qemu-system-x86_64 a test fails unless SHEAF_TEST_SKIP_OK=1;
  * without the guest files (BUILD/numa/vmlinuz, initrd.gz) it fails.
+ * SHEAF_NUMA_QEMU=PATH: that QEMU instead of qemu-system-x86_64 from $PATH.
  * SHEAF_NUMA_TIMEOUT=S: the limit of one boot (default 240 s).
  */
 #include <errno.h>
@@ -83,8 +84,6 @@ static const struct topo topos[] = {
 	{ "restart", "restart", -1, "1024M", "2", TWO_512 },
 };
 #define NTOPO (sizeof(topos) / sizeof(topos[0]))
-
-static char qemu[PATH_MAX];
 
 static int boot_timeout_s(void)
 {
@@ -162,17 +161,22 @@ static char *read_console(const char *path)
 
 static void boot(const struct topo *t)
 {
-	char kernel[PATH_MAX], initrd[PATH_MAX], console[PATH_MAX], append[256], err[512];
+	char qemu[PATH_MAX], kernel[PATH_MAX], initrd[PATH_MAX], console[PATH_MAX], append[256];
+	char err[512];
 	const char *argv[64];
 	struct spawn_opts o = { .stdin_null = 1 };
 	const char *msg;
 	int n = 0, st = 0, status, summary, ooms;
 	int64_t t0;
 	char *text;
+	const char *given = getenv("SHEAF_NUMA_QEMU");
 
-	if (qemu[0] == '\0' && !find_tool("qemu-system-x86_64", qemu, sizeof(qemu))) {
-		qemu[0] = '\0';
-		SKIP("no qemu-system-x86_64 (apt-get install qemu-system-x86)");
+	if (given != NULL && *given != '\0') {
+		if (access(given, X_OK) != 0)
+			SKIP("%s: SHEAF_NUMA_QEMU=%s: no such program", t->name, given);
+		fmt(qemu, sizeof(qemu), "%s", given);
+	} else if (!find_tool("qemu-system-x86_64", qemu, sizeof(qemu))) {
+		SKIP("%s: no qemu-system-x86_64 (apt-get install qemu-system-x86)", t->name);
 	}
 	fmt(kernel, sizeof(kernel), "%s/numa/vmlinuz", build_dir());
 	fmt(initrd, sizeof(initrd), "%s/numa/initrd.gz", build_dir());
