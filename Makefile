@@ -1,6 +1,7 @@
 # sheaf - top-level build.  `make` builds everything; `make test` runs every
 # test, `make test-unit` (test-lib, test-daemon, test-crash, test-stress,
-# test-trust, test-deploy) one tier of them; `make bench` runs the
+# test-trust, test-deploy) one tier of them; `make test-numa` boots QEMU
+# guests of real NUMA topologies (tests/numa/); `make bench` runs the
 # benchmarks; `make deps` installs packages.
 # Sanitizers: `make test SAN=address` (ASan+UBSan) or `make test SAN=thread`.
 # Debug: `make test DEBUG=1` builds with -DSHEAF_DEBUG=1 (SHEAF_ASSERT and the
@@ -28,6 +29,8 @@ BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev gnuplot-nox
 FUZZ_PKGS  = clang libclang-rt-dev
 # `make valgrind` only.
 VG_PKGS    = valgrind
+# `make test-numa` only (the guest's kernel comes from apt-get download).
+NUMA_PKGS  = qemu-system-x86 busybox-static cpio
 
 BUILD   := build$(if $(SAN),-$(SAN))$(if $(filter 1,$(DEBUG)),-debug)
 CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread \
@@ -233,7 +236,7 @@ test: deps-or-check
 # $(BUILD)/numa/, the initramfs each run) and boot one QEMU guest per
 # topology (tests/numa/test_numa.c; the guest's Check lines come through).
 # A missing QEMU fails each topology unless SHEAF_TEST_SKIP_OK=1; a kernel
-# that cannot be fetched fails here.  About 3 minutes on 2 cores.
+# that cannot be fetched fails here.  About a minute on 2 cores.
 .PHONY: test-numa
 test-numa: deps-or-check
 	@$(MAKE) --no-print-directory lib $(SHEAFD) $(SHEAFCTL) $(NUMA_BIN)
@@ -316,7 +319,7 @@ check-deps:
 	fi
 
 deps:
-	@missing=""; for p in $(DEB_PKGS) $(BENCH_PKGS) $(FUZZ_PKGS) $(VG_PKGS); do \
+	@missing=""; for p in $(DEB_PKGS) $(BENCH_PKGS) $(FUZZ_PKGS) $(VG_PKGS) $(NUMA_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then echo "all packages present"; \

@@ -27,7 +27,7 @@
  * Without qemu-system-x86_64 a test fails unless SHEAF_TEST_SKIP_OK=1;
  * without the guest files (BUILD/numa/vmlinuz, initrd.gz) it fails.
  * SHEAF_NUMA_QEMU=PATH: that QEMU instead of qemu-system-x86_64 from $PATH.
- * SHEAF_NUMA_TIMEOUT=S: the limit of one boot (default 240 s).
+ * SHEAF_NUMA_TIMEOUT=S: the limit of one boot (default 180 s).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -90,7 +90,7 @@ static int boot_timeout_s(void)
 	const char *e = getenv("SHEAF_NUMA_TIMEOUT");
 	int s = e != NULL ? atoi(e) : 0;
 
-	return s > 0 ? s : 240;
+	return s > 0 ? s : 180;
 }
 
 /*
