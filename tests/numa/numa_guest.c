@@ -322,7 +322,7 @@ static uint64_t region_pages(const char *cache, int idx, int kn)
 	return v;
 }
 
-/* A counter of @cache summed over its nodes (sheaf_cache_stats). */
+/* Counter @name of @cache on @node, all nodes when < 0 (sheaf_cache_stats). */
 static uint64_t counter(sheaf_cache_t *c, int node, const char *name)
 {
 	struct sheaf_stats st;
@@ -333,6 +333,19 @@ static uint64_t counter(sheaf_cache_t *c, int node, const char *name)
 	REQUIRE(rc == 0, "sheaf_cache_stats: %s", strerror(-rc));
 	REQUIRE((unsigned)i < st.nstat, "counter %s beyond nstat %u", name, st.nstat);
 	return st.stat[i];
+}
+
+/* Counter @name of @cache summed over the nodes of `sheafctl stats -n`. */
+static uint64_t ctl_counter(const char *cache, const char *name)
+{
+	struct jv *j = CTLJ("stats", (char *)cache, "-n");
+	struct jv *nodes = jarr(jnamed(jarr(j, "caches"), cache), "nodes");
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < nodes->n; i++)
+		sum += ju64(jreq(nodes->v[i], "counters", J_OBJ), name);
+	jv_free(j);
+	return sum;
 }
 
 /* ---- a thread that runs on one CPU ---------------------------------------------- */
@@ -418,6 +431,7 @@ START_TEST(sym_placement)
 	sheaf_pool_t *p;
 	sheaf_cache_t *c;
 
+	REQUIRE(objs != NULL, "calloc");
 	REQUIRE(n >= 2 && n == possible_nodes(pos), "not a symmetric guest: %d memory nodes", n);
 	start_sheafd("256M", NULL);
 	p = connect_pool(D.sock);
@@ -947,6 +961,8 @@ START_TEST(remote_free)
 	REQUIRE(counter(c, -1, "free_remote") - before >= REM_N,
 		"free_remote rose by %llu for %d remote frees",
 		(unsigned long long)(counter(c, -1, "free_remote") - before), REM_N);
+	REQUIRE(ctl_counter("rem", "free_remote") >= REM_N, "sheafctl stats -n: free_remote %llu",
+		(unsigned long long)ctl_counter("rem", "free_remote"));
 	alloc_n(c, objs, REM_N);
 	touch(objs, REM_N, REM_OBJ, 5);
 	count_pages(objs, REM_N, REM_OBJ, per_kn);
@@ -968,8 +984,6 @@ START_TEST(remote_refill)
 	const size_t obj = 4096, n = 48 * MIB / 4096;   /* past node 1's 32 MiB share */
 	void **objs = calloc(n, sizeof(void *));
 	uint64_t per_kn[MAXN];
-	struct jv *j, *cs, *nodes;
-	uint64_t json_remote = 0;
 	sheaf_pool_t *p;
 	sheaf_cache_t *c;
 	int mem[MAXN];
@@ -989,13 +1003,8 @@ START_TEST(remote_refill)
 	REQUIRE(counter(c, -1, "refill_remote") > 0, "refill_remote is 0");
 	REQUIRE(per_kn[mem[0]] > 0, "no object came from node 0");
 	REQUIRE(per_kn[mem[1]] > 0, "no object came from node 1");
-	j = CTLJ("stats", "refill", "-n");
-	cs = jnamed(jarr(j, "caches"), "refill");
-	nodes = jarr(cs, "nodes");
-	for (size_t i = 0; i < nodes->n; i++)
-		json_remote += ju64(jreq(nodes->v[i], "counters", J_OBJ), "refill_remote");
-	REQUIRE(json_remote > 0, "sheafctl stats -n shows no refill_remote");
-	jv_free(j);
+	REQUIRE(ctl_counter("refill", "refill_remote") > 0, "sheafctl stats -n shows no "
+		"refill_remote");
 	free_n(c, objs, n);
 	free(objs);
 	sheaf_disconnect(p);

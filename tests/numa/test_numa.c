@@ -106,17 +106,19 @@ static int pass_through(const char *name, char *text, int *summary, int *ooms)
 
 	*summary = *ooms = 0;
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *cr = strchr(line, '\r');
+		size_t len = strlen(line);
+		char *end;
 
-		if (cr != NULL)
-			*cr = '\0';
+		/* The serial line ends in CR LF; the firmware's last line
+		 * (escape codes, CRs) runs into the guest's first. */
+		while (len > 0 && line[len - 1] == '\r')
+			line[--len] = '\0';
 		if (strstr(line, "oom-kill") || strstr(line, "Killed process") ||
 		    strstr(line, "SHEAF-NUMA-OOM:") != NULL) {
 			(*ooms)++;
 			printf("[%s] OOM: %s\n", name, line);
 			continue;
 		}
-		/* The firmware's escape codes may precede the first line. */
 		if (strstr(line, "SHEAF-NUMA-BEGIN") != NULL) {
 			line = strstr(line, "SHEAF-NUMA-BEGIN");
 			in = 1;
@@ -126,8 +128,8 @@ static int pass_through(const char *name, char *text, int *summary, int *ooms)
 		printf("[%s] %s\n", name, line);
 		if (strstr(line, "%: Checks: ") != NULL)
 			(*summary)++;
-		if (strncmp(line, "SHEAF-NUMA-END ", 15) == 0) {
-			const char *st = strstr(line, "status=");
+		if ((end = strstr(line, "SHEAF-NUMA-END ")) != NULL) {
+			const char *st = strstr(end, "status=");
 			status = st != NULL ? atoi(st + 7) : -1;
 			in = 0;
 		}
