@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/klog.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/sheaf.h"
@@ -210,21 +211,29 @@ static void touch(void *const *objs, size_t n, size_t size, unsigned char tag)
 
 /* ---- the daemon and its checks -------------------------------------------------- */
 
-/* D (util_sheafctl.h) is the test's sheafd: CTLJ() talks to it. */
-static void start_sheafd(const char *size, const char *policy)
+/* D (util_sheafctl.h) is the test's sheafd: CTLJ() talks to it.  Start it
+ * in a fresh directory (dmn_init) with @extra flags (NULL-terminated). */
+static void start_sheafd_argv(const char *const *extra)
 {
-	const char *argv[16] = { "sheafd", "--foreground", "--socket", NULL, "--size", size,
-				 "--log-level", "debug" };
-	int n = 8;
+	const char *argv[24] = { "sheafd", "--foreground", "--socket", D.sock, "--log-level",
+				 "debug" };
+	int n = 6;
 
-	dmn_init(&D);
-	argv[3] = D.sock;
-	if (policy != NULL) {
-		argv[n++] = "--numa-policy";
-		argv[n++] = policy;
+	for (int i = 0; extra[i] != NULL; i++) {
+		REQUIRE(n < 23, "too many sheafd flags");
+		argv[n++] = extra[i];
 	}
 	argv[n] = NULL;
 	dmn_start_argv(&D, (char *const *)argv);
+}
+
+/* sheafd with a pool of @size and --numa-policy @policy (NULL: none). */
+static void start_sheafd(const char *size, const char *policy)
+{
+	const char *extra[] = { "--size", size, policy ? "--numa-policy" : NULL, policy, NULL };
+
+	dmn_init(&D);
+	start_sheafd_argv(extra);
 }
 
 /* Nothing from libnuma in sheafd's stderr (@log). */
@@ -522,6 +531,63 @@ START_TEST(sym_info)
 	end_checks();
 	dmn_stop(&D, 10000);
 	dmn_cleanup(&D);
+}
+END_TEST
+
+/* The policy from the config file (numa_policy=) or the flag, the flag
+ * winning, as `sheafctl info` reports it; an unknown policy is refused. */
+START_TEST(sym_policy)
+{
+	static const struct {
+		const char *conf, *flag, *want;
+	} cases[] = {
+		{ "numa_policy=interleave\n", NULL, "interleave" },
+		{ "numa_policy=interleave\n", "bind", "bind" },
+		{ NULL, "bind", "bind" },
+		{ NULL, "interleave", "interleave" },
+		{ NULL, "preferred", "preferred" },
+	};
+	const char *bad[] = { "sheafd", "--foreground", "--socket", "/tmp/bad.sock",
+			      "--numa-policy", "nearest", NULL };
+	struct spawn_opts o = { .exe = sheafd_bin(), .out = "/tmp/bad.log", .err = "/tmp/bad.log",
+				.stdin_null = 1 };
+	char conf[PATH_MAX], err[256], buf[64];
+	const char *msg;
+	int st = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *extra[8] = { "--size", "64M" };
+		int n = 2;
+		struct jv *info;
+
+		dmn_init(&D);
+		if (cases[i].conf != NULL) {
+			fmt(conf, sizeof(conf), "%s/sheafd.conf", D.dir);
+			REQUIRE(write_text(conf, cases[i].conf) == 0, "write %s", conf);
+			extra[n++] = "-c";
+			extra[n++] = conf;
+		}
+		if (cases[i].flag != NULL) {
+			extra[n++] = "--numa-policy";
+			extra[n++] = cases[i].flag;
+		}
+		extra[n] = NULL;
+		start_sheafd_argv(extra);
+		info = CTLJ("info");
+		REQUIRE(strcmp(jstr(info, "numa_policy"), cases[i].want) == 0,
+			"config %s, flag %s: numa_policy %s, want %s",
+			cases[i].conf ? "numa_policy=interleave" : "none",
+			cases[i].flag ? cases[i].flag : "none", jstr(info, "numa_policy"),
+			cases[i].want);
+		jv_free(info);
+		end_checks();
+		dmn_stop(&D, 10000);
+		dmn_cleanup(&D);
+	}
+	msg = run_proc(bad, &o, 10000, &st, err, sizeof(err));
+	REQUIRE(msg == NULL, "sheafd --numa-policy nearest: %s", msg);
+	REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) != 0, "sheafd took --numa-policy nearest (%s)",
+		status_str(st, buf, sizeof(buf)));
 }
 END_TEST
 
@@ -1191,6 +1257,7 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "sym") == 0) {
 		ADD_ALONE(s, sym_placement, GUEST_TIMEOUT);
 		ADD_ALONE(s, sym_info, GUEST_TIMEOUT);
+		ADD_ALONE(s, sym_policy, GUEST_TIMEOUT);
 	} else if (strcmp(mode, "memoryless") == 0) {
 		ADD_ALONE(s, memoryless_pool, GUEST_TIMEOUT);
 		ADD_ALONE(s, memoryless_home, GUEST_TIMEOUT);
