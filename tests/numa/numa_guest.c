@@ -1163,7 +1163,7 @@ START_TEST(restart_adopt)
 	struct notify n;
 	struct svc d = { .flags = flags };
 	struct sheaf_stats st;
-	struct jv *info;
+	struct jv *info, *nodes;
 	sheaf_pool_t *p;
 	sheaf_cache_t *c;
 	int rc;
@@ -1220,16 +1220,27 @@ START_TEST(restart_adopt)
 		count_pages(more, RST_N, RST_OBJ, per_kn);
 		require_all_on(per_kn, mem[i], "new objects after the restart");
 		free_n(c, more, RST_N);
-		free_n(c, objs[i], RST_N);
 		free(more);
-		free(objs[i]);
 	}
+	/* The adopted pool keeps its kernel nodes (sparse ones too). */
 	fmt(D.sock, sizeof(D.sock), "%s", d.sock);
 	info = CTLJ("info");
 	REQUIRE(strcmp(jstr(info, "numa_policy"), "preferred") == 0, "numa_policy %s",
 		jstr(info, "numa_policy"));
-	info_nodes(info, nm);
+	nodes = info_nodes(info, nm);
+	for (int i = 0; i < nm; i++) {
+		REQUIRE(ju64(nodes->v[i], "kernel_node") == (uint64_t)mem[i],
+			"pool node %d: kernel_node %llu after the restart, want %d", i,
+			(unsigned long long)ju64(nodes->v[i], "kernel_node"), mem[i]);
+		REQUIRE(region_pages("rst", i, mem[i]) >= RST_N * RST_OBJ / PAGE,
+			"pool node %d: %llu pages on kernel node %d after the restart", i,
+			(unsigned long long)region_pages("rst", i, mem[i]), mem[i]);
+	}
 	jv_free(info);
+	for (int i = 0; i < nm; i++) {
+		free_n(c, objs[i], RST_N);
+		free(objs[i]);
+	}
 	sheaf_disconnect(p);
 	log_clean(log1);
 	log_clean(d.log);

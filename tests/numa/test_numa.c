@@ -22,6 +22,8 @@
  *   asym_preferred  node 0 768 MiB, node 1 192 MiB                   asym-preferred
  *   asym_bind       the same                                         asym-bind
  *   remote, shrink, restart   2 nodes of 512 MiB                     (their modes)
+ *   restart3        memoryless3's shape: the adopted pool keeps its
+ *                   sparse kernel nodes (0 and 2)                    restart
  *
  * The console of each boot is kept in BUILD/numa/console-TOPOLOGY.log.
  * Without qemu-system-x86_64 a test fails unless SHEAF_TEST_SKIP_OK=1;
@@ -59,6 +61,13 @@ struct topo {
 	  "-numa", "node,nodeid=0,cpus=0,memdev=m0", "-numa", "node,nodeid=1,cpus=1,memdev=m1", \
 	  NULL }
 
+/* Memory nodes 0 and 2 around memoryless node 1, node 2 nearest to it. */
+#define ML3                                                                         \
+	{ MB("m0", "512M"), MB("m2", "512M"), "-numa", "node,nodeid=0,cpus=0,memdev=m0", \
+	  "-numa", "node,nodeid=1,cpus=1", "-numa", "node,nodeid=2,cpus=2,memdev=m2",   \
+	  "-numa", "dist,src=0,dst=1,val=25", "-numa", "dist,src=0,dst=2,val=20",       \
+	  "-numa", "dist,src=1,dst=2,val=15", NULL }
+
 static const struct topo topos[] = {
 	{ "sym2", "sym", -1, "1024M", "2", TWO_512 },
 	{ "sym4", "sym", -1, "1024M", "4",
@@ -69,11 +78,7 @@ static const struct topo topos[] = {
 	{ "memoryless", "memoryless", 0, "768M", "2",
 	  { MB("m0", "768M"), "-numa", "node,nodeid=0,cpus=0,memdev=m0",
 	    "-numa", "node,nodeid=1,cpus=1", NULL } },
-	{ "memoryless3", "memoryless", 2, "1024M", "3",
-	  { MB("m0", "512M"), MB("m2", "512M"), "-numa", "node,nodeid=0,cpus=0,memdev=m0",
-	    "-numa", "node,nodeid=1,cpus=1", "-numa", "node,nodeid=2,cpus=2,memdev=m2",
-	    "-numa", "dist,src=0,dst=1,val=25", "-numa", "dist,src=0,dst=2,val=20",
-	    "-numa", "dist,src=1,dst=2,val=15", NULL } },
+	{ "memoryless3", "memoryless", 2, "1024M", "3", ML3 },
 	{ "cpuless", "cpuless", -1, "768M", "2",
 	  { MB("m0", "512M"), MB("m1", "256M"), "-numa", "node,nodeid=0,cpus=0-1,memdev=m0",
 	    "-numa", "node,nodeid=1,memdev=m1", NULL } },
@@ -82,6 +87,7 @@ static const struct topo topos[] = {
 	{ "remote", "remote", -1, "1024M", "2", TWO_512 },
 	{ "shrink", "shrink", -1, "1024M", "2", TWO_512 },
 	{ "restart", "restart", -1, "1024M", "2", TWO_512 },
+	{ "restart3", "restart", -1, "1024M", "3", ML3 },
 };
 #define NTOPO (sizeof(topos) / sizeof(topos[0]))
 
