@@ -652,8 +652,8 @@ START_TEST(memoryless_pool)
 
 	REQUIRE(np > nm, "no memoryless node: %d nodes, %d with memory", np, nm);
 	start_sheafd("256M", NULL);
-	log_clean(D.log);                        /* the regions are bound by now */
 	p = connect_pool(D.sock);
+	log_clean(D.log);                        /* attached: the regions are bound */
 	REQUIRE(sheaf_pool_nodes(p) == (unsigned)nm, "the pool has %u nodes; %d have memory",
 		sheaf_pool_nodes(p), nm);
 	sheaf_disconnect(p);
