@@ -12,7 +12,9 @@
  *   sym          [2 or 4 nodes, memory and a CPU each] the pool has one
  *                node per kernel node; objects homed on node i, by
  *                sheaf_thread_set_node or by running on node i's CPU, live
- *                on kernel node i; `sheafctl info` and `stats -n` say so.
+ *                on kernel node i; `sheafctl info` and `stats -n` say so;
+ *                the policy comes from numa_policy= or --numa-policy; under
+ *                interleave each region spreads over every node.
  *   memoryless   [a node with CPUs and no memory; SHEAF_NUMA_NEAR names
  *                the memory node nearest to it] the pool has the memory
  *                nodes only; a thread on the memoryless node's CPU is homed
@@ -528,6 +530,44 @@ START_TEST(sym_info)
 	}
 	sheaf_disconnect(p);
 	free(objs);
+	end_checks();
+	dmn_stop(&D, 10000);
+	dmn_cleanup(&D);
+}
+END_TEST
+
+/* Interleave: every node's region spreads over every memory node, in
+ * near-equal shares (the objects' pages, and pages_by_kernel_node). */
+START_TEST(sym_interleave)
+{
+	int mem[MAXN], n = mem_nodes(mem);
+	void **objs = calloc(SYM_N, sizeof(void *));
+	uint64_t per_kn[MAXN], total = SYM_N * SYM_OBJ / PAGE;
+	char what[64];
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+
+	REQUIRE(objs != NULL, "calloc");
+	start_sheafd("256M", "interleave");
+	p = connect_pool(D.sock);
+	c = make_cache(p, "il", SYM_OBJ);
+	for (int i = 0; i < n; i++) {
+		REQUIRE(sheaf_thread_set_node(p, (unsigned)i) == 0, "set_node %d", i);
+		alloc_n(c, objs, SYM_N);
+		touch(objs, SYM_N, SYM_OBJ, 8);
+		count_pages(objs, SYM_N, SYM_OBJ, per_kn);
+		fmt(what, sizeof(what), "pool node %d's objects, interleaved", i);
+		show_pages(what, per_kn);
+		for (int k = 0; k < n; k++) {
+			REQUIRE(per_kn[mem[k]] * 2 * (uint64_t)n >= total, "pool node %d: %llu of %llu "
+				"pages on kernel node %d", i, (unsigned long long)per_kn[mem[k]],
+				(unsigned long long)total, mem[k]);
+			REQUIRE(region_pages("il", i, mem[k]) > 0, "pool node %d's region: no page "
+				"on kernel node %d (pages_by_kernel_node)", i, mem[k]);
+		}
+	}
+	free(objs);
+	sheaf_disconnect(p);
 	end_checks();
 	dmn_stop(&D, 10000);
 	dmn_cleanup(&D);
@@ -1269,6 +1309,7 @@ int main(int argc, char **argv)
 		ADD_ALONE(s, sym_placement, GUEST_TIMEOUT);
 		ADD_ALONE(s, sym_info, GUEST_TIMEOUT);
 		ADD_ALONE(s, sym_policy, GUEST_TIMEOUT);
+		ADD_ALONE(s, sym_interleave, GUEST_TIMEOUT);
 	} else if (strcmp(mode, "memoryless") == 0) {
 		ADD_ALONE(s, memoryless_pool, GUEST_TIMEOUT);
 		ADD_ALONE(s, memoryless_home, GUEST_TIMEOUT);
