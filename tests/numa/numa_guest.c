@@ -18,7 +18,9 @@
  *   memoryless   [a node with CPUs and no memory; SHEAF_NUMA_NEAR names
  *                the memory node nearest to it] the pool has the memory
  *                nodes only; a thread on the memoryless node's CPU is homed
- *                on the nearest memory node and its objects land there.
+ *                on the nearest memory node and its objects land there; a
+ *                local pool (sheaf_pool_create) has the memory nodes only
+ *                too, and libsheaf prints nothing.
  *   cpuless      [a node with memory and no CPU] the pool has that node;
  *                sheaf_thread_set_node to it works, its barns get stocked,
  *                its objects land on it.
@@ -40,6 +42,7 @@
  *                pool: a client's objects keep their contents and pages.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <numaif.h>
 #include <pthread.h>
 #include <sched.h>
@@ -754,6 +757,59 @@ START_TEST(memoryless_home)
 }
 END_TEST
 
+/* A local pool (sheaf_pool_create, real nodes) has the memory nodes only,
+ * and libsheaf prints nothing (libnuma's errors included) on the way. */
+START_TEST(memoryless_local)
+{
+	struct sheaf_pool_config cfg = { .size = 64 * MIB, .nodes = 0 };
+	int mem[MAXN], nm = mem_nodes(mem), saved, fd;
+	void **objs = calloc(SYM_N, sizeof(void *));
+	const char *log = "/tmp/local-stderr.log";
+	uint64_t per_kn[MAXN];
+	char err[256] = "", what[64];
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+
+	REQUIRE(objs != NULL, "calloc");
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	REQUIRE(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2, "stderr to %s: %s", log,
+		strerror(errno));
+	close(fd);
+	p = sheaf_pool_create(&cfg, err, sizeof(err));
+	if (p != NULL) {
+		c = sheaf_cache_create(p, "local", SYM_OBJ, NULL);
+		for (int i = 0; c != NULL && i < nm; i++) {
+			if (sheaf_thread_set_node(p, (unsigned)i) != 0)
+				break;
+			for (size_t k = 0; k < SYM_N; k++)
+				objs[k] = sheaf_alloc(c);
+		}
+	}
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	REQUIRE(p != NULL, "sheaf_pool_create: %s", err);
+	log_clean(log);
+	REQUIRE(sheaf_pool_nodes(p) == (unsigned)nm, "the local pool has %u nodes; %d have memory",
+		sheaf_pool_nodes(p), nm);
+	c = sheaf_cache_open(p, "local");
+	REQUIRE(c != NULL, "cache: %s", strerror(errno));
+	for (int i = 0; i < nm; i++) {
+		REQUIRE(sheaf_thread_set_node(p, (unsigned)i) == 0, "set_node %d", i);
+		alloc_n(c, objs, SYM_N);
+		touch(objs, SYM_N, SYM_OBJ, 10);
+		count_pages(objs, SYM_N, SYM_OBJ, per_kn);
+		fmt(what, sizeof(what), "local pool node %d", i);
+		require_all_on(per_kn, mem[i], what);
+	}
+	free(objs);
+	sheaf_pool_destroy(p);
+	no_oom_kill();
+}
+END_TEST
+
 /* ---- cpuless: a node with memory and no CPU ------------------------------------- */
 
 static int cpuless_node(void)
@@ -1313,6 +1369,7 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "memoryless") == 0) {
 		ADD_ALONE(s, memoryless_pool, GUEST_TIMEOUT);
 		ADD_ALONE(s, memoryless_home, GUEST_TIMEOUT);
+		ADD_ALONE(s, memoryless_local, GUEST_TIMEOUT);
 	} else if (strcmp(mode, "cpuless") == 0) {
 		ADD_ALONE(s, cpuless_pool, GUEST_TIMEOUT);
 		ADD_ALONE(s, cpuless_alloc, GUEST_TIMEOUT);
