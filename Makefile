@@ -1,6 +1,7 @@
 # sheaf - top-level build.  `make` builds everything; `make test` runs every
 # test, `make test-unit` (test-lib, test-daemon, test-crash, test-stress,
-# test-trust, test-deploy) one tier of them; `make bench` runs the
+# test-trust, test-deploy) one tier of them; `make test-numa` boots QEMU
+# guests of real NUMA topologies (tests/numa/); `make bench` runs the
 # benchmarks; `make deps` installs packages.
 # Sanitizers: `make test SAN=address` (ASan+UBSan) or `make test SAN=thread`.
 # Debug: `make test DEBUG=1` builds with -DSHEAF_DEBUG=1 (SHEAF_ASSERT and the
@@ -28,6 +29,8 @@ BENCH_PKGS = libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev gnuplot-nox
 FUZZ_PKGS  = clang libclang-rt-dev
 # `make valgrind` only.
 VG_PKGS    = valgrind
+# `make test-numa` only (the guest's kernel comes from apt-get download).
+NUMA_PKGS  = qemu-system-x86 busybox-static cpio
 
 BUILD   := build$(if $(SAN),-$(SAN))$(if $(filter 1,$(DEBUG)),-debug)
 CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread \
@@ -173,6 +176,14 @@ $(BUILD)/tests/crash/test_ring_crash: TEST_EXTRA := $(RING_CRASH_OBJ)
 $(SCALE_BENCH): $(BUILD)/tests/bench/scale/walks.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
 
+# The NUMA tests (tests/numa/, `make test-numa`; not part of `make test`:
+# they need QEMU and Debian's kernel package): numa_guest runs inside QEMU
+# guests of real topologies, test_numa boots them (tests/numa/guest.sh
+# builds the guest into $(BUILD)/numa/).  Both link like the test programs.
+NUMA_BIN := $(BUILD)/tests/numa/test_numa $(BUILD)/tests/numa/numa_guest
+$(NUMA_BIN): $(BUILD)/tests/numa/%: $(BUILD)/tests/numa/%.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
+
 # The release artefacts must carry no test hook (nm lists local symbols too).
 .PHONY: check-no-hooks
 check-no-hooks: lib $(SHEAFD) $(SHEAFCTL)
@@ -182,7 +193,7 @@ check-no-hooks: lib $(SHEAFD) $(SHEAFCTL)
 # A test program outside a tier folder would be built by nobody and run by
 # no target: name it.
 TEST_STRAY := $(wildcard tests/test_*.c)
-tests: $(TEST_BIN)
+tests: $(TEST_BIN) $(NUMA_BIN)
 	$(if $(TEST_STRAY),@echo "$(TEST_STRAY): not in a tier folder (tests/unit, lib, daemon, crash," \
 		"stress, trust, deploy): git mv it into one"; exit 1)
 
@@ -221,6 +232,18 @@ test: deps-or-check
 	@$(MAKE) --no-print-directory all check-no-hooks
 	@$(foreach t,$(TEST_TIERS),$(call run_tier,$(t));) \
 	echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
+
+# `make test-numa`: build the guest (the kernel fetched once into
+# $(BUILD)/numa/, the initramfs each run) and boot one QEMU guest per
+# topology (tests/numa/test_numa.c; the guest's Check lines come through).
+# A missing QEMU fails each topology unless SHEAF_TEST_SKIP_OK=1; a kernel
+# that cannot be fetched fails here.  About a minute on 2 cores.
+.PHONY: test-numa
+test-numa: deps-or-check
+	@$(MAKE) --no-print-directory lib $(SHEAFD) $(SHEAFCTL) $(NUMA_BIN)
+	tests/numa/guest.sh $(BUILD) $(BUILD)/numa
+	@echo "== $(BUILD)/tests/numa/test_numa"; \
+	CK_DEFAULT_TIMEOUT=600 $(BUILD)/tests/numa/test_numa && echo "== numa tests passed"
 
 # Memcheck over the test programs whose own processes do the work (local
 # pools; the ring, slab, checker and size-class layers; libsheaf against a
@@ -297,7 +320,7 @@ check-deps:
 	fi
 
 deps:
-	@missing=""; for p in $(DEB_PKGS) $(BENCH_PKGS) $(FUZZ_PKGS) $(VG_PKGS); do \
+	@missing=""; for p in $(DEB_PKGS) $(BENCH_PKGS) $(FUZZ_PKGS) $(VG_PKGS) $(NUMA_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then echo "all packages present"; \

@@ -188,16 +188,23 @@ void notify_drain(struct notify *n, int ms)
 
 void svc_start(struct svc *d, struct notify *n, int listen_fd, int adopt, unsigned wd_usec)
 {
-	const char *argv[] = {
-		sheafd_bin(), "--foreground", "--socket", d->sock, "--nodes", "2",
-		"--size", "256M", "--log-level", "debug", NULL,
+	static const char *const simulated[] = {
+		"--nodes", "2", "--size", "256M", "--log-level", "debug", NULL,
 	};
+	const char *const *flags = d->flags != NULL ? d->flags : simulated;
+	const char *argv[32] = { sheafd_bin(), "--foreground", "--socket", d->sock };
+	int na = 4;
 	char notify_env[160], fds_env[32], names_env[64], wd_env[48];
 	const char *env[8];
 	int pass[3], npass = 0, ne = 0, ready0 = n->ready;
 	char buf[64];
 	int st, fd;
 
+	for (int i = 0; flags[i] != NULL; i++) {
+		REQUIRE(na < 31, "too many sheafd flags");
+		argv[na++] = flags[i];
+	}
+	argv[na] = NULL;
 	fmt(d->log, sizeof(d->log), "%s/sheafd.%d.log", test_dir, ++d->gen);
 	add_log(d->log);
 	fmt(notify_env, sizeof(notify_env), "NOTIFY_SOCKET=%s", n->path);

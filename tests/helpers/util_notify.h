@@ -45,6 +45,9 @@ struct svc {
 	int gen;                    /* how many sheafd processes so far */
 	char sock[PATH_MAX];
 	char log[PATH_MAX];
+	/* sheafd's flags after --foreground --socket SOCK, NULL-terminated;
+	 * NULL: --nodes 2 --size 256M --log-level debug (2 simulated nodes). */
+	const char *const *flags;
 };
 
 /*
