@@ -117,10 +117,10 @@ static void log_nodes(const struct shm_pool *p)
 		int w = ntopo_worker_node(p->topo, k);
 
 		cpus_text(&p->topo->k[k], cpus, sizeof(cpus));
-		log_info("pool node %u = kernel node %u: cpus %s, %s total, %s free%s%s%s; "
+		log_info("pool node %u = kernel node %u: cpus %s, %s total, %s free%s%s; "
 			 "worker on node %d", n, k, cpus, mib(b1, sizeof(b1), na->mem_total),
 			 mib(b2, sizeof(b2), na->mem_free), cap ? ", cap " : "",
-			 cap ? mib(b3, sizeof(b3), (uint64_t)cap << SLAB_SHIFT) : "", "", w);
+			 cap ? mib(b3, sizeof(b3), (uint64_t)cap << SLAB_SHIFT) : "", w);
 	}
 	for (unsigned k = 0; k < NTOPO_KNODES; k++)
 		if (p->topo->k[k].online && p->topo->k[k].has_cpu && !p->topo->k[k].has_memory) {
