@@ -61,8 +61,7 @@ int numa_log_caps(struct shm_pool *p)
 				 knode(p, n), mib(b, sizeof(b), (uint64_t)cap << SLAB_SHIFT),
 				 numa_policy_name(p->hdr->numa_policy));
 			lines++;
-		} else if (r == seen[n] && at_cap[n] &&
-			   (cap == 0 || at_load_relaxed(&na->used) < cap)) {
+		} else if (r == seen[n] && at_cap[n] && at_load_relaxed(&na->used) < cap) {
 			at_cap[n] = 0;
 			log_info("node %u is below its cap (%s) again", knode(p, n),
 				 mib(b, sizeof(b), (uint64_t)cap << SLAB_SHIFT));
@@ -114,13 +113,18 @@ static void log_nodes(const struct shm_pool *p)
 		const struct shm_node_alloc *na = &p->nalloc[n];
 		unsigned k = knode(p, n);
 		uint32_t cap = at_load_relaxed(&na->cap_frames);
+		int bound = p->hdr->numa_flags & SHEAF_NUMA_F_CAPS;
 		int w = ntopo_worker_node(p->topo, k);
 
 		cpus_text(&p->topo->k[k], cpus, sizeof(cpus));
 		log_info("pool node %u = kernel node %u: cpus %s, %s total, %s free%s%s; "
 			 "worker on node %d", n, k, cpus, mib(b1, sizeof(b1), na->mem_total),
-			 mib(b2, sizeof(b2), na->mem_free), cap ? ", cap " : "",
-			 cap ? mib(b3, sizeof(b3), (uint64_t)cap << SLAB_SHIFT) : "", w);
+			 mib(b2, sizeof(b2), na->mem_free), bound ? ", cap " : "",
+			 bound ? mib(b3, sizeof(b3), (uint64_t)cap << SLAB_SHIFT) : "", w);
+		if (bound && cap == 0)
+			log_warn("node %u has less free memory than its reserve: it gets no slab "
+				 "under numa_policy=bind (sheafctl tune --pool node_cap=%u:BYTES "
+				 "gives it some)", k, k);
 	}
 	for (unsigned k = 0; k < NTOPO_KNODES; k++)
 		if (p->topo->k[k].online && p->topo->k[k].has_cpu && !p->topo->k[k].has_memory) {

@@ -21,7 +21,8 @@ static Sheaf__V1__NumaNode *numa_node(struct daemon *d, struct arena *a, uint32_
 	nn->kernel_node = k;
 	nn->mem_total = na->mem_total;
 	nn->mem_free = na->mem_free;
-	nn->cap = (uint64_t)at_load_relaxed(&na->cap_frames) << SLAB_SHIFT;
+	if (p->hdr->numa_flags & SHEAF_NUMA_F_CAPS)
+		nn->cap = (uint64_t)at_load_relaxed(&na->cap_frames) << SLAB_SHIFT;
 	nn->cap_refused = at_load_relaxed(&na->cap_refused);
 	nn->frames_used = at_load_relaxed(&na->used);
 	nn->worker_node = p->topo != NULL ? ntopo_worker_node(p->topo, k) : -1;

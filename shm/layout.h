@@ -70,6 +70,8 @@
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_NUMA_F_IDS      0x1u       /* kernel_node[] is set */
 #define SHEAF_NUMA_F_BOUND    0x2u       /* the data regions have a memory policy */
+#define SHEAF_NUMA_F_CAPS     0x4u       /* numa_policy=bind: shm_node_alloc.cap_frames
+					    is each node's limit (0: no frame) */
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
  * the header; these are their upper bounds (validation, id widths) and
  * defaults.  Every array they size is sparse: a slot costs memory once it
@@ -269,7 +271,8 @@ struct shm_node_alloc {
 					the lock; read lock-free: barn.h's
 					pressure rule) */
 	/* numa_policy=bind (shm/numa.h; former padding): the most frames
-	 * the node may have in use (0: no cap), set at creation and by
+	 * the node may have in use (when the header's numa_flags has
+	 * SHEAF_NUMA_F_CAPS; 0 then means none at all), set at creation and by
 	 * Tune; refusals at the cap (a count sheafd watches to log each
 	 * episode); the node's memory when the pool was made. */
 	_Atomic uint32_t cap_frames;

@@ -77,7 +77,8 @@ int pool_numa_place(struct shm_pool *p, const struct pool_params *pp,
 			at_store_relaxed(&na->cap_frames, (uint32_t)(ntopo_default_cap(
 				k->mem_total, k->mem_free, h->node_bytes) >> SLAB_SHIFT));
 	}
-	h->numa_flags = SHEAF_NUMA_F_IDS;
+	h->numa_flags = SHEAF_NUMA_F_IDS |
+			(pp->numa_policy == NUMA_POL_BIND ? SHEAF_NUMA_F_CAPS : 0);
 	/* Every policy goes on while no data page exists (a policy applies to
 	 * the pages faulted after it; the data is untouched until its slabs
 	 * are used).  One node on its own needs none, unless bound: then the

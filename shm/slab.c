@@ -81,11 +81,10 @@ static enum slab_list list_for(const struct shm_cache *c, const struct shm_slab 
 
 /* Whether @n more frames would take node allocator @na past its cap
  * (numa_policy=bind: shm/numa.h); counts the refusal.  Under na->lock. */
-static int node_at_cap(struct shm_node_alloc *na, uint32_t n)
+static int node_at_cap(const struct shm_pool *p, struct shm_node_alloc *na, uint32_t n)
 {
-	uint32_t cap = at_load_relaxed(&na->cap_frames);
-
-	if (cap == 0 || at_load_relaxed(&na->used) + n <= cap)
+	if (!(p->hdr->numa_flags & SHEAF_NUMA_F_CAPS) ||
+	    (uint64_t)at_load_relaxed(&na->used) + n <= at_load_relaxed(&na->cap_frames))
 		return 0;
 	at_fetch_add_relaxed(&na->cap_refused, 1);
 	return 1;
@@ -107,7 +106,7 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 			return SLAB_NONE;
 	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + 1));
 	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
-	if (node_at_cap(na, 1)) {
+	if (node_at_cap(p, na, 1)) {
 		/* numa_policy=bind: the node gives no more (sheafd logs it). */
 	} else if (na->free_first != SLAB_NONE) {
 		f = na->free_first;
@@ -175,7 +174,7 @@ uint32_t slab_frames_take(struct shm_pool *p, uint32_t node, uint32_t n)
 			return SLAB_NONE;
 	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + n));
 	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
-	if (!node_at_cap(na, n) && p->frames_per_node - na->next_fresh >= n) {
+	if (!node_at_cap(p, na, n) && p->frames_per_node - na->next_fresh >= n) {
 		f = node * p->frames_per_node + na->next_fresh;
 		na->next_fresh += n;
 		at_store_relaxed(&na->used, at_load_relaxed(&na->used) + n);

@@ -43,7 +43,7 @@ void numa_info_table(const Sheaf__V1__NumaNode *const *nodes, size_t n, const ch
 		printf("  %5u %11u %-16s %11s %11s %11s %11s %6d\n", nn->index, nn->kernel_node,
 		       cpus_text(cpus, sizeof(cpus), nn->cpus, nn->n_cpus),
 		       fmt_iec(a, sizeof(a), nn->mem_total), fmt_iec(b, sizeof(b), nn->mem_free),
-		       nn->cap ? fmt_iec(cap, sizeof(cap), nn->cap) : "-",
+		       strcmp(policy, "bind") == 0 ? fmt_iec(cap, sizeof(cap), nn->cap) : "-",
 		       fmt_iec(used, sizeof(used), nn->frames_used * (256ull << 10)),
 		       nn->worker_node);
 	}

@@ -313,6 +313,42 @@ START_TEST(test_bind_cap)
 	tune_apply(&P, -1, &set);
 	ck_assert_uint_gt(slab_alloc_objs(&P, c, 0, objs + got, 16, 0), 0);
 	free(objs);
+	engine_fini(&E);
+	pool_down();
+}
+END_TEST
+
+/* A node with less free memory than its reserve: cap 0, no frame at
+ * all (never "no cap"); the other policies have no cap. */
+START_TEST(test_bind_cap_zero)
+{
+	struct pool_params pp = { .size = 64ull << 20, .sheaf_count = 256,
+				  .numa_policy = NUMA_POL_BIND, .numa_root = root };
+	uint64_t objs[16];
+	uint32_t c;
+
+	put("online", "0\n");
+	put("has_memory", "0\n");
+	node(0, "0-1023", 256, 20, "10");
+	ck_assert_int_eq(pool_create(&P, &pp, ERR, sizeof(ERR)), 0);
+	ck_assert_int_eq(engine_init(&E, &P, ERR, sizeof(ERR)), 0);
+	ck_assert(P.hdr->numa_flags & SHEAF_NUMA_F_CAPS);
+	ck_assert_uint_eq(at_load_relaxed(&P.nalloc[0].cap_frames), 0);
+	c = cache_new("none", 4096, 8, 0);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs, 16, 0), 0);
+	ck_assert_uint_eq(at_load_relaxed(&P.nalloc[0].used), 0);
+	ck_assert_uint_eq(at_load_relaxed(&P.nalloc[0].cap_refused), 1);
+	engine_fini(&E);
+	pool_down();
+
+	pp.numa_policy = NUMA_POL_PREFERRED;
+	ck_assert_int_eq(pool_create(&P, &pp, ERR, sizeof(ERR)), 0);
+	ck_assert_int_eq(engine_init(&E, &P, ERR, sizeof(ERR)), 0);
+	ck_assert(!(P.hdr->numa_flags & SHEAF_NUMA_F_CAPS));
+	c = cache_new("some", 4096, 8, 0);
+	ck_assert_uint_eq(slab_alloc_objs(&P, c, 0, objs, 16, 0), 16);
+	ck_assert_uint_eq(slab_free_objs(&P, c, objs, 16), 0);
+	engine_fini(&E);
 	pool_down();
 }
 END_TEST
@@ -371,6 +407,7 @@ static Suite *numa_suite(void)
 	tcase_add_checked_fixture(tc, tree_setup, tree_teardown);
 	tcase_add_checked_fixture(tc, slab_setup, slab_teardown);
 	tcase_add_test(tc, test_bind_cap);
+	tcase_add_test(tc, test_bind_cap_zero);
 	tcase_add_test(tc, test_no_fresh);
 	tcase_add_test(tc, test_simulated_order);
 	suite_add_tcase(su, tc);
