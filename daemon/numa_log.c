@@ -116,7 +116,10 @@ static void log_nodes(const struct shm_pool *p)
 		int bound = p->hdr->numa_flags & SHEAF_NUMA_F_CAPS;
 		int w = ntopo_worker_node(p->topo, k);
 
-		cpus_text(&p->topo->k[k], cpus, sizeof(cpus));
+		if (k < NTOPO_KNODES)
+			cpus_text(&p->topo->k[k], cpus, sizeof(cpus));
+		else
+			snprintf(cpus, sizeof(cpus), "unknown");
 		log_info("pool node %u = kernel node %u: cpus %s, %s total, %s free%s%s; "
 			 "worker on node %d", n, k, cpus, mib(b1, sizeof(b1), na->mem_total),
 			 mib(b2, sizeof(b2), na->mem_free), bound ? ", cap " : "",

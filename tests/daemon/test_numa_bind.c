@@ -4,7 +4,8 @@
  * kernel id, CPUs, memory and cap; `tune --pool node_cap=K:BYTES` moves a
  * cap (and is refused for a node the pool lacks); a client homed on a
  * node at its cap gets NULL with ENOMEM promptly, sheafd logs the episode
- * once, and `stats -n` counts the cache's resident pages by kernel node.
+ * once, `stats -n` counts the cache's resident pages by kernel node, and
+ * `metrics` has each node's cap, use and refusals.
  */
 #include <check.h>
 #include <errno.h>
@@ -134,6 +135,16 @@ START_TEST(test_bind)
 	ck_assert_msg(k0 == (unsigned)-1, "no resident page found");
 	jv_free(v);
 	jv_free(info);
+
+	/* metrics: the node families, with the cap and the refusals. */
+	CTL_NOSOCK(&r, "-s", B.sock, "metrics");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert(strstr(r.out, "sheaf_numa_node_cap_bytes{kernel_node=\"") != NULL);
+	ck_assert(strstr(r.out, "sheaf_numa_node_used_bytes{kernel_node=\"") != NULL);
+	ck_assert(strstr(r.out, "sheaf_numa_node_cap_refused_total{kernel_node=\"") != NULL);
+	ck_assert(strstr(r.out, "_cap_bytes{kernel_node=\"") != NULL &&
+		  strstr(r.out, "} 1048576\n") != NULL);
+	run_free(&r);
 	dmn_stop(&B, 5000);
 	dmn_cleanup(&B);
 }
