@@ -274,19 +274,6 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 	return work;
 }
 
-/*
- * A node's worker: passes until one finds nothing to do, then sleeps on the
- * doorbell.  Doorbell handshake (barn.h): all four accesses of the Dekker
- * pair are seq_cst (sleeping store and doorbell load here, doorbell bump and
- * sleeping load in node_ring_doorbell), so either the client sees sleeping
- * and wakes us, or we see its bump and do not sleep.
- *
- * The doorbell is client-writable: a client ringing it in a loop would keep
- * the worker passing for nothing.  After IDLE_RINGS_MAX passes in a row
- * that found no work although the doorbell moved, the worker pauses
- * IDLE_PAUSE_NS before the next one (bounded CPU; a real request waits at
- * most that long once).
- */
 /* Run node @node's worker on the CPUs of its kernel node, or of the
  * nearest node that has CPUs (a CPU-less memory node: numa.h).  Real nodes
  * only; a failure leaves the thread where it was (it only costs
@@ -310,6 +297,19 @@ static void worker_affinity(const struct shm_pool *p, uint32_t node)
 	(void)sched_setaffinity(0, sizeof(set), &set);
 }
 
+/*
+ * A node's worker: passes until one finds nothing to do, then sleeps on the
+ * doorbell.  Doorbell handshake (barn.h): all four accesses of the Dekker
+ * pair are seq_cst (sleeping store and doorbell load here, doorbell bump and
+ * sleeping load in node_ring_doorbell), so either the client sees sleeping
+ * and wakes us, or we see its bump and do not sleep.
+ *
+ * The doorbell is client-writable: a client ringing it in a loop would keep
+ * the worker passing for nothing.  After IDLE_RINGS_MAX passes in a row
+ * that found no work although the doorbell moved, the worker pauses
+ * IDLE_PAUSE_NS before the next one (bounded CPU; a real request waits at
+ * most that long once).
+ */
 #define IDLE_RINGS_MAX 64u
 #define IDLE_PAUSE_NS  1000000L
 #define WORKER_SPIN_NS 1000000
