@@ -136,8 +136,12 @@ $(TEST_OBJ): CFLAGS += -DSHEAF_TEST_HOOKS=1
 # So does the ring crash harness (its children stop through ring_stop_hook).
 $(BUILD)/tests/crash/ring_crash_harness.o: CFLAGS += -DSHEAF_TEST_HOOKS=1
 
+# sheafd's numa_error and numa_warn (daemon/numa_log.c) replace libnuma's
+# weak ones wherever libnuma is loaded: exported.
 $(SHEAFD): $(DAEMON_OBJ) $(BUILD)/libsheaf.a
-	$(CC) $(LDFLAGS) -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a -levent $(LIBS)
+	$(CC) $(LDFLAGS) -Wl,--export-dynamic-symbol=numa_error \
+		-Wl,--export-dynamic-symbol=numa_warn -o $@ $(DAEMON_OBJ) $(BUILD)/libsheaf.a \
+		-levent $(LIBS)
 
 # sheafctl, the operator CLI (client/sheafctl/; not part of libsheaf: it uses
 # only proto/ and libsheaf's public API).  $(BUILD)/client/sheafctl is its

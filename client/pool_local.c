@@ -62,6 +62,7 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	pp.max_clients = cfg->max_clients;
 	pp.max_lanes = cfg->max_threads;
 	pp.max_caches = cfg->max_caches;
+	pp.numa_policy = cfg->numa_policy;
 	/* $SHEAF_HUGE_PAGES: off, try (default: huge pages when the kernel
 	 * allows shmem THP; W2 at B=2^20, docs/design.md, "Huge pages"), on
 	 * (shm/huge.h). */

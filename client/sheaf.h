@@ -82,7 +82,7 @@ typedef struct sheaf_prefill sheaf_prefill_t;
 
 struct sheaf_pool_config {
 	size_t size;            /* data bytes over all nodes; 0: 1 GiB (sparse) */
-	unsigned nodes;         /* 0: the machine's NUMA nodes (libnuma);
+	unsigned nodes;         /* 0: the machine's NUMA memory nodes;
 				   1..8: that many simulated nodes, no binding */
 	unsigned sheaf_count;   /* sheaves in the pool; 0: 32768 */
 	size_t mem_cap;         /* most bytes of slabs; 0: size */
@@ -93,7 +93,26 @@ struct sheaf_pool_config {
 	unsigned max_threads;   /* threads using the pool at once, 10..65536;
 				   0: 8192 */
 	unsigned max_caches;    /* caches, 1..1024; 0: 256 */
+	/* Where each node's pages come from (real nodes only; simulated
+	 * nodes have no placement): SHEAF_NUMA_*. */
+	unsigned numa_policy;
 };
+
+/*
+ * Placement policies (struct sheaf_pool_config.numa_policy, sheafd's
+ * --numa-policy).  Pool nodes are the machine's memory nodes in ascending
+ * kernel id; a thread's home is the memory node nearest its CPU.
+ *   PREFERRED   a node's pages come from that node while it has free
+ *               memory, then from the nearest others (no OOM kill).
+ *   BIND        from that node only, up to a cap per node (its free memory
+ *               when the pool is made, less a reserve of an eighth of its
+ *               total, at least 32 MiB); an allocation homed on a node at
+ *               its cap fails with ENOMEM.
+ *   INTERLEAVE  every node's pages spread over all memory nodes.
+ */
+#define SHEAF_NUMA_PREFERRED  0u
+#define SHEAF_NUMA_BIND       1u
+#define SHEAF_NUMA_INTERLEAVE 2u
 
 /*
  * Create a local pool: a new shared-memory region whose engine (the barn
@@ -108,7 +127,18 @@ struct sheaf_pool_config {
  * (the reason in @err); another value: EINVAL.
  */
 SHEAF_API sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
-					  char *err, size_t errlen);
+					  char *err, size_t errlen)
+	__asm__("sheaf_pool_create_v2");
+/*
+ * The ABI rule of struct sheaf_pool_config: a field is only ever added at
+ * its end, and each addition gives sheaf_pool_create a new symbol that
+ * reads the struct as it is now (the asm label above: the
+ * sheaf_pool_create_v2 symbol, since 1.3, reads numa_policy), while every
+ * older symbol stays exported and reads only the fields of its own time
+ * (the sheaf_pool_create symbol: the struct up to max_caches, with
+ * numa_policy SHEAF_NUMA_PREFERRED).  A program built against an older
+ * sheaf.h keeps working unchanged; rebuilding it picks up the new symbol.
+ */
 
 /*
  * Destroy a pool made by sheaf_pool_create.  The calling thread's sheaves are
@@ -178,8 +208,11 @@ SHEAF_API int sheaf_pool_set_timeout(sheaf_pool_t *pool, unsigned ms);
 SHEAF_API unsigned sheaf_pool_nodes(const sheaf_pool_t *pool);
 
 /*
- * Set the calling thread's home node in @pool (default: the node of the CPU
- * it first ran on; simulated nodes map CPU c to node c % nodes).  Objects
+ * Set the calling thread's home node in @pool (default: the memory node
+ * nearest, by the kernel's NUMA distances, to the CPU it first ran on;
+ * simulated nodes map CPU c to node c % nodes).  @node is a pool node
+ * index (sheafctl info shows each one's kernel node); any is accepted,
+ * a memory node without CPUs too.  Objects
  * are allocated from the home node's barn; frees of other nodes' objects
  * are collected per node and handed to that node's barn as whole sheaves.
  * The thread's sheaves of @pool are returned first.

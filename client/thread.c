@@ -12,13 +12,13 @@
  * after a pool's lock (internal.h, "Lock order").
  */
 #include <errno.h>
-#include <numa.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include "shm/barn.h"
 #include "shm/lanes.h"
 #include "shm/debug.h"
+#include "shm/numa.h"
 #include "shm/queue.h"
 #include "client/internal.h"
 
@@ -197,22 +197,48 @@ static struct tstate *tstate_get(void)
 	return ts;
 }
 
+/*
+ * The pool index of the memory node nearest to CPU @cpu's kernel node
+ * (shm/numa.h): the machine's topology is read from sysfs once per process,
+ * under numa_lock (only when a thread first uses a pool), and never
+ * printed about.  A pool made before kernel ids were recorded has pool
+ * index = kernel id.
+ */
+static uint32_t numa_home(const sheaf_pool_t *pool, unsigned cpu)
+{
+	static struct ntopo *topo;
+	static int topo_read;
+	const struct shm_header *h = pool->shm.hdr;
+	uint8_t ids[SHEAF_MAX_NODES];
+	uint32_t n = pool->shm.nodes, home;
+
+	if (n <= 1)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = h->numa_flags & SHEAF_NUMA_F_IDS ? h->kernel_node[i] : (uint8_t)i;
+	lock_acquire(&numa_lock, LOCK_RANK_NUMA);
+	if (!topo_read) {
+		topo_read = 1;
+		topo = malloc(sizeof(*topo));
+		if (topo != NULL && ntopo_read(topo, NULL, NULL, 0) != 0) {
+			free(topo);
+			topo = NULL;
+		}
+	}
+	home = topo != NULL ? ntopo_home_of_cpu(topo, cpu, ids, n) : 0;
+	lock_release(&numa_lock);
+	return home < n ? home : 0;
+}
+
 static uint32_t current_node(const sheaf_pool_t *pool)
 {
 	int cpu = sched_getcpu();
-	int n;
 
 	if (cpu < 0)
 		return 0;
 	if (pool->shm.hdr->simulated)
 		return (uint32_t)cpu % pool->shm.nodes;
-	/* libnuma fills its per-node CPU masks on first use without a lock
-	 * (TSan sees threads reading a mask another is writing): one thread
-	 * at a time (only when a thread first uses a pool). */
-	lock_acquire(&numa_lock, LOCK_RANK_NUMA);
-	n = numa_available() < 0 ? 0 : numa_node_of_cpu(cpu);
-	lock_release(&numa_lock);
-	return n < 0 || (uint32_t)n >= pool->shm.nodes ? 0 : (uint32_t)n;
+	return numa_home(pool, (unsigned)cpu);
 }
 
 /*

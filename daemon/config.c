@@ -18,6 +18,7 @@
 #include "proto/paths.h"
 #include "proto/version.h"
 #include "shm/huge.h"
+#include "shm/numa.h"
 #include "shm/pool.h"
 
 void config_defaults(struct config *c)
@@ -46,7 +47,7 @@ void config_usage(FILE *out)
 "  -s, --socket PATH      control socket (default: $XDG_RUNTIME_DIR/sheaf/sheafd.sock,\n"
 "                         /run/sheafd/sheafd.sock for root, else /tmp/sheafd-UID/sheafd.sock)\n"
 "  -c, --config FILE      key=value file: socket, size, mem_cap, nodes, sheaves,\n"
-"                         huge_pages,\n"
+"                         huge_pages, numa_policy,\n"
 "                         log_level, allow_uid, allow_gid, max_frame,\n"
 "                         max_connections, idle_timeout, max_clients_per_uid,\n"
 "                         max_clients, max_threads, max_caches\n"
@@ -55,6 +56,12 @@ void config_usage(FILE *out)
 "      --mem-cap BYTES    most bytes of slabs (default: size)\n"
 "      --nodes N          simulate N NUMA nodes (%u..%u; default: the machine's)\n"
 "      --sheaves N        sheaves in the pool (default %u)\n"
+"      --numa-policy POLICY  where each NUMA node's pages come from (real\n"
+"                         nodes; not with --nodes): preferred (default: the\n"
+"                         node, then the nearest others when it is short),\n"
+"                         bind (that node only, up to a cap per node: its\n"
+"                         free memory at start less a reserve; then ENOMEM),\n"
+"                         interleave (over every memory node)\n"
 "      --huge-pages MODE  back the object data with 2 MiB pages (shmem\n"
 "                         transparent huge pages, madvise): off, try\n"
 "                         (default: logged and off when the kernel refuses), on\n"
@@ -178,6 +185,7 @@ enum key_kind {
 	KEY_BYTES,                   /* parse_size, within [min, max] */
 	KEY_U32,                     /* a decimal uint32_t within [min, max] */
 	KEY_HUGE,                    /* huge_mode_parse */
+	KEY_NUMA,                    /* numa_policy_parse (shm/numa.h) */
 	KEY_LEVEL,                   /* log_level_parse (an int field) */
 	KEY_USERS,                   /* add_ids, user names; off_n: the count */
 	KEY_GROUPS,                  /* add_ids, group names; off_n: the count */
@@ -202,6 +210,7 @@ static const struct key keys[] = {
 	{ "nodes", NULL, KEY_U32, POOL_NODES_MIN, POOL_NODES_MAX, FIELD(nodes), 0 },
 	{ "sheaves", NULL, KEY_U32, POOL_SHEAVES_MIN, POOL_SHEAVES_MAX, FIELD(sheaves), 0 },
 	{ "huge_pages", "huge-pages", KEY_HUGE, ANY, FIELD(huge_pages), 0 },
+	{ "numa_policy", "numa-policy", KEY_NUMA, ANY, FIELD(numa_policy), 0 },
 	{ "max_frame", "max-frame", KEY_BYTES, 64, 64u << 20, FIELD(max_frame), 0 },
 	{ "max_connections", "max-connections", KEY_U32, 1, 1u << 24,
 	  FIELD(max_connections), 0 },
@@ -280,6 +289,13 @@ static int key_apply(struct config *c, const struct key *k, const char *key,
 		rc = huge_mode_parse(val, &m);
 		if (rc == 0)
 			v = (uint64_t)m;
+		break;
+	case KEY_NUMA:
+		rc = numa_policy_parse(val);
+		if (rc >= 0) {
+			v = (uint64_t)rc;
+			rc = 0;
+		}
 		break;
 	case KEY_LEVEL:
 		rc = log_level_parse(val);

@@ -28,6 +28,7 @@ struct config {
 	uint32_t nodes;              /* 0: real NUMA nodes; N: simulated */
 	uint32_t sheaves;
 	uint32_t huge_pages;         /* enum huge_mode (shm/huge.h) */
+	uint32_t numa_policy;        /* enum numa_policy (shm/numa.h) */
 	uint32_t max_frame;
 	uint32_t max_connections;    /* 0: from RLIMIT_NOFILE (server.c) */
 	uint32_t idle_timeout_ms;    /* a connection's first request, or a frame, within this */

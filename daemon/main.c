@@ -23,6 +23,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
+#include "numa_log.h"
 #include "refusal_log.h"
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
@@ -229,6 +230,7 @@ static int make_pool(struct daemon *d, int meta_fd, int shared_fd, char *err, si
 	for (const char *c = d->cfg.socket; c != NULL && *c; c++)
 		pp.addr_seed = (pp.addr_seed ^ (unsigned char)*c) * 0x100000001b3ull;
 	pp.huge = d->cfg.huge_pages;
+	pp.numa_policy = d->cfg.numa_policy;
 	rc = pool_create(&d->pool, &pp, err, errlen);
 	/* try (the default) without them: the usual case, not a warning. */
 	if (rc == 0 && d->pool.huge_note[0] != '\0')
@@ -327,6 +329,7 @@ int main(int argc, char **argv)
 		goto out_engine;
 	add_events(&d);
 	refusal_log_start(&d);
+	numa_log_start(&d);
 	if (d.adopted)
 		daemon_watch_existing(&d);
 	if (!d.adopted) {       /* an adopted pool's memfds are in the store already */
@@ -346,6 +349,7 @@ int main(int argc, char **argv)
 
 	daemon_unwatch_all(&d);
 	refusal_log_stop();
+	numa_log_stop();
 	del_events(&d);
 out_engine:
 	engine_fini(&d.engine);

@@ -69,6 +69,15 @@ Sheaf__V1__Layout *rpc_layout(struct daemon *d, struct arena *a);
 void rpc_check_fill(struct daemon *d, int cache, int rc, const struct check_report *rep,
 		    const char *err, struct reply *rp);
 
+/* rpc_numa.c: the pool's NUMA nodes (real nodes only: nothing, 0, when
+ * simulated) into *@policy and *@out (an arena array, *@n entries), and
+ * cache @c's resident pages on pool node @n by kernel node into @ns.  0 or
+ * -ENOMEM. */
+int rpc_numa_nodes(struct daemon *d, struct arena *a, char **policy,
+		   Sheaf__V1__NumaNode ***out, size_t *n);
+int rpc_numa_pages(struct daemon *d, struct arena *a, uint32_t c, uint32_t n,
+		   Sheaf__V1__NodeStats *ns);
+
 /* rpc_names.c: NameSet, NameDel, NameList. */
 rpc_handler rpc_name_set, rpc_name_del, rpc_name_list;
 

@@ -84,7 +84,8 @@ void rpc_daemon_info(struct daemon *d, const struct rpc_call *call, struct reply
 	di->max_clients = d->pool.max_clients;
 	di->clients = daemon_live_clients(d);
 	di->max_frame = d->cfg.max_frame;
-	if (daemon_info_grace(d, &rp->a, di) != 0) {
+	if (daemon_info_grace(d, &rp->a, di) != 0 ||
+	    rpc_numa_nodes(d, &rp->a, &di->numa_policy, &di->numa_nodes, &di->n_numa_nodes) != 0) {
 		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
@@ -146,7 +147,8 @@ void rpc_stats(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 		    (cs->nodes = arena_alloc(&rp->a, p->nodes * sizeof(void *))) == NULL)
 			goto oom;
 		for (uint32_t n = 0; n < p->nodes; n++) {
-			if ((cs->nodes[n] = node_stats(d, &rp->a, c, n)) == NULL)
+			if ((cs->nodes[n] = node_stats(d, &rp->a, c, n)) == NULL ||
+			    (rq->placement && rpc_numa_pages(d, &rp->a, c, n, cs->nodes[n]) != 0))
 				goto oom;
 			cs->bytes_mapped += cs->nodes[n]->slabs * SLAB_SIZE;
 		}
@@ -278,6 +280,11 @@ void rpc_tune(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 		return;
 	}
 	tr->mem_cap = at_load_relaxed(&p->hdr->mem_cap);
+	if (cache < 0 && rpc_numa_nodes(d, &rp->a, &(char *){ NULL }, &tr->numa_nodes,
+					&tr->n_numa_nodes) != 0) {
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_TUNE;
 	rp->r.tune = tr;
 }

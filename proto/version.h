@@ -4,5 +4,5 @@
  * sheafctl prints it, the Makefile names libsheaf.so.VERSION after it.
  */
 #ifndef SHEAF_VERSION
-#define SHEAF_VERSION "1.2.0"
+#define SHEAF_VERSION "1.3.0"
 #endif

@@ -71,6 +71,10 @@
 					 frames_released (sheaf.h's hint) */
 
 #define SHEAF_MAX_NODES       8u
+#define SHEAF_NUMA_F_IDS      0x1u       /* kernel_node[] is set */
+#define SHEAF_NUMA_F_BOUND    0x2u       /* the data regions have a memory policy */
+#define SHEAF_NUMA_F_CAPS     0x4u       /* numa_policy=bind: shm_node_alloc.cap_frames
+					    is each node's limit (0: no frame) */
 /* Per-pool limits (clients, lanes, caches) are set at creation and kept in
  * the header; these are their upper bounds (validation, id widths) and
  * defaults.  Every array they size is sparse: a slot costs memory once it
@@ -123,7 +127,13 @@ struct shm_header {
 	uint32_t huge_pages;         /* 1: the data was madvised for 2 MiB
 					pages (huge.h): clients do it too */
 	uint32_t pad1;
-	char pad[24];
+	/* NUMA placement (shm/numa.h), engine-written at creation; former
+	 * padding.  numa_flags & SHEAF_NUMA_F_IDS: kernel_node[i] is pool
+	 * node i's kernel node id (else, an older pool: i itself). */
+	uint8_t kernel_node[SHEAF_MAX_NODES];
+	uint32_t numa_policy;        /* enum numa_policy (real nodes only) */
+	uint32_t numa_flags;         /* SHEAF_NUMA_F_* */
+	char pad[8];
 	/* Layout 4: the pool's limits, fixed at creation (each <= its
 	 * SHEAF_MAX_*), and the segments they size. */
 	uint32_t max_clients, max_lanes, max_caches, pad2;
@@ -264,7 +274,16 @@ struct shm_node_alloc {
 	_Atomic uint32_t used;       /* frames of this node in use (written under
 					the lock; read lock-free: barn.h's
 					pressure rule) */
-	char pad1[SHEAF_CACHELINE * 2 - sizeof(pthread_mutex_t) - 16];
+	/* numa_policy=bind (shm/numa.h; former padding): the most frames
+	 * the node may have in use (when the header's numa_flags has
+	 * SHEAF_NUMA_F_CAPS; 0 then means none at all), set at creation and by
+	 * Tune; refusals at the cap (a count sheafd watches to log each
+	 * episode); the node's memory when the pool was made. */
+	_Atomic uint32_t cap_frames;
+	uint32_t pad0;
+	_Atomic uint64_t cap_refused;
+	uint64_t mem_total, mem_free;
+	char pad1[SHEAF_CACHELINE * 2 - sizeof(pthread_mutex_t) - 48];
 };
 _Static_assert(sizeof(struct shm_node_alloc) == 2 * SHEAF_CACHELINE, "node alloc size");
 

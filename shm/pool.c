@@ -5,9 +5,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
-#include <numa.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -217,6 +217,7 @@ static void pool_bind(struct shm_pool *p)
 	p->data = p->base + h->off_data;
 	p->data_off = h->off_data;
 	p->data_len = (uint64_t)h->nodes * h->node_bytes;
+	pool_numa_order(p);
 }
 
 void pool_cache_slot_init(struct shm_pool *p, uint32_t c)
@@ -277,18 +278,6 @@ static void pool_init_segments(struct shm_pool *p)
 		ring_put(&depot, p->owners, s, OWNER_ENGINE, &in);
 	}
 	SHEAF_ASSERT(ring_count(&depot) == p->sheaf_count);
-}
-
-static uint32_t discover_nodes(void)
-{
-	int n;
-
-	if (numa_available() < 0)
-		return 1;
-	n = numa_max_node() + 1;
-	if (n < 1)
-		n = 1;
-	return n > (int)SHEAF_MAX_NODES ? SHEAF_MAX_NODES : (uint32_t)n;
 }
 
 /* Seals of both memfds: their sizes are what the header says for good (a
@@ -413,22 +402,16 @@ static int pool_huge_setup(struct shm_pool *p, uint32_t mode, char *err, size_t 
 	return 0;
 }
 
-int pool_create(struct shm_pool *p, const struct pool_params *pp,
-		char *err, size_t errlen)
+static int do_pool_create(struct shm_pool *p, const struct pool_params *pp,
+			  uint32_t nodes, char *err, size_t errlen)
 {
 	struct shm_header h;
 	uint64_t size = pp->size ? pp->size : POOL_DEFAULT_SIZE;
-	uint32_t nodes = pp->nodes ? pp->nodes : discover_nodes();
 	uint32_t sheaves = pp->sheaf_count ? pp->sheaf_count : POOL_DEFAULT_SHEAVES;
 	uint64_t fpn;
 	char *base;
 	int rc;
 
-	memset(p, 0, sizeof(*p));
-	p->meta_fd = p->shared_fd = p->meta_ro_fd = -1;
-	if (pp->nodes > POOL_NODES_MAX)        /* 0: discovered */
-		return fail(err, errlen, -EINVAL, "nodes %u out of range %u..%u",
-			    pp->nodes, POOL_NODES_MIN, POOL_NODES_MAX);
 	if (sheaves < POOL_SHEAVES_MIN || sheaves > POOL_SHEAVES_MAX)
 		return fail(err, errlen, -EINVAL, "sheaf count %u out of range %u..%u",
 			    sheaves, POOL_SHEAVES_MIN, POOL_SHEAVES_MAX);
@@ -488,10 +471,6 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
 		pool_unmap(p);
 		return rc;
 	}
-	if (!h.simulated && nodes > 1) {
-		for (uint32_t n = 0; n < nodes; n++)
-			numa_tonode_memory(p->data + n * h.node_bytes, h.node_bytes, (int)n);
-	}
 	return 0;
 
 out_close:
@@ -499,6 +478,34 @@ out_close:
 		close(p->shared_fd);
 	close(p->meta_fd);
 	p->meta_fd = p->shared_fd = -1;
+	return rc;
+}
+
+/* The region first, then its NUMA placement (pool_numa.c), before any
+ * data page is touched. */
+int pool_create(struct shm_pool *p, const struct pool_params *pp,
+		char *err, size_t errlen)
+{
+	struct ntopo *topo = NULL;
+	uint32_t nodes = 1;
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	p->meta_fd = p->shared_fd = p->meta_ro_fd = -1;
+	if (pp->nodes > POOL_NODES_MAX)        /* 0: discovered */
+		return fail(err, errlen, -EINVAL, "nodes %u out of range %u..%u",
+			    pp->nodes, POOL_NODES_MIN, POOL_NODES_MAX);
+	rc = pool_numa_discover(pp, &topo, &nodes, err, errlen);
+	if (rc != 0)
+		return rc;
+	rc = do_pool_create(p, pp, nodes, err, errlen);
+	if (rc != 0) {
+		free(topo);
+		return rc;
+	}
+	rc = pool_numa_place(p, pp, topo, err, errlen);
+	if (rc != 0)
+		pool_unmap(p);
 	return rc;
 }
 
@@ -576,6 +583,8 @@ int pool_map_fds(struct shm_pool *p, int meta_fd, int shared_fd, int client,
 	p->meta_fd = meta_fd;
 	p->shared_fd = shared_fd;
 	pool_bind(p);
+	if (!client)
+		pool_numa_adopt(p);
 	/* The pool was made with huge pages: this process's mapping asks for
 	 * them too (its faults are the ones that allocate); a refusal only
 	 * costs speed. */
@@ -599,6 +608,8 @@ void pool_unmap(struct shm_pool *p)
 		close(p->meta_fd);
 	p->base = NULL;
 	p->meta_fd = p->shared_fd = p->meta_ro_fd = -1;
+	free(p->topo);
+	p->topo = NULL;
 }
 
 int pool_meta_readonly_fd(struct shm_pool *p, char *err, size_t errlen)

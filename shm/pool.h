@@ -69,6 +69,11 @@ struct shm_pool {
 	uint64_t data_len;           /* nodes * node_bytes */
 	char huge_note[320];         /* pool_create, huge_pages=try without
 					them: why (empty otherwise) */
+	/* NUMA (pool_numa.c): the topology the engine places by (owned;
+	 * NULL in a client), and each node's remote-refill order, nearest
+	 * first (refill_order[n][0 .. nodes-1)). */
+	struct ntopo *topo;
+	uint8_t refill_order[SHEAF_MAX_NODES][SHEAF_MAX_NODES];
 };
 
 struct pool_params {
@@ -81,6 +86,9 @@ struct pool_params {
 	/* Limits (0: SHEAF_DEFAULT_*; at most SHEAF_MAX_*). */
 	uint32_t max_clients, max_lanes, max_caches;
 	uint32_t huge;               /* enum huge_mode (huge.h) */
+	uint32_t numa_policy;        /* enum numa_policy (numa.h); real nodes only */
+	const char *numa_root;       /* the sysfs node tree (NULL: the real one;
+					tests point it at a fake tree) */
 };
 
 #define POOL_DEFAULT_SIZE        (1ull << 30)
@@ -124,6 +132,31 @@ int pool_create(struct shm_pool *p, const struct pool_params *pp,
  */
 int pool_map_fds(struct shm_pool *p, int meta_fd, int shared_fd, int client,
 		 int relocate, char *err, size_t errlen);
+
+/*
+ * NUMA hooks of pool_create and pool_map_fds (pool_numa.c, numa.h).
+ * pool_numa_discover: the pool's nodes for @pp (pp->nodes when simulated,
+ * else the kernel's memory nodes, in *@topo, which the caller passes on to
+ * pool_numa_place or frees).  pool_numa_place: record the nodes' kernel ids,
+ * policy, memory and bind caps in the new region and give each node's data
+ * its memory policy (takes @topo).  pool_numa_adopt: an engine mapping an
+ * existing region reads the topology for its workers and refills.
+ * pool_numa_order: the default refill order (the ring), for any process.
+ */
+int pool_numa_discover(const struct pool_params *pp, struct ntopo **topo,
+		       uint32_t *nodes, char *err, size_t errlen);
+int pool_numa_place(struct shm_pool *p, const struct pool_params *pp,
+		    struct ntopo *topo, char *err, size_t errlen);
+void pool_numa_adopt(struct shm_pool *p);
+void pool_numa_order(struct shm_pool *p);
+/* Tune's node_cap:K (tune.h): 0, or -EINVAL with @err (not a bound pool,
+ * K no pool node's kernel id, @bytes not in SLAB_SIZE..the node's region);
+ * the set takes whole frames, rounded down. */
+int pool_numa_cap_check(const struct shm_pool *p, unsigned knode, uint64_t bytes,
+			char *err, size_t errlen);
+void pool_numa_cap_set(struct shm_pool *p, unsigned knode, uint64_t bytes);
+/* The pool index of kernel node @knode, or -1. */
+int pool_numa_index(const struct shm_pool *p, unsigned knode);
 
 /* Unmap the region and close every descriptor @p owns. */
 void pool_unmap(struct shm_pool *p);

@@ -1,11 +1,13 @@
 /*
  * tune.c - the tunables table and its checks (tune.h).  Each key names a
- * 32-bit field of struct shm_cache, or the pool header's mem_cap.
+ * 32-bit field of struct shm_cache, or the pool header's mem_cap; the
+ * pool keys node_cap:K are pool_numa.c's (a bound node's cap).
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include "numa.h"
 #include "pool.h"
 #include "tune.h"
 
@@ -68,8 +70,14 @@ static int check_one(const struct shm_pool *p, int cache, const struct tune_sett
 	const struct tunable *t = tunable_find(s->key);
 	uint64_t hi;
 
+	if (t == NULL && ntopo_tune_key(s->key) >= 0)     /* node_cap:K (numa.h) */
+		return cache >= 0 ? fail(err, errlen, "'%s' is a pool setting: give no cache",
+					 s->key)
+				  : pool_numa_cap_check(p, (unsigned)ntopo_tune_key(s->key),
+							s->value, err, errlen);
 	if (t == NULL)
-		return fail(err, errlen, "unknown setting '%s' (known: " KNOWN ")", s->key);
+		return fail(err, errlen, "unknown setting '%s' (known: " KNOWN
+			    "; pool, numa_policy=bind: " NTOPO_CAP_KEY "K)", s->key);
 	if ((t->off == POOL_KEY) != (cache < 0))
 		return fail(err, errlen, t->off == POOL_KEY ?
 			    "'%s' is a pool setting: give no cache" :
@@ -135,6 +143,8 @@ void tune_apply(struct shm_pool *p, int cache, const struct tune_setting *s)
 {
 	const struct tunable *t = tunable_find(s->key);
 
+	if (t == NULL && ntopo_tune_key(s->key) >= 0)
+		pool_numa_cap_set(p, (unsigned)ntopo_tune_key(s->key), s->value);
 	if (t == NULL)
 		return;
 	if (t->off == POOL_KEY)

@@ -8,7 +8,8 @@
  * process should apply (the engine reads the values relaxed).
  *
  * Cache keys: sheaf_capacity, barn_limit, barn_low, barn_high, min_partial.
- * Pool key: mem_cap.
+ * Pool keys: mem_cap; node_cap:K (K a kernel node id: that node's cap in
+ * bytes under numa_policy=bind, SLAB_SIZE up to its region's size).
  */
 #ifndef SHEAF_SHM_TUNE_H
 #define SHEAF_SHM_TUNE_H

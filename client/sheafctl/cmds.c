@@ -88,6 +88,8 @@ static void info_table(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse 
 		printf("%-18s lane %u client %u pid %u for %llu ms\n", "gp_blocked_by",
 		       gb->lane, gb->client_id, gb->pid, (unsigned long long)gb->blocked_ms);
 	}
+	numa_info_table((const Sheaf__V1__NumaNode *const *)di->numa_nodes, di->n_numa_nodes,
+			di->numa_policy);
 }
 
 static void info_json(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *di)
@@ -100,8 +102,10 @@ static void info_json(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *
 	jw_u64(&w, "protocol_version", di->protocol_version);
 	jw_str(&w, "socket", c->socket);
 	jw_u64(&w, "uptime_seconds", di->uptime_seconds);
-	jw_u64(&w, "nodes", l ? l->nodes : 0);
+	jw_u64(&w, "node_count", l ? l->nodes : 0);
 	jw_bool(&w, "simulated_nodes", l ? l->simulated_nodes : 0);
+	numa_info_json(&w, (const Sheaf__V1__NumaNode *const *)di->numa_nodes, di->n_numa_nodes,
+		       di->numa_policy, l ? l->nodes : 0);
 	jw_u64(&w, "sheaf_count", l ? l->sheaf_count : 0);
 	jw_u64(&w, "pool_size", di->pool_size);
 	jw_u64(&w, "mem_cap", di->mem_cap);
@@ -359,8 +363,9 @@ static int is_cache_key(const char *k)
 	return 0;
 }
 
-/* KEY=VALUE into @st (pointing into @arg). */
-static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting *st)
+/* KEY=VALUE into @st (pointing into @arg, or for node_cap into @key). */
+static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting *st,
+			 char *key, size_t keylen)
 {
 	char *eq = strchr(arg, '=');
 
@@ -368,6 +373,10 @@ static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting 
 		return ctl_usage(c, "expected KEY=VALUE, got '%s'", arg);
 	*eq = '\0';
 	st->key = arg;
+	if (strcmp(arg, "node_cap") == 0)
+		return pool ? numa_cap_setting(c, eq + 1, st, key, keylen)
+			    : ctl_usage(c, "'node_cap' is a pool setting: sheafctl tune --pool "
+					"node_cap=K:BYTES");
 	if (strcmp(arg, "mem_cap") == 0 && !pool)
 		return ctl_usage(c, "'mem_cap' is a pool setting: sheafctl tune --pool mem_cap=BYTES");
 	if (is_cache_key(arg) && pool)
@@ -375,7 +384,7 @@ static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting 
 	if (!is_cache_key(arg) && strcmp(arg, "mem_cap") != 0)
 		return ctl_usage(c, "unknown key '%s' (cache keys: sheaf_capacity, barn_limit, "
 				 "barn_low, barn_high, min_partial, barn_keep, stash_sheaves, "
-				 "stash_bytes; pool key: mem_cap)", arg);
+				 "stash_bytes; pool keys: mem_cap, node_cap)", arg);
 	if (ctl_parse_u64(eq + 1, pool, &st->value) != 0)
 		return ctl_usage(c, "bad value '%s' for %s: expected %s", eq + 1, arg,
 				 pool ? "bytes (K, M, G, T suffixes)" : "an unsigned integer");
@@ -402,14 +411,30 @@ static void tune_print(const struct ctl *c, const Sheaf__V1__TuneResponse *tr)
 		if (ci != NULL)
 			jw_cache_info(&w, "cache", ci);
 		jw_u64(&w, "mem_cap", tr->mem_cap);
+		if (ci == NULL && tr->n_numa_nodes > 0) {
+			jw_arr(&w, "node_caps");
+			for (size_t k = 0; k < tr->n_numa_nodes; k++) {
+				jw_obj(&w, NULL);
+				jw_u64(&w, "kernel_node", tr->numa_nodes[k]->kernel_node);
+				jw_u64(&w, "cap", tr->numa_nodes[k]->cap);
+				jw_end(&w, '}');
+			}
+			jw_end(&w, ']');
+		}
 		json_close(&w);
 	} else if (ci != NULL) {
 		printf("cache '%s': sheaf_capacity=%u barn_limit=%u barn_low=%u barn_high=%u "
 		       "min_partial=%u\n", ci->name, ci->sheaf_capacity, ci->barn_limit,
 		       ci->barn_low, ci->barn_high, ci->min_partial);
 	} else {
-		printf("pool: mem_cap=%llu (%s)\n", (unsigned long long)tr->mem_cap,
+		printf("pool: mem_cap=%llu (%s)", (unsigned long long)tr->mem_cap,
 		       fmt_iec(buf, sizeof(buf), tr->mem_cap));
+		for (size_t k = 0; k < tr->n_numa_nodes; k++)
+			if (tr->numa_nodes[k]->cap != 0)
+				printf(" node_cap=%u:%llu (%s)", tr->numa_nodes[k]->kernel_node,
+				       (unsigned long long)tr->numa_nodes[k]->cap,
+				       fmt_iec(buf, sizeof(buf), tr->numa_nodes[k]->cap));
+		printf("\n");
 	}
 }
 
@@ -422,6 +447,7 @@ int cmd_tune(struct ctl *c, int argc, char **argv)
 	Sheaf__V1__TuneRequest body = SHEAF__V1__TUNE_REQUEST__INIT;
 	REQ(rq, SHEAF__V1__REQUEST__BODY_TUNE, tune, &body);
 	Sheaf__V1__Setting st[32], *sp[32];
+	char keys[32][24];
 	Sheaf__V1__Response *r;
 	int first, pool = 0, rc;
 
@@ -440,7 +466,7 @@ int cmd_tune(struct ctl *c, int argc, char **argv)
 		size_t k = body.n_settings++;
 		sheaf__v1__setting__init(&st[k]);
 		sp[k] = &st[k];
-		if ((rc = parse_setting(c, argv[i], pool, &st[k])) != CTL_OK)
+		if ((rc = parse_setting(c, argv[i], pool, &st[k], keys[k], sizeof(keys[k]))) != CTL_OK)
 			return rc;
 	}
 	body.settings = sp;

@@ -106,6 +106,29 @@ static uint64_t grace_blocked_ms(const Sheaf__V1__DaemonInfoResponse *di)
 	return m;
 }
 
+/* Per real NUMA node, label kernel_node (simulated nodes: no sample). */
+static void numa_families(const Sheaf__V1__DaemonInfoResponse *di)
+{
+	int bind = di->numa_policy != NULL && strcmp(di->numa_policy, "bind") == 0;
+
+	family("numa_node_used_bytes", "", "gauge", "Bytes of slab frames of the node in use.");
+	for (size_t k = 0; k < di->n_numa_nodes; k++)
+		printf("sheaf_numa_node_used_bytes{kernel_node=\"%u\"} %llu\n",
+		       di->numa_nodes[k]->kernel_node,
+		       (unsigned long long)di->numa_nodes[k]->frames_used << 18);
+	family("numa_node_cap_bytes", "", "gauge",
+	       "The node's cap under numa_policy=bind (no sample under other policies).");
+	for (size_t k = 0; bind && k < di->n_numa_nodes; k++)
+		printf("sheaf_numa_node_cap_bytes{kernel_node=\"%u\"} %llu\n",
+		       di->numa_nodes[k]->kernel_node, (unsigned long long)di->numa_nodes[k]->cap);
+	family("numa_node_cap_refused_total", "", "counter",
+	       "Requests for a slab frame the node refused at its cap since sheafd started.");
+	for (size_t k = 0; k < di->n_numa_nodes; k++)
+		printf("sheaf_numa_node_cap_refused_total{kernel_node=\"%u\"} %llu\n",
+		       di->numa_nodes[k]->kernel_node,
+		       (unsigned long long)di->numa_nodes[k]->cap_refused);
+}
+
 static void daemon_families(const Sheaf__V1__DaemonInfoResponse *di, size_t ncaches)
 {
 	const Sheaf__V1__Layout *l = di->layout;
@@ -137,6 +160,7 @@ static void daemon_families(const Sheaf__V1__DaemonInfoResponse *di, size_t ncac
 	family("grace_blocked_ms", "", "gauge",
 	       "How long the longest reader lane holds the grace period back (0: none).");
 	sample("grace_blocked_ms", "", NULL, -1, grace_blocked_ms(di));
+	numa_families(di);
 }
 
 /* Per-cache gauges: label cache only. */

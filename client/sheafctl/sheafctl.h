@@ -118,6 +118,23 @@ const char *fmt_duration(char *buf, size_t len, uint64_t secs);
 /* "2024-05-01 12:00:00" in local time */
 const char *fmt_time(char *buf, size_t len, uint64_t epoch);
 
+/* ---- numa.c: NUMA placement ---------------------------------------------- */
+
+/* `info`: the policy and one row (JSON: a "nodes" object) per pool node;
+ * a simulated pool has no policy (nothing in the table; in JSON an empty
+ * "numa_policy" and its @count node indices). */
+void numa_info_table(const Sheaf__V1__NumaNode *const *nodes, size_t n, const char *policy);
+void numa_info_json(struct jw *w, const Sheaf__V1__NumaNode *const *nodes, size_t n,
+		    const char *policy, uint32_t count);
+/* `stats -n`: a cache's resident pages per pool node by kernel node (a
+ * row; JSON: the object "pages_by_kernel_node" of a node's entry). */
+void numa_pages_table(const Sheaf__V1__CacheStats *cs);
+void numa_pages_json(struct jw *w, const Sheaf__V1__NodeStats *ns);
+/* `tune --pool node_cap=K:BYTES`: the setting "node_cap:K" = BYTES into
+ * @st (its key in @key); CTL_OK or a usage error. */
+int numa_cap_setting(struct ctl *c, const char *val, Sheaf__V1__Setting *st, char *key,
+		     size_t keylen);
+
 /* ---- queues.c: shared queues ---------------------------------------------- */
 
 int cmd_queues(struct ctl *c, int argc, char **argv);

@@ -41,12 +41,16 @@ static int stats_add(struct stats_set *s, Sheaf__V1__Response *r)
 	return 0;
 }
 
+/* `stats -n`: ask for each node's pages by kernel node too. */
+static int want_placement;
+
 static int stats_one(struct ctl *c, const char *cache, Sheaf__V1__Response **r)
 {
 	Sheaf__V1__StatsRequest body = SHEAF__V1__STATS_REQUEST__INIT;
 	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
 
 	body.cache = (char *)cache;
+	body.placement = want_placement;
 	rq.body_case = SHEAF__V1__REQUEST__BODY_STATS;
 	rq.stats = &body;
 	return ctl_call(c, &rq, r);
@@ -246,6 +250,8 @@ static void print_report(const struct report *rep, const Sheaf__V1__CacheStats *
 		}
 		printf("\n");
 	}
+	if (per_node)
+		numa_pages_table(cs);
 }
 
 /* Rows as JSON members; counters in an object named "counters". */
@@ -280,6 +286,7 @@ static void json_report(struct jw *w, const struct report *rep,
 			jw_obj(w, NULL);
 			jw_u64(w, "node", cs->nodes[n]->node);
 			json_rows(w, rep, (int)n);
+			numa_pages_json(w, cs->nodes[n]);
 			jw_end(w, '}');
 		}
 		jw_end(w, ']');
@@ -373,6 +380,7 @@ int cmd_stats(struct ctl *c, int argc, char **argv)
 	rc = ctl_getopt(c, argc, argv, "n", lo, 0, stats_opt, &o, &first);
 	if (rc != CTL_OK || (rc = stats_operands(c, argc - first, argv + first, &o)) != CTL_OK)
 		return rc;
+	want_placement = o.per_node;
 	for (uint64_t i = 0; o.count == 0 || i < o.count; i++) {
 		if (i > 0 && ctl_sleep(o.interval) != 0)
 			break;

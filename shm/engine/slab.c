@@ -63,7 +63,19 @@ static enum slab_list list_for(const struct shm_cache *c, const struct shm_slab 
 	return sl->nfree == c->objs_per_slab ? SL_EMPTY : SL_PARTIAL;
 }
 
-/* New frame for @cache on @node, or SLAB_NONE at the cap or out of frames. */
+/* Whether @n more frames would take node allocator @na past its cap
+ * (numa_policy=bind: shm/numa.h); counts the refusal.  Under na->lock. */
+static int node_at_cap(const struct shm_pool *p, struct shm_node_alloc *na, uint32_t n)
+{
+	if (!(p->hdr->numa_flags & SHEAF_NUMA_F_CAPS) ||
+	    (uint64_t)at_load_relaxed(&na->used) + n <= at_load_relaxed(&na->cap_frames))
+		return 0;
+	at_fetch_add_relaxed(&na->cap_refused, 1);
+	return 1;
+}
+
+/* New frame for @cache on @node, or SLAB_NONE at the pool's cap, the
+ * node's cap (bind) or out of frames. */
 static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 {
 	struct shm_node_alloc *na = &p->nalloc[node];
@@ -78,7 +90,9 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 			return SLAB_NONE;
 	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + 1));
 	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
-	if (na->free_first != SLAB_NONE) {
+	if (node_at_cap(p, na, 1)) {
+		/* numa_policy=bind: the node gives no more (sheafd logs it). */
+	} else if (na->free_first != SLAB_NONE) {
 		f = na->free_first;
 		na->free_first = p->slabs[f].next;
 		na->free_count--;
@@ -144,7 +158,7 @@ uint32_t slab_frames_take(struct shm_pool *p, uint32_t node, uint32_t n)
 			return SLAB_NONE;
 	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + n));
 	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
-	if (p->frames_per_node - na->next_fresh >= n) {
+	if (!node_at_cap(p, na, n) && p->frames_per_node - na->next_fresh >= n) {
 		f = node * p->frames_per_node + na->next_fresh;
 		na->next_fresh += n;
 		at_store_relaxed(&na->used, at_load_relaxed(&na->used) + n);
@@ -250,7 +264,7 @@ static uint32_t reclaim_empty(struct shm_pool *p, uint32_t cache, uint32_t node)
 }
 
 static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
-				   uint32_t node, uint64_t *out, uint32_t n)
+				   uint32_t node, uint64_t *out, uint32_t n, int fresh)
 {
 	struct shm_cache *c = &p->caches[cache];
 	struct shm_cache_node *cn = pool_cnode(p, cache, node);
@@ -261,6 +275,8 @@ static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
 		uint32_t s = cn->lists[SL_PARTIAL].first;
 		if (s == SLAB_NONE)
 			s = cn->lists[SL_EMPTY].first;
+		if (s == SLAB_NONE && !fresh)
+			break;
 		if (s == SLAB_NONE) {
 			s = frame_alloc(p, cache, node);
 			if (s == SLAB_NONE && reclaim_empty(p, cache, node) > 0)
@@ -285,18 +301,18 @@ static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
 }
 
 uint32_t slab_alloc_objs(struct shm_pool *p, uint32_t cache, uint32_t node,
-			 uint64_t *out, uint32_t n, int trylock)
+			 uint64_t *out, uint32_t n, int flags)
 {
 	struct shm_cache_node *cn = pool_cnode(p, cache, node);
 	uint32_t got;
 
-	if (trylock) {
+	if (flags & SLAB_TRYLOCK) {
 		if (lock_tryacquire(&cn->lock, LOCK_RANK_CACHE_NODE) != 0)
 			return 0;
 	} else {
 		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
 	}
-	got = do_slab_alloc_objs(p, cache, node, out, n);
+	got = do_slab_alloc_objs(p, cache, node, out, n, !(flags & SLAB_NO_FRESH));
 	lock_release(&cn->lock);
 	return got;
 }

@@ -22,7 +22,6 @@
  * control side (engine_cache_destroy stops the workers around its work).
  */
 #include <errno.h>
-#include <numa.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +32,7 @@
 #include "shm/futex.h"
 #include "shm/engine/grace.h"
 #include "shm/engine/internal.h"
+#include "shm/numa.h"
 #include "shm/engine/slab.h"
 
 struct worker_arg {
@@ -41,15 +41,21 @@ struct worker_arg {
 };
 
 /* Take up to @cap objects from slabs into private @objs: local node
- * first, then others by trylock. */
+ * first, then the others nearest first (pool.h: refill_order, by the
+ * kernel's distances) by trylock only: a remote node whose lock is busy is
+ * skipped, never waited for.  A bound pool takes no new frame of a remote
+ * node (numa.h). */
 static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
 			   uint64_t *objs, uint32_t cap)
 {
 	uint32_t got = slab_alloc_objs(p, c, n, objs, cap, 0);
+	int remote = SLAB_TRYLOCK;
 
-	for (uint32_t k = 1; k < p->nodes && got < cap; k++) {
-		uint32_t m = (n + k) % p->nodes;
-		uint32_t more = slab_alloc_objs(p, c, m, objs + got, cap - got, 1);
+	if (!p->hdr->simulated && p->hdr->numa_policy == NUMA_POL_BIND)
+		remote |= SLAB_NO_FRESH;
+	for (uint32_t k = 0; k + 1 < p->nodes && got < cap; k++) {
+		uint32_t m = p->refill_order[n][k];
+		uint32_t more = slab_alloc_objs(p, c, m, objs + got, cap - got, remote);
 		if (more) {
 			got += more;
 			engine_stat_add(p, c, n, ST_REFILL_REMOTE, 1);
@@ -268,6 +274,29 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 	return work;
 }
 
+/* Run node @node's worker on the CPUs of its kernel node, or of the
+ * nearest node that has CPUs (a CPU-less memory node: numa.h).  Real nodes
+ * only; a failure leaves the thread where it was (it only costs
+ * locality). */
+static void worker_affinity(const struct shm_pool *p, uint32_t node)
+{
+	const struct ntopo *t = p->topo;
+	cpu_set_t set;
+	int k;
+
+	if (p->hdr->simulated || t == NULL || p->nodes < 2 ||
+	    !(p->hdr->numa_flags & SHEAF_NUMA_F_IDS))
+		return;
+	k = ntopo_worker_node(t, p->hdr->kernel_node[node]);
+	if (k < 0)
+		return;
+	CPU_ZERO(&set);
+	for (unsigned cpu = 0; cpu < NTOPO_CPUS && cpu < CPU_SETSIZE; cpu++)
+		if ((t->k[k].cpus[cpu / 64] >> (cpu % 64)) & 1u)
+			CPU_SET(cpu, &set);
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
 /*
  * A node's worker: passes until one finds nothing to do, then sleeps on the
  * doorbell.  Doorbell handshake (barn.h): all four accesses of the Dekker
@@ -298,8 +327,7 @@ static void *worker_main(void *arg)
 	uint32_t work;
 
 	free(wa);
-	if (!p->hdr->simulated && p->nodes > 1)
-		numa_run_on_node((int)node);
+	worker_affinity(p, node);
 	for (;;) {
 		/* Acquire: pairs with the seq_cst bump in node_ring_doorbell. */
 		uint32_t bell = at_load_acquire(&nd->doorbell);

@@ -74,8 +74,10 @@ START_TEST(test_info)
 	ck_assert_str_eq(jstr(v, "version"), SHEAF_VERSION);
 	ck_assert_int_eq(ju64(v, "protocol_version"), 2);
 	ck_assert_str_eq(jstr(v, "socket"), D.sock);
-	ck_assert_int_eq(ju64(v, "nodes"), 2);
+	ck_assert_int_eq(ju64(v, "node_count"), 2);
 	ck_assert(jbool(v, "simulated_nodes"));
+	ck_assert_str_eq(jstr(v, "numa_policy"), "");
+	ck_assert_int_eq(jarr(v, "nodes")->n, 2);
 	ck_assert_int_eq(ju64(v, "sheaf_count"), 2048);
 	ck_assert_uint_eq(ju64(v, "pool_size"), 512u << 20);
 	ck_assert_uint_eq(ju64(v, "mem_cap"), 512u << 20);
@@ -90,7 +92,7 @@ START_TEST(test_info)
 	ck_assert_int_eq(ju64(v, "gp_blockers"), 0);      /* "Deferred frees" */
 	ck_assert_int_eq(ju64(v, "rcu_waiting"), 0);
 	ck_assert_uint_ge(ju64(v, "gp_started"), ju64(v, "gp_completed"));
-	ck_assert_int_eq((int)v->n, 22);                 /* no undocumented field */
+	ck_assert_int_eq((int)v->n, 24);                 /* no undocumented field */
 	jv_free(v);
 }
 END_TEST
