@@ -346,8 +346,10 @@ int cmd_shrink(struct ctl *c, int argc, char **argv)
 		jw_u64(&w, "bytes_released", bytes);
 		json_close(&w);
 	} else {
+		char nb[CTL_ESC_MAX];
+
 		printf("%s%s%s: released %u slab%s (%s)\n", body.cache[0] ? "cache '" : "every cache",
-		       body.cache, body.cache[0] ? "'" : "", r->shrink->slabs_released,
+		       ctl_esc(nb, body.cache), body.cache[0] ? "'" : "", r->shrink->slabs_released,
 		       r->shrink->slabs_released == 1 ? "" : "s", fmt_iec(buf, sizeof(buf), bytes));
 	}
 	ctl_free(r);

@@ -112,6 +112,16 @@ START_TEST(test_log_escapes_names)
 	longest[sizeof(longest) - 1] = '\0';
 	REQUIRE(sheaf_cache_create(p, longest, 64, NULL) != NULL, "cache create: %s",
 		strerror(errno));
+	{
+		/* One byte over: refused, before anything is logged of it. */
+		char over[SHEAF_CACHE_NAME_MAX + 2];
+
+		memset(over, '\n', sizeof(over) - 1);
+		over[sizeof(over) - 1] = '\0';
+		errno = 0;
+		REQUIRE(sheaf_cache_create(p, over, 64, NULL) == NULL && errno == EINVAL,
+			"an overlong cache name: %s", strerror(errno));
+	}
 	q = sheaf_queue_create(p, "queue " FORGED, 0, 0);
 	REQUIRE(q != NULL, "queue create: %s", strerror(errno));
 	REQUIRE(sheaf_queue_destroy(q) == 0, "queue destroy");
@@ -180,7 +190,7 @@ START_TEST(test_tables_escape_names)
 {
 	static char *const cmds[][3] = {
 		{ "caches", NULL }, { "names", NULL }, { "queues", NULL }, { "clients", NULL },
-		{ "stats", NULL }, { "top", "-o" },
+		{ "stats", NULL }, { "top", "-o" }, { "shrink", FORGED },
 	};
 	struct holder h = { .sock = D.sock };
 	struct run r;
