@@ -63,7 +63,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 SHM_SRC    := $(wildcard shm/*.c shm/engine/*.c)
 CLIENT_SRC := $(wildcard client/*.c)
 PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
-LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c proto/peer.c) \
+LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c proto/peer.c proto/text.c) \
               $(BUILD)/proto/sheaf.pb-c.o
 # Test hooks (-DSHEAF_TEST_HOOKS: the stop points of the ring and of the
 # lane fold, vet.c's two tests side by side) exist only in libsheaf-test.a, which the test programs link: the
@@ -368,7 +368,8 @@ FUZZ_CFLAGS  := $(FUZZ_BASE) -fsanitize=fuzzer-no-link
 FUZZ_SHM_OBJ   := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(SHM_SRC))
 FUZZ_NOCOV_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/nocov/%.o,$(SHM_SRC))
 FUZZ_DMN_OBJ   := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)))
-FUZZ_LIB_OBJ   := $(FUZZ_SHM_OBJ) $(FUZZ_NOCOV_OBJ) $(FUZZ_DMN_OBJ) $(FUZZ_BUILD)/proto/sheaf.pb-c.o
+FUZZ_LIB_OBJ   := $(FUZZ_SHM_OBJ) $(FUZZ_NOCOV_OBJ) $(FUZZ_DMN_OBJ) $(FUZZ_BUILD)/proto/sheaf.pb-c.o \
+                  $(FUZZ_BUILD)/proto/text.o
 FUZZ_TARGETS   := $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_BUILD)/fuzz_shm
 # fuzz_shm: the readers that walk every lane, sheaf and object each input
 # (checker, stats, lane counts, the owner tags' and the names' scans) keep edge coverage but lose comparison
@@ -399,7 +400,7 @@ $(FUZZ_BUILD)/proto/sheaf.pb-c.o: $(FUZZ_BUILD)/proto/sheaf.pb-c.c
 
 FUZZ_LINK = $(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ -levent $(LIBS)
 $(FUZZ_BUILD)/fuzz_rpc: $(FUZZ_BUILD)/tests/fuzz/fuzz_rpc.o $(FUZZ_DMN_OBJ) $(FUZZ_NOCOV_OBJ) \
-		$(FUZZ_BUILD)/proto/sheaf.pb-c.o
+		$(FUZZ_BUILD)/proto/sheaf.pb-c.o $(FUZZ_BUILD)/proto/text.o
 	$(FUZZ_LINK)
 $(FUZZ_BUILD)/fuzz_shm: $(FUZZ_BUILD)/tests/fuzz/fuzz_shm.o $(FUZZ_SHM_OBJ)
 	$(FUZZ_LINK)

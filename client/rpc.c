@@ -214,6 +214,14 @@ int rpc_call(struct rpc_conn *c, Sheaf__V1__Request *rq, Sheaf__V1__Response **o
 			int rr = reconnect_locked(c);
 			rc = rr == 0 ? roundtrip(c, rq, out, recv_fds, err, errlen)
 				     : rr == -ESTALE || rr == -ETIMEDOUT || rr == -EPERM ? rr : rc;
+			/* The connection broke and no sheafd took it up again
+			 * (none listens, the socket is gone, or the new one
+			 * broke too): the outage, as sheaf.h names it. */
+			if (rc == -EPIPE) {
+				rc = -ECONNREFUSED;
+				if (err != NULL)
+					snprintf(err, errlen, "no sheafd answers at %s", c->path);
+			}
 		}
 		if (rc == -ETIMEDOUT && c->sock >= 0) {
 			/* Out of step: a late reply would answer the next

@@ -171,7 +171,9 @@ SHEAF_API void sheaf_pool_destroy(sheaf_pool_t *pool);
  * shrink, check, capacity) reconnects and resumes this client; allocation
  * and free never need the connection.  If the new daemon did not adopt the
  * pool (it started afresh), control requests fail with ESTALE: disconnect
- * and connect again.
+ * and connect again.  While no sheafd runs (none listens on the socket,
+ * or the socket is gone), control requests fail with ECONNREFUSED; the
+ * first one after a sheafd is back reconnects.
  * fork(): a child cannot use the pools its parent had open (their sheaves
  * belong to the parent): every call on them fails with ECHILD.  The child
  * releases them with sheaf_disconnect() and may then connect on its own.
@@ -507,7 +509,11 @@ SHEAF_API int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen);
  * adopts the pool (entries that no longer name an allocated object of a
  * live cache are dropped then).  Names are listed by `sheafctl names`.
  * Limits: SHEAF_NAMES_MAX names per pool, names of 1..SHEAF_NAME_LEN_MAX
- * bytes (any bytes but NUL).
+ * bytes (any bytes but NUL).  Names are data: sheafd's log and sheafctl's
+ * tables show every name (object, cache, queue, client) escaped, C-style
+ * (\n, \x1b, \\; well-formed printable UTF-8 kept: sheafd(8)), so no
+ * name can forge a log line or reach a terminal raw; sheafctl's JSON
+ * output holds the exact bytes.
  * Rules: a name records its object's cache (and the cache's generation):
  * when the cache is destroyed its names are dropped, and a name never
  * resolves to an object of a cache made again in the same slot.  A name
@@ -524,11 +530,18 @@ SHEAF_API int sheaf_pool_check(sheaf_pool_t *pool, char *err, size_t errlen);
  *   -ENOSPC        the pool has SHEAF_NAMES_MAX names;
  *   -ENAMETOOLONG  @name is longer than SHEAF_NAME_LEN_MAX bytes;
  *   -EINVAL        @name is NULL or empty, @obj is not an allocated object
- *                  of a live cache (free, off an object boundary, a
- *                  destroyed cache's);
+ *                  of a live cache: off an object boundary, a destroyed
+ *                  cache's, free in its slab, or free in a sheaf (freed,
+ *                  not yet back in its slab) of a cache that records it:
+ *                  SHEAF_CACHE_DEBUG (the in-use bits) or
+ *                  SHEAF_CACHE_OWNED (the owner tags).  Other caches keep
+ *                  no record of an object in a sheaf: such a free object
+ *                  is accepted, and its name leads to a free object, as
+ *                  when a named object is freed;
  *   -EFAULT        @obj is not in @pool's object memory;
  *   -ECHILD        @pool was inherited through fork();
- *   or the error of the request to sheafd (ETIMEDOUT, ESTALE, ...).
+ *   or the error of the request to sheafd (ETIMEDOUT, ESTALE,
+ *   ECONNREFUSED while no sheafd runs, ...).
  */
 SHEAF_API int sheaf_name_set(sheaf_pool_t *pool, const char *name, void *obj);
 

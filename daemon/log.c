@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 #include "log.h"
+#include "proto/text.h"
 
 enum log_level log_threshold = LOG_INFO;
 
@@ -24,7 +25,7 @@ const char *log_level_name(enum log_level l)
 
 void log_msg(enum log_level l, const char *fmt, ...)
 {
-	char line[1024];
+	char line[1024], shown[TEXT_ESCAPED_MAX(1024)];
 	struct timespec ts;
 	struct tm tm;
 	va_list ap;
@@ -36,7 +37,10 @@ void log_msg(enum log_level l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/* Names (and messages quoting them) are data: escaped, so that no
+	 * byte of theirs can end the line or reach a terminal raw. */
+	text_escape(shown, sizeof(shown), line);
 	fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ sheafd %s: %s\n",
 		tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-		tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, names[l], line);
+		tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, names[l], shown);
 }

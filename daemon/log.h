@@ -1,6 +1,8 @@
 /*
  * log.h - sheafd's log: one line per event on stderr (journald adds the
  * time under systemd), with a level filter set by --log-level or SIGHUP.
+ * Every message is written in proto/text.h's escaped form (names are
+ * data: no byte of one can end the line or reach a terminal raw).
  * Who may call: any part of daemon/.
  */
 #ifndef SHEAF_DAEMON_LOG_H

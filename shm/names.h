@@ -13,9 +13,10 @@
  *     SHEAF_DIR_ENTRIES names per pool;
  *   - an entry names an allocated object of a live cache (checked when it
  *     is set: in a slab frame of the cache, on an object boundary, not free
- *     in its slab), and records that cache's id and generation: a reader
- *     takes an entry whose cache is gone or was made again for stale (not
- *     found);
+ *     in its slab, nor free in a sheaf by a debug cache's in-use bit or an
+ *     owned cache's owner tag), and records that cache's id and
+ *     generation: a reader takes an entry whose cache is gone or was made
+ *     again for stale (not found);
  *   - destroying a cache drops the names of its objects (only names of
  *     objects freed without their name can be left: destroy is refused
  *     while objects are in use);

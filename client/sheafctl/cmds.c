@@ -149,8 +149,8 @@ static int name_width(Sheaf__V1__CacheInfo **ci, size_t n)
 	int w = 4;
 
 	for (size_t i = 0; i < n; i++)
-		if ((int)strlen(ci[i]->name) > w)
-			w = (int)strlen(ci[i]->name);
+		if ((int)text_escaped_len(ci[i]->name) > w)
+			w = (int)text_escaped_len(ci[i]->name);
 	return w;
 }
 
@@ -171,7 +171,9 @@ static void caches_table(const Sheaf__V1__CacheListResponse *cl)
 	       "BARN_LIMIT", "FLAGS");
 	for (size_t i = 0; i < cl->n_caches; i++) {
 		const Sheaf__V1__CacheInfo *ci = cl->caches[i];
-		printf("%3u %-*s %6u %5u %8u %8u %11u %8u %9u %10u %s\n", ci->id, w, ci->name,
+		char nb[CTL_ESC_MAX];
+
+		printf("%3u %-*s %6u %5u %8u %8u %11u %8u %9u %10u %s\n", ci->id, w, ctl_esc(nb, ci->name),
 		       ci->object_size, ci->align, ci->objects_per_slab, ci->sheaf_capacity,
 		       ci->min_partial, ci->barn_low, ci->barn_high, ci->barn_limit,
 		       flags_str(ci->flags));
@@ -243,8 +245,10 @@ static int create_opt(void *arg, int opt, const char *val)
 
 static void print_cache_line(const char *verb, const Sheaf__V1__CacheInfo *ci)
 {
+	char nb[CTL_ESC_MAX];
+
 	printf("%s cache '%s': id %u, object size %u B, align %u, %u objects per slab, "
-	       "sheaf_capacity %u%s%s\n", verb, ci->name, ci->id, ci->object_size, ci->align,
+	       "sheaf_capacity %u%s%s\n", verb, ctl_esc(nb, ci->name), ci->id, ci->object_size, ci->align,
 	       ci->objects_per_slab, ci->sheaf_capacity, ci->flags ? ", " : "",
 	       ci->flags ? flags_str(ci->flags) : "");
 }
@@ -309,7 +313,9 @@ int cmd_destroy(struct ctl *c, int argc, char **argv)
 		jw_str(&w, "destroyed", body.name);
 		json_close(&w);
 	} else {
-		printf("destroyed cache '%s'\n", body.name);
+		char nb[CTL_ESC_MAX];
+
+		printf("destroyed cache '%s'\n", ctl_esc(nb, body.name));
 	}
 	ctl_free(r);
 	return CTL_OK;
@@ -340,8 +346,10 @@ int cmd_shrink(struct ctl *c, int argc, char **argv)
 		jw_u64(&w, "bytes_released", bytes);
 		json_close(&w);
 	} else {
+		char nb[CTL_ESC_MAX];
+
 		printf("%s%s%s: released %u slab%s (%s)\n", body.cache[0] ? "cache '" : "every cache",
-		       body.cache, body.cache[0] ? "'" : "", r->shrink->slabs_released,
+		       ctl_esc(nb, body.cache), body.cache[0] ? "'" : "", r->shrink->slabs_released,
 		       r->shrink->slabs_released == 1 ? "" : "s", fmt_iec(buf, sizeof(buf), bytes));
 	}
 	ctl_free(r);
@@ -423,8 +431,10 @@ static void tune_print(const struct ctl *c, const Sheaf__V1__TuneResponse *tr)
 		}
 		json_close(&w);
 	} else if (ci != NULL) {
+		char nb[CTL_ESC_MAX];
+
 		printf("cache '%s': sheaf_capacity=%u barn_limit=%u barn_low=%u barn_high=%u "
-		       "min_partial=%u\n", ci->name, ci->sheaf_capacity, ci->barn_limit,
+		       "min_partial=%u\n", ctl_esc(nb, ci->name), ci->sheaf_capacity, ci->barn_limit,
 		       ci->barn_low, ci->barn_high, ci->min_partial);
 	} else {
 		printf("pool: mem_cap=%llu (%s)", (unsigned long long)tr->mem_cap,
@@ -482,8 +492,11 @@ int cmd_tune(struct ctl *c, int argc, char **argv)
 /* Owned caches' objects as "cache=N cache=N", "-" when none; a newline. */
 static void owned_print(Sheaf__V1__OwnedObjects *const *o, size_t n)
 {
+	char nb[CTL_ESC_MAX];
+
 	for (size_t k = 0; k < n; k++)
-		printf("%s%s=%llu", k ? " " : "", o[k]->cache, (unsigned long long)o[k]->objects);
+		printf("%s%s=%llu", k ? " " : "", ctl_esc(nb, o[k]->cache),
+		       (unsigned long long)o[k]->objects);
 	printf("%s\n", n ? "" : "-");
 }
 
@@ -502,13 +515,16 @@ static void clients_table(const Sheaf__V1__ClientsResponse *cr)
 	char t[32];
 
 	for (size_t i = 0; i < cr->n_clients; i++)
-		if ((int)strlen(cr->clients[i]->name) > w)
-			w = (int)strlen(cr->clients[i]->name);
+		if ((int)text_escaped_len(cr->clients[i]->name) > w)
+			w = (int)text_escaped_len(cr->clients[i]->name);
 	printf("%3s %8s %-*s %6s %-19s %8s %12s %s\n", "ID", "PID", w, "NAME", "UID", "ATTACHED",
 	       "SHEAVES", "IN_USE", "OWNED");
 	for (size_t i = 0; i < cr->n_clients; i++) {
 		const Sheaf__V1__ClientInfo *ci = cr->clients[i];
-		printf("%3u %8u %-*s %6u %-19s %8u %12lld ", ci->id, ci->pid, w, ci->name, ci->uid,
+		char nb[CTL_ESC_MAX];
+
+		printf("%3u %8u %-*s %6u %-19s %8u %12lld ", ci->id, ci->pid, w, ctl_esc(nb, ci->name),
+		       ci->uid,
 		       fmt_time(t, sizeof(t), ci->attached_since), ci->sheaves_held,
 		       (long long)ci->objects_in_use);
 		owned_print(ci->owned, ci->n_owned);
@@ -568,17 +584,19 @@ static void names_table(const Sheaf__V1__NameListResponse *nr)
 	char t[32];
 
 	for (size_t i = 0; i < nr->n_names; i++) {
-		if ((int)strlen(nr->names[i]->name) > w)
-			w = (int)strlen(nr->names[i]->name);
-		if ((int)strlen(nr->names[i]->cache) > wc)
-			wc = (int)strlen(nr->names[i]->cache);
+		if ((int)text_escaped_len(nr->names[i]->name) > w)
+			w = (int)text_escaped_len(nr->names[i]->name);
+		if ((int)text_escaped_len(nr->names[i]->cache) > wc)
+			wc = (int)text_escaped_len(nr->names[i]->cache);
 	}
 	printf("%-*s %18s %-*s %8s %-19s\n", w, "NAME", "OFFSET", wc, "CACHE", "OBJSIZE",
 	       "CREATED");
 	for (size_t i = 0; i < nr->n_names; i++) {
 		const Sheaf__V1__NameInfo *ni = nr->names[i];
-		printf("%-*s %#18llx %-*s %8u %-19s\n", w, ni->name,
-		       (unsigned long long)ni->offset, wc, ni->cache, ni->object_size,
+		char nb[CTL_ESC_MAX], cb[CTL_ESC_MAX];
+
+		printf("%-*s %#18llx %-*s %8u %-19s\n", w, ctl_esc(nb, ni->name),
+		       (unsigned long long)ni->offset, wc, ctl_esc(cb, ni->cache), ni->object_size,
 		       fmt_time(t, sizeof(t), ni->created_at));
 	}
 }

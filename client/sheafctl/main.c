@@ -188,14 +188,16 @@ const struct cmd *ctl_find_cmd(const char *name)
 
 int ctl_err(int code, const char *fmt, ...)
 {
+	char msg[1024], shown[TEXT_ESCAPED_MAX(1024)];
 	va_list ap;
 
 	fflush(stdout);
-	fputs("sheafctl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* The message may quote a name (or the daemon's text quoting one):
+	 * escaped, one line whatever its bytes. */
+	fprintf(stderr, "sheafctl: %s\n", text_escape(shown, sizeof(shown), msg));
 	return code;
 }
 

@@ -129,8 +129,10 @@ int cmd_queues(struct ctl *c, int argc, char **argv)
 		       "ENQUEUED", "DEQUEUED", "DEQ_WAITS", "ENQ_WAITS", "DROPPED");
 		for (size_t i = 0; i < l->n_queues; i++) {
 			const Sheaf__V1__QueueInfo *q = l->queues[i];
+			char nb[CTL_ESC_MAX];
 
-			printf("%-24s %9u %9llu %14llu %14llu %10llu %10llu %8llu\n", q->name,
+			printf("%-24s %9u %9llu %14llu %14llu %10llu %10llu %8llu\n",
+			       ctl_esc(nb, q->name),
 			       q->capacity, (unsigned long long)q->depth,
 			       (unsigned long long)q->enqueued, (unsigned long long)q->dequeued,
 			       (unsigned long long)q->dequeue_waits,

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "proto/sheaf.pb-c.h"
+#include "proto/text.h"
 
 enum {
 	CTL_OK = 0,          /* success */
@@ -43,6 +44,15 @@ struct cmd {
 };
 
 /* ---- main.c: options and messages --------------------------------------- */
+
+/*
+ * Names are data: every name a table or a message shows (cache, queue,
+ * object, client) is written in proto/text.h's escaped form, into a
+ * caller's buffer of CTL_ESC_MAX bytes (longer names, which sheafd never
+ * sends, are cut at an escape).  JSON output keeps the exact bytes (out.c).
+ */
+#define CTL_ESC_MAX TEXT_ESCAPED_MAX(256)
+#define ctl_esc(buf, s) text_escape((buf), CTL_ESC_MAX, (s))
 
 /* Print "sheafctl: <msg>" to stderr; returns @code. */
 int ctl_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

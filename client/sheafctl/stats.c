@@ -224,8 +224,10 @@ static void print_report(const struct report *rep, const Sheaf__V1__CacheStats *
 			 int per_node, double interval)
 {
 	const Sheaf__V1__CacheInfo *ci = cs->cache;
+	char nb[CTL_ESC_MAX];
 
-	printf("cache %s: id %u, object size %u B, %u objects per slab%s", ci->name, ci->id,
+	printf("cache %s: id %u, object size %u B, %u objects per slab%s", ctl_esc(nb, ci->name),
+	       ci->id,
 	       ci->object_size, ci->objects_per_slab, ci->flags & 1u ? ", debug" : "");
 	if (interval > 0)
 		printf("; counters over the last %g s", interval);

@@ -193,7 +193,7 @@ static void table_header(const struct ctl *c, const Sheaf__V1__DaemonInfoRespons
 
 static void table_row(const struct top_row *r)
 {
-	char fe[32], rate[32];
+	char fe[32], rate[32], nb[CTL_ESC_MAX];
 
 	snprintf(fe, sizeof(fe), "%llu/%llu", (unsigned long long)r->barn_full,
 		 (unsigned long long)r->barn_empty);
@@ -206,7 +206,7 @@ static void table_row(const struct top_row *r)
 	       (unsigned long long)r->inuse, r->use, (double)r->obj_size / 1024,
 	       (unsigned long long)r->slabs, (unsigned long long)r->per_slab,
 	       (unsigned long long)(r->cache_size / 1024), (unsigned long long)r->capacity, fe,
-	       rate, r->name);
+	       rate, ctl_esc(nb, r->name));
 }
 
 static void json_frame(const Sheaf__V1__DaemonInfoResponse *di, const struct top_row *rows,

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "shm/names.h"
+#include "shm/owner.h"
 #include "shm/slab_geom.h"
 #include "shm/engine/engine.h"
 #include "shm/engine/names.h"
@@ -50,6 +51,27 @@ static int obj_allocated(const struct shm_pool *p, uint32_t cache, uint64_t off)
 	uint32_t idx = (uint32_t)((off - pool_frame_off(p, f)) / p->caches[cache].obj_size);
 
 	return (pool_bitmap(p, f)[idx / 64] & (1ull << (idx % 64))) == 0;
+}
+
+/*
+ * Whether object @off of @cache, not free in its slab, is free in a sheaf
+ * as far as the cache records it: a debug cache's in-use bit clear, an
+ * owned cache's owner tag naming nobody.  Both are client-written hints
+ * (SHARED): a wrong one makes only this check wrong, for a name its
+ * client asked for.  A plain cache records nothing (an exact answer would
+ * need a scan of sheaves that threads change without locks): 0.
+ */
+static int obj_free_in_sheaf(const struct shm_pool *p, uint32_t cache, uint64_t off)
+{
+	const struct shm_cache *sc = &p->caches[cache];
+	uint32_t f = pool_frame_of(p, off);
+	uint32_t idx = (uint32_t)((off - pool_frame_off(p, f)) / sc->obj_size);
+
+	if (sc->flags & SHEAF_CACHE_F_DEBUG)
+		return (at_load_acquire(&pool_inuse(p, f)[idx / 64]) & (1ull << (idx % 64))) == 0;
+	if (sc->flags & SHEAF_CACHE_F_OWNED)
+		return at_load_acquire(owner_tag(p, sc, off)) == OWNER_TAG_NONE;
+	return 0;
 }
 
 /* The engine's own view of entry @i (it is the only writer). */
@@ -167,6 +189,11 @@ static int object_cache(struct shm_pool *p, uint64_t off, char *err, size_t errl
 	lock_release(&cn->lock);
 	if (!ok) {
 		seterr(err, errlen, "the object is free (not allocated) in cache '%s'",
+		       p->caches[cache].name);
+		return -EINVAL;
+	}
+	if (obj_free_in_sheaf(p, cache, off)) {
+		seterr(err, errlen, "the object is free (in a sheaf, not allocated) in cache '%s'",
 		       p->caches[cache].name);
 		return -EINVAL;
 	}
