@@ -184,9 +184,14 @@ $(SCALE_BENCH): $(BUILD)/tests/bench/scale/walks.o $(TEST_UTIL) $(TEST_LIB) | $(
 # they need QEMU and Debian's kernel package): numa_guest runs inside QEMU
 # guests of real topologies, test_numa boots them (tests/numa/guest.sh
 # builds the guest into $(BUILD)/numa/).  Both link like the test programs.
+# numa_guest.c is the guest program's main; its suites and their helpers
+# (tests/numa/guest_*.c) are its TEST_EXTRA.
 NUMA_BIN := $(BUILD)/tests/numa/test_numa $(BUILD)/tests/numa/numa_guest
+NUMA_GUEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/numa/guest_*.c))
+$(BUILD)/tests/numa/numa_guest: $(NUMA_GUEST_OBJ)
+$(BUILD)/tests/numa/numa_guest: TEST_EXTRA := $(NUMA_GUEST_OBJ)
 $(NUMA_BIN): $(BUILD)/tests/numa/%: $(BUILD)/tests/numa/%.o $(TEST_UTIL) $(TEST_LIB) | $(SHEAFD) $(SHEAFCTL)
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_EXTRA) $(TEST_UTIL) $(TEST_LIB) $(CHECK_LIBS) $(LIBS)
 
 # The release artefacts must carry no test hook (nm lists local symbols too).
 .PHONY: check-no-hooks

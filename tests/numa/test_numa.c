@@ -2,7 +2,8 @@
  * test_numa.c - sheaf on real NUMA topologies: each test boots a QEMU guest
  * (TCG, no KVM needed) of one topology with Debian's cloud kernel and an
  * initramfs holding this build's sheafd, sheafctl and the in-guest Check
- * program tests/numa/numa_guest.c (tests/numa/guest.sh builds both into
+ * program numa_guest (tests/numa/numa_guest.c, its main, and the suites
+ * and helpers of tests/numa/guest_*.c; tests/numa/guest.sh builds both into
  * BUILD/numa/; `make test-numa` runs it first).  The guest's /init
  * (tests/numa/init) runs numa_guest in the test's mode and prints its
  * output between SHEAF-NUMA-BEGIN and SHEAF-NUMA-END status=N on the
