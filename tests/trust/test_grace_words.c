@@ -9,11 +9,10 @@
  * scribbles, then requires sheaf_synchronize and sheaf_barrier (with a
  * deferred object to release) to succeed within BOUND_MS each:
  *   - req set to ~0 once, on a local pool;
- *   - req held at one value by a thread storing it in a loop, so that a
- *     request's change is undone before the engine reads it (the engine's
- *     beat bounds it);
+ *   - req held at one value by a thread storing it in a loop;
+ *   - a request whose change the engine never saw (the beat ends it);
  *   - rcu_ctr left odd with epoch 0 in the engine's own lanes, and in a
- *     freed lane;
+ *     freed lane, before and after a thread takes it;
  *   - all of them by a client process of a real sheafd, kept up across a
  *     SIGKILL and an adoptive restart (the fd store's memfds), checked by
  *     another client before and after.
@@ -34,6 +33,7 @@
 
 #include "client/sheaf.h"
 #include "client/internal.h"
+#include "shm/grace_bell.h"
 #include "shm/lanes.h"
 #include "shm/bounds.h"
 #include "tests/helpers/util_check.h"
@@ -121,6 +121,37 @@ START_TEST(req_held)
 }
 END_TEST
 
+/*
+ * A request the engine never sees change, as when a scribbler writes the
+ * word back to the value the engine last read before it looks: a waiter
+ * that reads gp_seq, rings and waits, leaving req as it is (the engine's
+ * beat must end its wait).
+ */
+START_TEST(req_hidden)
+{
+	sheaf_pool_t *pool = pool_small(1);
+	sheaf_cache_t *c = mkcache(pool, "g", 64, 0, 0);
+	struct shm_pool *sp = &pool->shm;
+	uint64_t req, target;
+	int64_t t0;
+
+	grace_prompt(pool, c, "before");
+	sleep_ms(300);                 /* the engine has read the last request */
+	req = at_load_relaxed(&sp->rcu->req);
+	at_fence_seqcst();
+	target = at_load_seqcst(&sp->hdr->gp_seq) + 1;
+	grace_bell_ring(sp);
+	t0 = now_ms();
+	while (at_load_acquire(&sp->hdr->gp_done) < target && now_ms() - t0 < BOUND_MS)
+		sleep_ms(1);
+	REQUIRE(at_load_acquire(&sp->hdr->gp_done) >= target,
+		"a hidden request: grace period %llu not done after %d ms",
+		(unsigned long long)target, BOUND_MS);
+	REQUIRE(at_load_relaxed(&sp->rcu->req) == req, "req moved");
+	sheaf_pool_destroy(pool);
+}
+END_TEST
+
 START_TEST(engine_lane_ctr)
 {
 	sheaf_pool_t *pool = pool_small(1);
@@ -146,6 +177,11 @@ START_TEST(free_lane_ctr)
 	lane_free(l);
 	at_store_relaxed(&l->rcu_ctr, 1);
 	grace_prompt(pool, c, "a free lane's rcu_ctr odd");
+	/* Taken again by a thread in no section: the stale word goes. */
+	at_store_relaxed(&l->rcu_ctr, 1);
+	REQUIRE(lane_acquire(&pool->shm, pool->client, 0) == l, "the free lane not taken");
+	grace_prompt(pool, c, "a spoiled free lane taken");
+	lane_free(l);
 	sheaf_pool_destroy(pool);
 }
 END_TEST
@@ -298,6 +334,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, req_all_ones);
 	tcase_add_test(tc, req_held);
+	tcase_add_test(tc, req_hidden);
 	tcase_add_test(tc, engine_lane_ctr);
 	tcase_add_test(tc, free_lane_ctr);
 	suite_add_tcase(s, tc);
