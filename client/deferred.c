@@ -150,6 +150,25 @@ static uint64_t gp_target(const sheaf_pool_t *pool)
 }
 
 /*
+ * Ask for grace period @target: make shm_rcu.req read @target, so that it
+ * changed since the engine last read it (a change is the request, its
+ * value is not trusted: grace.c), and ring.  Again at every wake-up of
+ * the wait, so a word a peer rewrote is set once more; a word a scribbler
+ * keeps at the engine's last value costs the engine's beat
+ * (GRACE_BEAT_NS), never the timeout.
+ */
+static void gp_ask(struct shm_pool *p, uint64_t target)
+{
+	uint64_t req = at_load_relaxed(&p->rcu->req);
+
+	if (req == target)
+		return;
+	while (req != target && !at_cas_acqrel(&p->rcu->req, &req, target))
+		;
+	grace_bell_ring(p);
+}
+
+/*
  * Ask for grace period @target and wait until it completed (and, with
  * @released, until every deferred sheaf stamped below it was released),
  * at most @timeout_ms.  0 or -ETIMEDOUT.
@@ -159,21 +178,21 @@ static int gp_wait(sheaf_pool_t *pool, uint64_t target, int released, unsigned t
 	struct shm_pool *p = &pool->shm;
 	struct shm_header *h = p->hdr;
 	int64_t end = clock_ns() + (int64_t)timeout_ms * 1000000;
-	uint64_t req = at_load_relaxed(&p->rcu->req);
 
-	while (req < target && !at_cas_acqrel(&p->rcu->req, &req, target))
-		;
-	grace_bell_ring(p);
 	for (;;) {
 		uint32_t w = at_load_acquire(&h->gp_wake);
 		int64_t left;
 
+		/* Truth from META (engine-written, read-only here): a
+		 * scribbled SHARED word can neither end the wait early nor
+		 * stop it from ending. */
 		if (at_load_acquire(&h->gp_done) >= target &&
 		    (!released || at_load_acquire(&h->gp_released) >= target))
 			return 0;
 		left = end - clock_ns();
 		if (left <= 0)
 			return -ETIMEDOUT;
+		gp_ask(p, target);
 		/* META is mapped read-only here: FUTEX_WAIT only reads.
 		 * Bounded slices: a wake-up lost to a restarting sheafd costs
 		 * 10 ms, never the timeout. */

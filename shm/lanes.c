@@ -266,6 +266,10 @@ void lane_live_repair(struct shm_pool *p, struct shm_lane *l)
 static void lane_bind(struct shm_pool *p, struct shm_lane *l, uint32_t node,
 		      int new_owner)
 {
+	/* The new holder is in no read section: a stale rcu_ctr (a
+	 * scribble left in a free lane) would hold every grace period back
+	 * until its first unlock (engine/grace.h). */
+	at_store_relaxed(&l->rcu_ctr, 0);
 	at_store_relaxed(&l->node, node);
 	l->tid = (uint32_t)gettid();
 	at_store_relaxed(&l->intent.op, RING_OP_NONE);

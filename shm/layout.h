@@ -604,8 +604,9 @@ struct shm_lane_hwm {
  * Deferred frees (shm/engine/grace.h): one per pool, client-writable.  @bell is
  * the grace-period thread's doorbell (clients bump it after handing a
  * deferred sheaf to the rcu ring or asking for a grace period; the thread
- * futex-waits on it while @sleeping); @req is the highest grace period a
- * sheaf_synchronize asked for (untrusted: only "is one wanted" is read).
+ * futex-waits on it while @sleeping); @req is set by a waiter to the grace
+ * period it waits for (untrusted: the engine reads only whether it
+ * changed, and runs one at least every GRACE_BEAT_NS anyway).
  */
 struct shm_rcu {
 	_Atomic uint32_t bell;

@@ -4,9 +4,15 @@
  * thread's doorbell, which clients ring too, is shm/grace_bell.c's.
  *
  * Everything read from SHARED memory (the rcu ring's sheaves, their stamp,
- * cache and size, the lanes' rcu_ctr, shm_rcu.req) is client-written: read
- * once and bounded (bounds.h).  A client can hold grace periods back by
- * writing its lane (as a stopped reader does: reported, never unsafe) or
+ * cache and size, the lanes' rcu_ctr and client, shm_rcu.req) is
+ * client-written: read once and bounded (bounds.h).  shm_rcu.req is never
+ * compared with a grace period: a change means "asked", and the
+ * GRACE_BEAT_NS grace period bounds a request a scribbler hid by writing
+ * the old value back.  A lane counts only while it names a client slot
+ * that is taken (META): a stale rcu_ctr left in a free or engine lane is
+ * counted once (UT_LANE) and ignored.  A client can hold grace periods
+ * back by writing a client's lane (as a stopped reader does: reported,
+ * never unsafe) or
  * make its own deferred objects of caches it shares reusable early by
  * scribbling their sheaf (it can spoil those objects anyway:
  * docs/design.md, "What a hostile client can still spoil"); it cannot fake
@@ -53,6 +59,10 @@ int grace_init(struct engine *e)
 	g->ep = calloc(p->sheaf_count, sizeof(*g->ep));
 	g->node = calloc(p->sheaf_count, 1);
 	g->lane = lane_acquire(p, OWNER_ENGINE, 0);
+	g->done_ns = clock_ns();
+	/* 0, not the word: a request left by an engine before an adoption
+	 * is served by the first pass. */
+	g->req_seen = 0;
 	if (g->ids == NULL || g->ep == NULL || g->node == NULL || g->lane == NULL) {
 		e->grace = g;
 		grace_fini(e);
@@ -173,6 +183,22 @@ static int order_readers(struct grace *g)
 	return -1;
 }
 
+/*
+ * Whether lane @l names no client that can be reading: free, the engine's
+ * (its threads never read in a section), or a client slot that is free
+ * (META).  Read after order_readers, like rcu_ctr: a thread that takes a
+ * lane stores its client before its section's fence (or membarrier), so a
+ * stale name seen here is as safe as an rcu_ctr of 0 (docs/design.md,
+ * "Deferred frees": the scan's two cases).
+ */
+static int lane_unheld(const struct shm_pool *p, const struct shm_lane *l)
+{
+	uint32_t c = at_load_acquire((_Atomic uint32_t *)&l->client);
+
+	return c == LANE_FREE || c == OWNER_ENGINE || c >= p->max_clients ||
+	       at_load_acquire(&p->clients[c].state) == CLIENT_FREE;
+}
+
 /* Whether every lane has passed grace period g->cur. */
 static int scan(struct grace *g)
 {
@@ -184,7 +210,16 @@ static int scan(struct grace *g)
 		 * or quiescent: its reads came before. */
 		uint64_t v = at_load_acquire(&p->lanes[l].rcu_ctr);
 
+		if (v == 0)
+			g->ignored[l] = 0;
 		if (v == 0 || (v >> 1) >= g->cur) {
+			at_store_relaxed(&g->block_since[l], 0);
+			continue;
+		}
+		if (lane_unheld(p, &p->lanes[l])) {
+			if (!g->ignored[l])
+				untrusted_note(UT_LANE, 1);
+			g->ignored[l] = 1;
 			at_store_relaxed(&g->block_since[l], 0);
 			continue;
 		}
@@ -201,7 +236,7 @@ static int pass(struct grace *g)
 {
 	struct shm_pool *p = g->e->pool;
 	struct shm_header *h = p->hdr;
-	uint64_t done, seq, req;
+	uint64_t done, seq;
 	int work = 0;
 
 	drain(g);
@@ -222,11 +257,21 @@ static int pass(struct grace *g)
 		futex_wake(&h->gp_wake, 1 << 30);
 	}
 	seq = at_load_relaxed(&h->gp_seq);
-	req = ut_load64(&p->rcu->req);
-	if (g->cur == 0 && (g->n > 0 || (req > done && req <= seq + 1))) {
-		g->cur = seq + 1;
-		g->cur_start_ns = clock_ns();
-		at_store_seqcst(&h->gp_seq, g->cur);
+	if (g->cur == 0) {
+		/* Read only between grace periods: a request changed the
+		 * word after its waiter read gp_seq, so one started after
+		 * this read covers it.  A word that never changes asks
+		 * nothing; one held at the old value waits for the beat. */
+		int64_t now = clock_ns();
+		uint64_t req = ut_load64(&p->rcu->req);
+		int asked = req != g->req_seen;
+
+		g->req_seen = req;
+		if (g->n > 0 || asked || now - g->done_ns >= GRACE_BEAT_NS) {
+			g->cur = seq + 1;
+			g->cur_start_ns = now;
+			at_store_seqcst(&h->gp_seq, g->cur);
+		}
 	}
 	if (g->cur == 0)
 		return work;
@@ -235,6 +280,7 @@ static int pass(struct grace *g)
 		at_fetch_add_seqcst(&h->gp_wake, 1);
 		futex_wake(&h->gp_wake, 1 << 30);
 		g->cur = 0;
+		g->done_ns = clock_ns();
 		return 1;
 	}
 	return work;

@@ -14,9 +14,12 @@
  *   - drains the rcu ring (ring_rcu_id) of deferred sheaves handed over by
  *     clients, each stamped with the gp_seq its writer read after its
  *     unlinks (struct shm_sheaf.gp);
- *   - runs grace periods while sheaves wait or a client asked for one
- *     (shm_rcu.req): gp_seq := cur; membarrier (or a fence); scan every
- *     lane's rcu_ctr until each is 0 or stamped >= cur; gp_done := cur;
+ *   - runs grace periods while sheaves wait, a client asked for one (the
+ *     word shm_rcu.req changed since the thread last read it, whatever its
+ *     value), or none completed for GRACE_BEAT_NS (what bounds a waiter
+ *     whose request a scribbler hid): gp_seq := cur; membarrier (or a
+ *     fence); scan the lanes of clients until each rcu_ctr is 0 or
+ *     stamped >= cur; gp_done := cur;
  *   - hands a sheaf stamped e to its barn (or flushes it to the slabs)
  *     once gp_done > e, and publishes gp_released.
  * The algorithm and its crash argument: docs/design.md, "Deferred frees".
@@ -38,6 +41,8 @@ struct grace {
 	int membarrier;                  /* GLOBAL_EXPEDITED works here */
 	uint64_t cur;                    /* grace period in progress, 0: none */
 	int64_t cur_start_ns;
+	int64_t done_ns;                 /* when the last one completed */
+	uint64_t req_seen;               /* shm_rcu.req as last read */
 	uint32_t n;                      /* pending sheaves */
 	uint32_t *ids;                   /* [sheaf_count] */
 	uint64_t *ep;                    /* their stamps */
@@ -45,7 +50,15 @@ struct grace {
 	/* Per lane: since when (CLOCK_MONOTONIC ns) it holds the grace
 	 * period in progress back, 0 when it does not (grace_report). */
 	_Atomic int64_t block_since[SHEAF_MAX_LANES];
+	/* Per lane: a stale rcu_ctr of a lane no client holds was counted
+	 * (UT_LANE) and is ignored; cleared when the word is 0 again. */
+	uint8_t ignored[SHEAF_MAX_LANES];
 };
+
+/* The longest an engine goes without a grace period while idle: a client
+ * whose request word was hidden (rewritten to the value the thread last
+ * read) waits at most about this, plus the thread's idle wait. */
+#define GRACE_BEAT_NS 500000000L
 
 /* Set up / tear down @e's grace-period state (engine_init, engine_fini).
  * 0 or -ENOMEM. */
