@@ -444,6 +444,22 @@ fuzz: fuzz-regress
 		-artifact_prefix=$(FUZZ_BUILD)/artifacts/shm- \
 		$(FUZZ_BUILD)/corpus_shm tests/fuzz/corpus_shm
 
+# The long form: FUZZ_LONG_RUNS (10^7) inputs per target, then the inputs
+# that found new coverage merged into the seed corpora under tests/fuzz/
+# (fuzz-merge, libFuzzer's -merge=1: the seeds only grow by what adds
+# coverage).  About an hour on two cores.
+FUZZ_LONG_RUNS ?= 10000000
+.PHONY: fuzz-long fuzz-merge
+fuzz-long:
+	@$(MAKE) --no-print-directory fuzz FUZZ_RUNS=$(FUZZ_LONG_RUNS)
+	@$(MAKE) --no-print-directory fuzz-merge
+
+fuzz-merge: fuzz-build
+	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_rpc -merge=1 -max_len=512 -timeout=10 \
+		tests/fuzz/corpus_rpc $(FUZZ_BUILD)/corpus_rpc
+	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm -merge=1 -max_len=4096 -timeout=10 \
+		tests/fuzz/corpus_shm $(FUZZ_BUILD)/corpus_shm
+
 -include $(shell find $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------------------
