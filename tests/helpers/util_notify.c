@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "shm/atomics.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_daemon.h"
 #include "tests/helpers/util_deploy.h"
@@ -270,4 +271,26 @@ void svc_stop(struct svc *d, struct notify *n, int sig)
 		status_str(st, buf, sizeof(buf)), sig);
 	REQUIRE(notify_wait(n, &n->stopping, stopping0 + 1, 2000), "no STOPPING=1 on signal %d",
 		sig);
+}
+
+static void *drainer_main(void *arg)
+{
+	struct notify_drainer *d = arg;
+
+	while (at_load_acquire(&d->on))
+		notify_recv(d->n, 50);
+	return NULL;
+}
+
+void notify_drainer_start(struct notify_drainer *d, struct notify *n)
+{
+	d->n = n;
+	at_store_release(&d->on, 1);
+	REQUIRE(pthread_create(&d->thread, NULL, drainer_main, d) == 0, "drain thread");
+}
+
+void notify_drainer_stop(struct notify_drainer *d)
+{
+	at_store_release(&d->on, 0);
+	pthread_join(d->thread, NULL);
 }

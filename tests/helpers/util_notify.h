@@ -12,6 +12,8 @@
 #define SHEAF_TESTS_UTIL_NOTIFY_H
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -38,6 +40,20 @@ int notify_recv(struct notify *n, int ms);
 int notify_wait(struct notify *n, const int *counter, int target, int ms);
 /* Take every notification that arrives within @ms. */
 void notify_drain(struct notify *n, int ms);
+
+/*
+ * systemd's part while a test does other work: a thread that takes
+ * sheafd's notifications (STATUS= on each attach and detach), or sheafd's
+ * next one blocks once the socket's queue is full, as under a systemd
+ * that stopped reading.  Stop it before svc_start/svc_stop read @n.
+ */
+struct notify_drainer {
+	struct notify *n;
+	pthread_t thread;
+	_Atomic int on;
+};
+void notify_drainer_start(struct notify_drainer *d, struct notify *n);
+void notify_drainer_stop(struct notify_drainer *d);
 
 /* sheafd run as a service. */
 struct svc {

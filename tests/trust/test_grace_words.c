@@ -191,31 +191,8 @@ END_TEST
 struct run {
 	struct notify n;
 	struct svc d;
-	pthread_t drain;
-	_Atomic int draining;
+	struct notify_drainer drainer;
 };
-
-/* systemd's part between starts: take sheafd's notifications. */
-static void *drain_main(void *arg)
-{
-	struct run *R = arg;
-
-	while (at_load_acquire(&R->draining))
-		notify_recv(&R->n, 50);
-	return NULL;
-}
-
-static void drain_start(struct run *R)
-{
-	at_store_release(&R->draining, 1);
-	REQUIRE(pthread_create(&R->drain, NULL, drain_main, R) == 0, "drain thread");
-}
-
-static void drain_stop(struct run *R)
-{
-	at_store_release(&R->draining, 0);
-	pthread_join(R->drain, NULL);
-}
 
 /* A client that takes a lane and leaves: the repair frees it. */
 static int passer(void *arg)
@@ -286,7 +263,7 @@ START_TEST(daemon_scribbler_adopted)
 	fmt(R->d.sock, sizeof(R->d.sock), "%s/s.sock", test_dir);
 	svc_start(&R->d, &R->n, -1, 0, 0);
 	REQUIRE(R->n.store_fd >= 0 && R->n.store_shared_fd >= 0, "no memfds in the fd store");
-	drain_start(R);
+	notify_drainer_start(&R->drainer, &R->n);
 	/* Children first: a process connected to the pool cannot fork
 	 * one that connects. */
 	pp = fork_child(passer, R->d.sock);
@@ -304,10 +281,10 @@ START_TEST(daemon_scribbler_adopted)
 	c = mkcache(pool, "g", 64, 0, 0);
 	grace_prompt(pool, c, "sheafd, scribbled");
 
-	drain_stop(R);
+	notify_drainer_stop(&R->drainer);
 	svc_stop(&R->d, &R->n, SIGKILL);
 	svc_start(&R->d, &R->n, -1, 1, 0);
-	drain_start(R);
+	notify_drainer_start(&R->drainer, &R->n);
 	REQUIRE(file_contains(R->d.log, "adopted the pool from the fd store"),
 		"the new sheafd did not adopt the pool");
 	sleep_ms(50);
@@ -316,7 +293,7 @@ START_TEST(daemon_scribbler_adopted)
 	close(a.stop[1]);
 	reap_ok(sp, 30000, "the scribbler");
 	sheaf_disconnect(pool);
-	drain_stop(R);
+	notify_drainer_stop(&R->drainer);
 	svc_stop(&R->d, &R->n, SIGTERM);
 	notify_close(&R->n);
 	test_passed();

@@ -504,37 +504,12 @@ static void wait_clients(const char *sock, int n, const char *when)
 struct run {
 	struct notify n;
 	struct svc d;
-	pthread_t drain;
-	_Atomic int draining;
+	struct notify_drainer drainer;
 	struct good_ctl *g;
 	pid_t good_pid;
 	uint64_t seed;
 	int64_t t_hostile_ms;
 };
-
-/* Play systemd's part between starts: take sheafd's notifications (STATUS=
- * on each attach and detach), or its next one blocks once the socket's
- * queue is full, as under a systemd that stopped reading. */
-static void *drain_main(void *arg)
-{
-	struct run *R = arg;
-
-	while (at_load_acquire(&R->draining))
-		notify_recv(&R->n, 50);
-	return NULL;
-}
-
-static void drain_start(struct run *R)
-{
-	at_store_release(&R->draining, 1);
-	REQUIRE(pthread_create(&R->drain, NULL, drain_main, R) == 0, "drain thread");
-}
-
-static void drain_stop(struct run *R)
-{
-	at_store_release(&R->draining, 0);
-	pthread_join(R->drain, NULL);
-}
 
 static void good_pause(struct run *R, const char *when)
 {
@@ -594,10 +569,10 @@ static void round_run(struct run *R, uint64_t seed, const char *label)
 static void adopt(struct run *R, const char *label)
 {
 	good_pause(R, label);
-	drain_stop(R);
+	notify_drainer_stop(&R->drainer);
 	svc_stop(&R->d, &R->n, SIGKILL);
 	svc_start(&R->d, &R->n, -1, 1, 0);
-	drain_start(R);
+	notify_drainer_start(&R->drainer, &R->n);
 	REQUIRE(file_contains(R->d.log, "adopted the pool from the fd store"),
 		"%s: the new sheafd did not adopt the pool", label);
 	probe(R->d.sock, R->d.pid, label);
@@ -638,7 +613,7 @@ START_TEST(hostile_rounds)
 	fmt(R->d.sock, sizeof(R->d.sock), "%s/s.sock", test_dir);
 	svc_start(&R->d, &R->n, -1, 0, 0);
 	REQUIRE(R->n.store_fd >= 0 && R->n.store_shared_fd >= 0, "no memfds in the fd store");
-	drain_start(R);
+	notify_drainer_start(&R->drainer, &R->n);
 	R->g->sock = R->d.sock;
 	at_store_relaxed(&R->g->cmd, GOOD_PAUSE);
 	R->good_pid = fork_child(good_main, R->g);
@@ -675,7 +650,7 @@ START_TEST(hostile_rounds)
 	       (unsigned long long)at_load_relaxed(&R->g->nulls));
 	at_store_release(&R->g->cmd, GOOD_EXIT);
 	reap_ok(R->good_pid, 30000, "the good client");
-	drain_stop(R);
+	notify_drainer_stop(&R->drainer);
 	svc_stop(&R->d, &R->n, SIGTERM);
 	notify_close(&R->n);
 	test_passed();
