@@ -1,7 +1,8 @@
 /*
  * owner.c - the engine's side of object ownership (owner.h): fresh slabs'
- * tags, a dead client's sheaves untagged, its objects freed or kept, and
- * the per-client report.  The tag rules and why they are safe are in
+ * tags, a dead client's sheaves untagged, its half-done queue operations
+ * finished or undone, its objects freed or kept, and the per-client
+ * report.  The tag rules and why they are safe are in
  * shm/owner.h.
  *
  * Who may call: the engine (sheafd, or a local pool's engine); owner_reclaim
@@ -408,20 +409,24 @@ int owner_queue_reclaim(struct shm_pool *p, uint32_t dead)
 	 * the slot does. */
 	if (nc > 0) {
 		qsort(cv, nc, sizeof(*cv), qcand_cmp);
-		for (int round = 0; round < QREPAIR_ROUNDS; round++) {
+		qscan_records(p, dead, cv, nc);
+		qscan_queues(p, cv, nc);
+		at_fence_seqcst();
+		qscan_records(p, dead, cv, nc);
+		/* Staged only: in no slot, so that dequeuer's CAS has lost or
+		 * won; a winner counts it, a loser's value goes (the records
+		 * alone tell, the slots are done with). */
+		for (int round = 1; round < QREPAIR_ROUNDS; round++) {
 			int unsure = 0;
 
-			for (uint32_t k = 0; k < nc; k++)
-				cv[k].found = cv[k].pending = 0;
-			qscan_records(p, dead, cv, nc);
-			qscan_queues(p, cv, nc);
-			at_fence_seqcst();
-			qscan_records(p, dead, cv, nc);
 			for (uint32_t k = 0; k < nc; k++)
 				unsure |= cv[k].pending && !cv[k].found;
 			if (!unsure)
 				break;
 			nanosleep(&(struct timespec){ 0, QREPAIR_WAIT_NS }, NULL);
+			for (uint32_t k = 0; k < nc; k++)
+				cv[k].pending = 0;
+			qscan_records(p, dead, cv, nc);
 		}
 	}
 	/* 3. Decide: found (or still staged by another thread after the

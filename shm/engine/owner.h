@@ -5,8 +5,8 @@
  * report.
  *
  * Who may call: the engine's hosting process only (sheafd, or a local
- * pool's process); owner_reclaim under the engine's ctl_lock, from
- * engine_reclaim_client only.
+ * pool's process); owner_queue_reclaim and owner_reclaim under the
+ * engine's ctl_lock, from engine_reclaim_client only.
  */
 #ifndef SHEAF_SHM_ENGINE_OWNER_H
 #define SHEAF_SHM_ENGINE_OWNER_H
