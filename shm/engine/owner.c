@@ -252,7 +252,8 @@ struct qcand {
 	uint32_t val;                /* its slot value (shm/queue.h) */
 	uint32_t cache;
 	uint8_t found;               /* in a slot, or another thread's */
-	uint8_t pending;             /* only a live dequeue's staged value names it */
+	uint8_t pending;             /* another dequeue's staged value names it */
+	uint8_t won;                 /* counted by the dead dequeuer: its CAS won */
 };
 
 static int qcand_cmp(const void *a, const void *b)
@@ -398,7 +399,9 @@ int owner_queue_reclaim(struct shm_pool *p, uint32_t dead)
 			/* acq_rel: a live enqueuer's record, written before
 			 * its QUEUED tag, is seen by the scans below */
 			if (at_cas_acqrel(t, &want, OWNER_TAG_REPAIR))
-				cv[nc++] = (struct qcand){ .val = v, .cache = c };
+				cv[nc++] = (struct qcand){
+					.val = v, .cache = c,
+					.won = at_load_relaxed(&r->op) == QREC_DEQ && i < n };
 		}
 	}
 	/* 2. Look for each in the slots and the other records: records,
@@ -415,12 +418,13 @@ int owner_queue_reclaim(struct shm_pool *p, uint32_t dead)
 		qscan_records(p, dead, cv, nc);
 		/* Staged only: in no slot, so that dequeuer's CAS has lost or
 		 * won; a winner counts it, a loser's value goes (the records
-		 * alone tell, the slots are done with). */
+		 * alone tell, the slots are done with).  Not when the dead
+		 * dequeuer counted it: its CAS won, any other lost. */
 		for (int round = 1; round < QREPAIR_ROUNDS; round++) {
 			int unsure = 0;
 
 			for (uint32_t k = 0; k < nc; k++)
-				unsure |= cv[k].pending && !cv[k].found;
+				unsure |= cv[k].pending && !cv[k].found && !cv[k].won;
 			if (!unsure)
 				break;
 			nanosleep(&(struct timespec){ 0, QREPAIR_WAIT_NS }, NULL);
@@ -429,8 +433,9 @@ int owner_queue_reclaim(struct shm_pool *p, uint32_t dead)
 			qscan_records(p, dead, cv, nc);
 		}
 	}
-	/* 3. Decide: found (or still staged by another thread after the
-	 * rounds) goes back to QUEUED; the rest was the dead client's. */
+	/* 3. Decide: found (or, not won by the dead dequeuer, still staged
+	 * by another thread after the rounds) goes back to QUEUED; the rest
+	 * was the dead client's. */
 	for (uint32_t k = 0; k < nc; k++) {
 		uint32_t c;
 		_Atomic otag_t *t = qval_tag(p, cv[k].val, &c);
@@ -438,7 +443,7 @@ int owner_queue_reclaim(struct shm_pool *p, uint32_t dead)
 
 		if (t == NULL)          /* cannot be: checked above, META is ours */
 			continue;
-		if (cv[k].found || cv[k].pending) {
+		if (cv[k].found || (cv[k].pending && !cv[k].won)) {
 			(void)at_cas_acqrel(t, &want, OWNER_TAG_QUEUED);
 		} else if (at_cas_acqrel(t, &want, dtag)) {
 			undone++;

@@ -13,7 +13,9 @@
  *            tagged QUEUED is in a slot and every slot's object is tagged
  *            QUEUED; no tag names the dead victim or REPAIR.  Then the
  *            queues are drained (every free succeeds: nothing was freed
- *            under its slot) and nothing is in use.
+ *            under its slot) and nothing is in use.  Also two dequeuers
+ *            racing for one object, one stalled between its staging and
+ *            its CAS while the other, which took it, is killed.
  *   torture  workers doing random allocs, enqueues, dequeues (single,
  *            burst, wait) and frees of stamped objects on two MPMC queues
  *            of an owned cache are SIGKILLed at random points (>= 1000
@@ -242,38 +244,52 @@ struct kcase {
 	unsigned qflags;
 };
 
-/* The victim's side: what it shares with the test (MAP_SHARED). */
+/* A victim's case and stop point, shared with the test (MAP_SHARED):
+ * the test moves the stop of a victim that waits. */
+struct vhook {
+	struct kcase k;
+	int hook_step, hook_occ, hook_seen;
+	int hook_pause;              /* 0: say 'w', go on; 1: say 's', stop;
+					2: say 's', go on when told, then say 'e' */
+	int pipe_w, resume_r;
+};
+
 struct vshared {
 	char sock[128];
-	struct kcase k;
-	int hook_step, hook_occ, hook_seen, hook_pause;
-	int pipe_w;
+	struct vhook v[2];
 	uint64_t offs[256];          /* FREE_OTHER: the test's objects */
 	_Atomic int freed;           /* FREE_OTHER: frees the victim finished */
 };
 
 static struct vshared *vs;
+static struct vhook *vh;         /* this victim's */
 
 static void stop_here(int step)
 {
-	if (step != vs->hook_step || ++vs->hook_seen != vs->hook_occ)
+	char g;
+
+	if (step != vh->hook_step || ++vh->hook_seen != vh->hook_occ)
 		return;
-	if (!vs->hook_pause) {          /* a wait: say so and go on */
-		REQUIRE(write_full(vs->pipe_w, "w", 1) == 0, "pipe");
+	if (vh->hook_pause == 0) {      /* a wait: say so and go on */
+		REQUIRE(write_full(vh->pipe_w, "w", 1) == 0, "pipe");
 		return;
 	}
-	REQUIRE(write_full(vs->pipe_w, "s", 1) == 0, "pipe");
+	REQUIRE(write_full(vh->pipe_w, "s", 1) == 0, "pipe");
+	if (vh->hook_pause == 2) {      /* stalled there until told */
+		REQUIRE(read_full(vh->resume_r, &g, 1, 60000) == 0, "resume");
+		return;
+	}
 	for (;;)
 		pause();
 }
 
-/* A stop at @step's @occ-th time; @pause 0: say so and go on. */
+/* A stop at @step's @occ-th time; @pause_there as hook_pause. */
 static void arm(int step, int occ, int pause_there)
 {
-	vs->hook_step = step;
-	vs->hook_occ = occ;
-	vs->hook_seen = 0;
-	vs->hook_pause = pause_there;
+	vh->hook_step = step;
+	vh->hook_occ = occ;
+	vh->hook_seen = 0;
+	vh->hook_pause = pause_there;
 }
 
 /* The stop points of @op: the owned cache's alloc and free, or the
@@ -288,14 +304,16 @@ static void hooks_on(enum op op)
 
 static int victim(void *argp)
 {
-	const struct kcase *k = &vs->k;
+	const struct kcase *k;
 	sheaf_pool_t *pool;
 	sheaf_cache_t *c;
 	sheaf_queue_t *q;
 	void *objs[256];
-	int rc = 0;
+	int rc = 0, stall;
 
-	(void)argp;
+	vh = &vs->v[(uintptr_t)argp];
+	k = &vh->k;
+	stall = vh->hook_pause == 2;
 	sheaf_disconnect(parent_pool);
 	pool = child_connect(vs->sock, "victim");
 	c = sheaf_cache_open(pool, "own");
@@ -313,7 +331,7 @@ static int victim(void *argp)
 	else if (k->op == OP_ENQ_WAIT)
 		arm(k->step, k->occ, 0);
 	else
-		arm(k->step, k->occ, 1);
+		arm(k->step, k->occ, stall ? 2 : 1);
 	hooks_on(k->op);
 	switch (k->op) {
 	case OP_ENQ:
@@ -347,9 +365,14 @@ static int victim(void *argp)
 		}
 		break;
 	}
+	if (stall) {                    /* resumed: done */
+		REQUIRE(write_full(vh->pipe_w, "e", 1) == 0, "pipe");
+		for (;;)
+			pause();
+	}
 	/* Never here: each case stops at its step. */
 	REQUIRE(0, "%s ended (%d) without reaching step %d (%d times)", op_name[k->op], rc,
-		vs->hook_step, vs->hook_occ);
+		vh->hook_step, vh->hook_occ);
 	return 1;
 }
 
@@ -391,21 +414,24 @@ static void run_case(const char *sock, sheaf_cache_t *c, sheaf_queue_t *qs[2],
 			vs->offs[nheld] = (uint64_t)((char *)held[nheld] - parent_pool->shm.base);
 			nheld++;
 		}
-	vs->k = *k;
+	vh = &vs->v[0];
+	memset(vh, 0, sizeof(*vh));
+	vh->k = *k;
+	vh->hook_pause = 1;
 	vs->freed = 0;
 	REQUIRE(pipe(pfd) == 0, "pipe");
-	vs->pipe_w = pfd[1];
-	pid = fork_child(victim, NULL);
+	vh->pipe_w = pfd[1];
+	pid = fork_child(victim, (void *)(uintptr_t)0);
 	close(pfd[1]);
 	if (k->op == OP_ENQ_WAIT_PUT || k->op == OP_DEQ_WAIT) {
 		void *o;
 
 		expect(pfd[0], 'w', pid);
 		sleep_ms(20);           /* asleep in its wait, or about to be */
-		vs->hook_step = k->step;     /* the stop (the victim's copy is shared) */
-		vs->hook_occ = k->occ;
-		vs->hook_seen = 0;
-		vs->hook_pause = 1;
+		vh->hook_step = k->step;     /* the stop (the victim's copy is shared) */
+		vh->hook_occ = k->occ;
+		vh->hook_seen = 0;
+		vh->hook_pause = 1;
 		if (k->op == OP_DEQ_WAIT) {      /* something to take */
 			o = sheaf_alloc(c);
 			REQUIRE(o != NULL && sheaf_enqueue(q, o) == 0, "enqueue");
@@ -439,6 +465,57 @@ static void run_case(const char *sock, sheaf_cache_t *c, sheaf_queue_t *qs[2],
 	for (int i = 0; i < nheld; i++)
 		REQUIRE(sheaf_free(c, held[i]) == 0, "%s: free of the test's object %d", ctx, i);
 	REQUIRE(check_in_use(sock, ctx) == 0, "%s: objects in use after the drain", ctx);
+}
+
+/*
+ * Two dequeuers race for one object: X stages it and stalls before its
+ * CAS, D takes it and dies after counting it.  D's repair must free it
+ * (X's staged value is a CAS that will lose), and X, resumed, loses,
+ * finds the queue empty and holds nothing.
+ */
+static void race_case(const char *sock, sheaf_cache_t *c, sheaf_queue_t *q, int d_step)
+{
+	static const char *const names[] = { "q", "qs" };
+	int px[2], pd[2], pr[2], st;
+	pid_t x, dd;
+	void *o = sheaf_alloc(c);
+	char g = 0;
+
+	REQUIRE(o != NULL && sheaf_enqueue(q, o) == 0, "enqueue");
+	REQUIRE(pipe(px) == 0 && pipe(pd) == 0 && pipe(pr) == 0, "pipe");
+	memset(&vs->v[1], 0, sizeof(vs->v[1]));
+	vs->v[1].k = (struct kcase){ OP_DEQ, QS_DEQ_STAGED, 1, 1, 0, 0 };
+	vs->v[1].hook_pause = 2;
+	vs->v[1].pipe_w = px[1];
+	vs->v[1].resume_r = pr[0];
+	x = fork_child(victim, (void *)(uintptr_t)1);
+	close(px[1]);
+	close(pr[0]);
+	expect(px[0], 's', x);
+	memset(&vs->v[0], 0, sizeof(vs->v[0]));
+	vs->v[0].k = (struct kcase){ OP_DEQ, d_step, 1, 1, 0, 0 };
+	vs->v[0].hook_pause = 1;
+	vs->v[0].pipe_w = pd[1];
+	dd = fork_child(victim, (void *)(uintptr_t)0);
+	close(pd[1]);
+	expect(pd[0], 's', dd);
+	close(pd[0]);
+	kill(dd, SIGKILL);
+	REQUIRE(wait_pid(dd, 10000, &st) == 1, "victim did not die");
+	untrack(dd);
+	wait_clients(sock, 2);
+	require_exact(sock, c, names, 2, 0, "a dead dequeuer's object that a stalled one staged");
+	REQUIRE(write_full(pr[1], "c", 1) == 0, "resume");
+	REQUIRE(read_full(px[0], &g, 1, 30000) == 0 && g == 'e', "the stalled dequeuer did "
+		"not end its dequeue ('%c')", g ? g : '-');
+	require_exact(sock, c, names, 2, 0, "after the stalled dequeuer lost");
+	close(px[0]);
+	close(pr[1]);
+	kill(x, SIGKILL);
+	REQUIRE(wait_pid(x, 10000, &st) == 1, "victim did not die");
+	untrack(x);
+	wait_clients(sock, 1);
+	require_exact(sock, c, names, 2, 0, "after both");
 }
 
 static void steps_run(void)
@@ -540,9 +617,12 @@ static void steps_run(void)
 	REQUIRE(c != NULL && qs[0] != NULL && qs[1] != NULL, "create: %s", strerror(errno));
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_case(d.sock, c, qs, &cases[i]);
+	race_case(d.sock, c, qs[0], QS_DEQ_COUNTED);
+	race_case(d.sock, c, qs[0], QS_DEQ_GOT);
 	printf("steps: %zu victims stopped and killed at each step of enqueue, dequeue, "
-	       "their burst and wait forms, alloc and free: in use exact after each "
-	       "(%lld ms)\n", sizeof(cases) / sizeof(cases[0]), (long long)(now_ms() - t0));
+	       "their burst and wait forms, alloc and free, and 2 dequeue races: in use "
+	       "exact after each (%lld ms)\n", sizeof(cases) / sizeof(cases[0]),
+	       (long long)(now_ms() - t0));
 	REQUIRE(sheaf_queue_destroy(qs[0]) == 0 && sheaf_queue_destroy(qs[1]) == 0,
 		"queue destroy");
 	sheaf_disconnect(parent_pool);
