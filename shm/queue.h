@@ -187,7 +187,7 @@ uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n, struct sh
  *             op = QREC_NONE.
  * Plain caches' enqueues write no record; dequeues do (a slot's object is
  * known only once loaded): two stores to the thread's own line per
- * object.
+ * object, five per call.
  */
 
 #ifdef SHEAF_TEST_HOOKS
