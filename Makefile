@@ -65,14 +65,16 @@ CLIENT_SRC := $(wildcard client/*.c)
 PROTO_GEN  := $(BUILD)/proto/sheaf.pb-c.c $(BUILD)/proto/sheaf.pb-c.h
 LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c proto/call.c proto/peer.c proto/text.c) \
               $(BUILD)/proto/sheaf.pb-c.o
-# Test hooks (-DSHEAF_TEST_HOOKS: the stop points of the ring and of the
-# lane fold, vet.c's two tests side by side) exist only in libsheaf-test.a, which the test programs link: the
+# Test hooks (-DSHEAF_TEST_HOOKS: the stop points of the ring, of the
+# lane fold, of the shared queues and of owned caches' alloc and free,
+# vet.c's two tests side by side) exist only in libsheaf-test.a, which the test programs link: the
 # sources below are built a second time under $(BUILD)/test-hooks/ and
 # replace their release objects.
-HOOK_SRC   := shm/ring.c shm/lanes.c client/vet.c
+HOOK_SRC   := shm/ring.c shm/lanes.c client/vet.c shm/queue.c client/queue.c \
+              client/owned_fast.c client/alloc.c client/free.c
 HOOK_OBJ   := $(patsubst %.c,$(BUILD)/test-hooks/%.o,$(HOOK_SRC))
 TEST_LIB   := $(BUILD)/libsheaf-test.a
-HOOK_SYMS  := ring_stop_hook\|lane_fold_hook\|vet_test_compare
+HOOK_SYMS  := ring_stop_hook\|lane_fold_hook\|vet_test_compare\|queue_stop_hook\|owned_stop_hook
 DAEMON_SRC := $(wildcard daemon/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
 SHEAFD     := $(BUILD)/daemon/sheafd
@@ -241,6 +243,16 @@ test: deps-or-check
 	@$(MAKE) --no-print-directory all check-no-hooks
 	@$(foreach t,$(TEST_TIERS),$(call run_tier,$(t));) \
 	echo "== all tests passed ($(words $(TEST_BIN)) programs$(if $(SAN), under SAN=$(SAN)))"
+
+# `make torture-owned`: test_owned_queue_crash's random-kill torture of an
+# owned cache's queues, allocs and frees at length (SHEAF_OWNED_KILLS,
+# 20000 kills by default; `make test` runs 1000 of them).
+OWNED_KILLS ?= 20000
+.PHONY: torture-owned
+torture-owned: deps-or-check
+	@$(MAKE) --no-print-directory all
+	CK_RUN_CASE=torture CK_DEFAULT_TIMEOUT=3600 SHEAF_OWNED_KILLS=$(OWNED_KILLS) \
+		$(BUILD)/tests/crash/test_owned_queue_crash
 
 # `make test-numa`: build the guest (the kernel fetched once into
 # $(BUILD)/numa/, the initramfs each run) and boot one QEMU guest per

@@ -57,8 +57,10 @@ static void *take(struct tcache *t, struct shm_sheaf *s, enum sheaf_stat st)
 		if (likely(vet_top(t, off)))
 			break;
 	}
-	if (is_owned(t))
+	if (is_owned(t)) {
 		owner_alloc(owned_tag_of(t, off), me_of(t));
+		OWNED_STOP(OS_ALLOC_TAGGED);
+	}
 	if (is_debug(t))
 		debug_track_mark(t, off);
 	/* Counted in @st with the pop, exactly if the thread dies between
@@ -66,6 +68,8 @@ static void *take(struct tcache *t, struct shm_sheaf *s, enum sheaf_stat st)
 	count_stage(t, s, n - 1, st);
 	sheaf_set_size(s, n - 1);
 	count_commit(t);
+	if (is_owned(t))
+		OWNED_STOP(OS_ALLOC_POPPED);
 	return t->f->base + off;
 }
 

@@ -159,6 +159,7 @@ static int free_slow(struct tcache *t, void *obj)
 			stat_inc(t, ST_FREE_INVALID);
 			return rc;
 		}
+		OWNED_STOP(OS_FREE_CLAIMED);
 	}
 	cap = cache_capacity(t);
 	if (node != t->node) {
@@ -187,8 +188,11 @@ static int free_slow(struct tcache *t, void *obj)
 		count_commit(t);
 	else
 		lane_count_drop(t->tp->lane);
-	if (is_owned(t))
+	if (is_owned(t)) {
+		OWNED_STOP(OS_FREE_PUSHED);
 		owner_free_end(owned_tag_of(t, off));
+		OWNED_STOP(OS_FREE_DONE);
+	}
 	if (nosheaf)
 		exchange_put(t, s);
 	if (rc != 0) {

@@ -91,6 +91,7 @@ static inline int cache_handle_live(const sheaf_cache_t *c)
 /* Per thread, per pool. */
 struct tpool {
 	struct shm_lane *lane;
+	struct shm_qrec *qrec;       /* the lane's queue record (client/queue.c) */
 	uint32_t gen;                /* pool generation the lane belongs to */
 	uint32_t node;               /* home node */
 	uint32_t rcu_nest;           /* sheaf_read_lock depth (deferred.c) */
@@ -369,5 +370,31 @@ void deferred_flush(struct tcache *t);
 /* Free what the size-class paths keep for @pool (pool.c, when the pool
  * goes). */
 void kmalloc_pool_fini(sheaf_pool_t *pool);
+
+/*
+ * Test-only stop points of an owned cache's alloc and free, compiled only
+ * with -DSHEAF_TEST_HOOKS (the copies of owned_fast.o, alloc.o and free.o
+ * in libsheaf-test.a; release builds have none): when non-NULL, called at
+ * each step (enum owned_step) so that a crash test can stop the process
+ * there as if it died.
+ */
+#ifdef SHEAF_TEST_HOOKS
+extern void (*owned_stop_hook)(int step);
+#define OWNED_STOP(step)                                           \
+	do {                                                       \
+		if (unlikely(owned_stop_hook != NULL))             \
+			owned_stop_hook(step);                     \
+	} while (0)
+#else
+#define OWNED_STOP(step) do { } while (0)
+#endif
+enum owned_step {
+	OS_ALLOC_TAGGED = 1,  /* the tag names the thread, the object still in its sheaf */
+	OS_ALLOC_POPPED,      /* popped: held */
+	OS_FREE_CLAIMED,      /* the tag names the thread, not yet pushed */
+	OS_FREE_PUSHED,       /* in the thread's sheaf, tag not yet cleared */
+	OS_FREE_DONE,         /* tag cleared */
+	OS_NR
+};
 
 #endif

@@ -17,6 +17,10 @@
 #include "shm/bounds.h"
 #include "client/internal.h"
 
+#ifdef SHEAF_TEST_HOOKS
+void (*owned_stop_hook)(int step);
+#endif
+
 /* The tag of object @off (validated: a frame of the cache, an object
  * boundary): its index in the slab by the fast path's exact division
  * (struct sheaf__fast), no divide. */
@@ -58,7 +62,9 @@ void *owned_alloc_fast(sheaf_cache_t *c)
 	if (!SHEAF__FAST_VALID(t->f, t->f->base + off))
 		return NULL;
 	owner_alloc(owned_tag_of(t, off), me_of(t));  /* before the pop */
+	OWNED_STOP(OS_ALLOC_TAGGED);
 	at_store_relaxed(&m->word, w + SHEAF_WORD_OP - 1);
+	OWNED_STOP(OS_ALLOC_POPPED);
 	return t->f->base + off;
 }
 
@@ -87,8 +93,11 @@ int owned_free_fast(sheaf_cache_t *c, void *obj, int *rc)
 		return 1;
 	}
 	*rc = 0;
+	OWNED_STOP(OS_FREE_CLAIMED);
 	m->objs[sheaf_slot(n)] = off;
 	at_store_relaxed(&m->word, w + SHEAF_WORD_OP + 1);
+	OWNED_STOP(OS_FREE_PUSHED);
 	owner_free_end(tag);                    /* after the push */
+	OWNED_STOP(OS_FREE_DONE);
 	return 1;
 }

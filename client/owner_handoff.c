@@ -5,8 +5,10 @@
  * that an owned cache's alloc and free write are owned_fast.c's and the
  * slow paths'.
  */
+#include <sched.h>
 #include "client/internal.h"
 #include "client/owner_handoff.h"
+#include "shm/futex.h"
 #include "shm/owner.h"
 #include "shm/slab_geom.h"
 
@@ -35,10 +37,43 @@ void owner_on_enqueue(struct sheaf_pool *pool, void *obj)
 		at_store_release(t, OWNER_TAG_QUEUED);
 }
 
+/* How long a tag held by the repair (REPAIR) is waited for: the repair
+ * holds a queued object's tag only while it looks for it in the queues
+ * and the records (engine/owner.c); one held longer is a hostile
+ * client's, taken all the same. */
+#define TAKE_WAIT_NS (1000ll * 1000 * 1000)
+
 void owner_on_dequeue(struct sheaf_pool *pool, void *obj)
 {
 	_Atomic otag_t *t = tag_of_obj(pool, obj);
+	const otag_t mine = owner_tag_client(pool->client);
+	int64_t deadline = 0;
+	otag_t v;
 
-	if (t != NULL)
-		at_store_release(t, owner_tag_client(pool->client));
+	if (t == NULL)
+		return;
+	/* A CAS from the value seen, never a blind store: REPAIR must stay
+	 * until the repair decides (it gives the object back QUEUED, as
+	 * this thread's queue record names it). */
+	v = at_load_acquire(t);
+	for (int i = 0; i < 64; i++) {
+		if (v == mine)
+			return;
+		if (v == OWNER_TAG_REPAIR) {
+			int64_t now = clock_ns();
+
+			if (deadline == 0) {
+				deadline = now + TAKE_WAIT_NS;
+			} else if (now > deadline) {
+				break;
+			}
+			i = 0;
+			sched_yield();
+			v = at_load_acquire(t);
+			continue;
+		}
+		if (at_cas_acqrel(t, &v, mine))
+			return;
+	}
+	at_store_release(t, mine);      /* a tag flipping for ever (hostile) */
 }

@@ -18,16 +18,21 @@ struct sheaf_pool;
 /*
  * Before @obj becomes visible in a queue (before the enqueue's publishing
  * step): it is held by no process while queued (OWNER_TAG_QUEUED), so the
- * producer's death leaves it where it is.  A producer killed after this
- * and before its enqueue completes leaves the object tagged QUEUED: the
- * queue's own repair must then either complete the enqueue or free it.
+ * producer's death leaves it where it is.  The caller's queue record
+ * names @obj before this (shm/queue.h): a producer killed after this and
+ * before its enqueue completes leaves an object tagged QUEUED that the
+ * dead-client repair finds in the record, and frees unless a slot or
+ * another thread's record holds it.
  */
 void owner_on_enqueue(struct sheaf_pool *pool, void *obj);
 
 /*
- * After a dequeue took @obj (the caller now holds it): it becomes the
- * calling process's, so its death frees it (or keeps it) like one it
- * allocated.
+ * After a dequeue took @obj (the caller now holds it), or when an enqueue
+ * did not put it in (its QUEUED tag taken back): it becomes the calling
+ * process's, so its death frees it (or keeps it) like one it allocated.
+ * The caller's queue record names @obj meanwhile (shm/queue.h): a tag the
+ * engine's repair holds (REPAIR) is waited for, since that repair, seeing
+ * the record, gives it back QUEUED.
  */
 void owner_on_dequeue(struct sheaf_pool *pool, void *obj);
 

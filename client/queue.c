@@ -221,46 +221,114 @@ static unsigned objs_of(const sheaf_queue_t *q, const uint32_t *v, void **objs, 
 	return k;
 }
 
-/* Objects of owned caches (client/owner_handoff.h) are tagged QUEUED
- * before they go in (a producer that dies after the enqueue must not have
- * them freed under their consumer), and given back to this process when
- * they did not go in (@from on).  Only when one of them is of an owned
- * cache (@cflags: values_of's): plain caches pay nothing. */
-static void mark_queued(sheaf_queue_t *q, void *const *objs, unsigned n, uint32_t cflags)
+/*
+ * The calling thread's queue record in @pool (shm/queue.h, "queue
+ * records"): its lane's, the lane taken on first use.  NULL when it has
+ * none (no lane left, a fork() child): its operations then go without a
+ * record, as before records existed (docs/design.md, 13.5).
+ */
+static inline struct shm_qrec *qrec_of(sheaf_pool_t *pool)
 {
-	if (likely(!(cflags & SHEAF_CACHE_F_OWNED)))
-		return;
-	for (unsigned i = 0; i < n; i++)
-		owner_on_enqueue(q->pool, objs[i]);
+	struct tstate *ts = tls_state;
+	struct tpool *tp;
+
+	if (likely(ts != NULL)) {
+		tp = &ts->tp[pool->slot];
+		if (likely(tp->lane != NULL && tp->gen == pool->gen && !pool->forked))
+			return tp->qrec;
+	}
+	tp = thread_tpool(pool);
+	return tp != NULL ? tp->qrec : NULL;
 }
 
-static void unmark_queued(sheaf_queue_t *q, void *const *objs, unsigned from, unsigned n,
-			  uint32_t cflags)
+/* An operation's record closes: after its tags (release: the repair
+ * that reads QREC_NONE sees them). */
+static inline void qrec_close(struct shm_qrec *rec)
+{
+	if (rec != NULL)
+		at_store_release(&rec->op, QREC_NONE);
+}
+
+/* A dequeue's record opens: nothing taken yet. */
+static inline struct shm_qrec *deq_open(sheaf_queue_t *q)
+{
+	struct shm_qrec *rec = qrec_of(q->pool);
+
+	if (rec != NULL) {
+		at_store_relaxed(&rec->n, 0);
+		at_store_relaxed(&rec->vals[0], 0);     /* no value being taken */
+		at_store_release(&rec->op, QREC_DEQ);
+		QUEUE_STOP(QS_DEQ_RECORD);
+	}
+	return rec;
+}
+
+/*
+ * Objects of owned caches (client/owner_handoff.h) are tagged QUEUED
+ * before they go in (a producer that dies after the enqueue must not have
+ * them freed under their consumer), and given back to this process when
+ * they did not go in (@from on).  Before the tags, the thread's queue
+ * record names them (enq_open), so that the repair of a producer killed
+ * in between finds them.  Only when one of them is of an owned cache
+ * (@cflags: values_of's): plain caches pay nothing.
+ */
+static struct shm_qrec *enq_open(sheaf_queue_t *q, void *const *objs, const uint32_t *v,
+				 unsigned n, uint32_t cflags)
+{
+	struct shm_qrec *rec;
+
+	if (likely(!(cflags & SHEAF_CACHE_F_OWNED)))
+		return NULL;
+	rec = qrec_of(q->pool);
+	if (rec != NULL) {
+		for (unsigned i = 0; i < n; i++)
+			at_store_relaxed(&rec->vals[i], v[i]);
+		at_store_relaxed(&rec->n, n);
+		/* Release: the record before the QUEUED tags (the repair's
+		 * claim of a tag reads it with acquire). */
+		at_store_release(&rec->op, QREC_ENQ);
+	}
+	QUEUE_STOP(QS_ENQ_RECORD);
+	for (unsigned i = 0; i < n; i++)
+		owner_on_enqueue(q->pool, objs[i]);
+	QUEUE_STOP(QS_ENQ_TAGGED);
+	return rec;
+}
+
+/* The puts are done: objects @from on did not go in and are this
+ * process's again; the record closes. */
+static void enq_close(sheaf_queue_t *q, void *const *objs, unsigned from, unsigned n,
+		      uint32_t cflags, struct shm_qrec *rec)
 {
 	if (likely(!(cflags & SHEAF_CACHE_F_OWNED)))
 		return;
+	QUEUE_STOP(QS_ENQ_PUT);
 	for (unsigned i = from; i < n; i++)
 		owner_on_dequeue(q->pool, objs[i]);
+	QUEUE_STOP(QS_ENQ_UNTAGGED);
+	qrec_close(rec);
+	QUEUE_STOP(QS_ENQ_DONE);
 }
 
 int sheaf_enqueue(sheaf_queue_t *q, void *obj)
 {
-	uint32_t v, cflags = 0;
+	struct shm_qrec *rec;
+	uint32_t v, cflags = 0, put;
 
 	if (unlikely(!queue_live(q)))
 		return -ESTALE;
 	if (unlikely(values_of(q, &obj, &v, 1, &cflags) != 0))
 		return -EINVAL;
-	mark_queued(q, &obj, 1, cflags);
-	if (queue_put(&q->ref, &v, 1) == 0) {
-		unmark_queued(q, &obj, 0, 1, cflags);
+	rec = enq_open(q, &obj, &v, 1, cflags);
+	put = queue_put(&q->ref, &v, 1);
+	enq_close(q, &obj, put, 1, cflags, rec);
+	if (put == 0)
 		return -EAGAIN;
-	}
 	queue_wake_consumers(&q->ref);
 	return 0;
 }
 
-#define BULK_CHUNK 64u
+#define BULK_CHUNK QREC_MAX
 
 int sheaf_enqueue_burst(sheaf_queue_t *q, void *const *objs, unsigned n)
 {
@@ -271,12 +339,13 @@ int sheaf_enqueue_burst(sheaf_queue_t *q, void *const *objs, unsigned n)
 		return -ESTALE;
 	while (done < n) {
 		unsigned k = n - done < BULK_CHUNK ? n - done : BULK_CHUNK, put;
+		struct shm_qrec *rec;
 
 		if (values_of(q, objs + done, v, k, &cflags) != 0)
 			return done > 0 ? (int)done : -EINVAL;
-		mark_queued(q, objs + done, k, cflags);
+		rec = enq_open(q, objs + done, v, k, cflags);
 		put = queue_put(&q->ref, v, k);
-		unmark_queued(q, objs + done, put, k, cflags);
+		enq_close(q, objs + done, put, k, cflags, rec);
 		done += put;
 		if (put < k)
 			break;
@@ -286,38 +355,53 @@ int sheaf_enqueue_burst(sheaf_queue_t *q, void *const *objs, unsigned n)
 	return (int)done;
 }
 
+/* One dequeue of up to @n (<= BULK_CHUNK) objects into @objs, under a
+ * record: the values taken, their tags, the record closed.  *@got: the
+ * slots taken (spoiled values included); returns the objects kept. */
+static unsigned deq_some(sheaf_queue_t *q, void **objs, unsigned n, uint32_t *got)
+{
+	struct shm_qrec *rec = deq_open(q);
+	uint32_t v[BULK_CHUNK];
+	unsigned k;
+
+	*got = queue_get(&q->ref, v, n, rec);
+	QUEUE_STOP(QS_DEQ_GOT);
+	k = objs_of(q, v, objs, *got);
+	QUEUE_STOP(QS_DEQ_TAGGED);
+	qrec_close(rec);
+	QUEUE_STOP(QS_DEQ_DONE);
+	return k;
+}
+
 int sheaf_dequeue(sheaf_queue_t *q, void **obj)
 {
-	uint32_t v;
+	uint32_t got;
 
 	if (unlikely(!queue_live(q)))
 		return -ESTALE;
 	/* Spoiled slots are dropped: look again (bounded by the queue). */
 	for (uint32_t i = 0; i <= q->ref.size; i++) {
-		if (queue_get(&q->ref, &v, 1) == 0)
-			return -EAGAIN;
-		if (likely(objs_of(q, &v, obj, 1) == 1)) {
+		if (likely(deq_some(q, obj, 1, &got) == 1)) {
 			queue_wake_producers(&q->ref);
 			return 0;
 		}
+		if (got == 0)
+			return -EAGAIN;
 	}
 	return -EAGAIN;
 }
 
 int sheaf_dequeue_burst(sheaf_queue_t *q, void **objs, unsigned n)
 {
-	uint32_t v[BULK_CHUNK];
 	unsigned done = 0;
 
 	if (unlikely(!queue_live(q)))
 		return -ESTALE;
 	while (done < n) {
 		unsigned k = n - done < BULK_CHUNK ? n - done : BULK_CHUNK;
-		uint32_t got = queue_get(&q->ref, v, k);
+		uint32_t got;
 
-		if (got == 0)
-			break;
-		done += objs_of(q, v, objs + done, got);
+		done += deq_some(q, objs + done, k, &got);
 		if (got < k)
 			break;
 	}
@@ -326,9 +410,11 @@ int sheaf_dequeue_burst(sheaf_queue_t *q, void **objs, unsigned n)
 	return (int)done;
 }
 
-/* queue_sleep's second look: one enqueue or dequeue. */
+/* queue_sleep's second look: one enqueue or dequeue (@rec: the
+ * dequeuer's record, or NULL). */
 struct retry_arg {
 	uint32_t v;
+	struct shm_qrec *rec;
 };
 
 static uint32_t retry_put(const struct queue_ref *r, void *arg)
@@ -338,7 +424,9 @@ static uint32_t retry_put(const struct queue_ref *r, void *arg)
 
 static uint32_t retry_get(const struct queue_ref *r, void *arg)
 {
-	return queue_get(r, &((struct retry_arg *)arg)->v, 1);
+	struct retry_arg *ra = arg;
+
+	return queue_get(r, &ra->v, 1, ra->rec);
 }
 
 /* Wait (sleeping) until one retry of @ra (retry_get for a @consumer, else
@@ -365,36 +453,45 @@ static int queue_wait(sheaf_queue_t *q, int consumer, int timeout_ms, struct ret
 
 int sheaf_enqueue_wait(sheaf_queue_t *q, void *obj, int timeout_ms)
 {
-	struct retry_arg ra;
+	struct retry_arg ra = { 0 };
+	struct shm_qrec *rec;
 	uint32_t cflags = 0;
 	int rc = sheaf_enqueue(q, obj);
 
 	if (rc != -EAGAIN || timeout_ms == 0)
 		return rc;
 	ra.v = queue_value_flags(q->ref.p, (uint64_t)((char *)obj - q->ref.p->base), &cflags);
-	mark_queued(q, &obj, 1, cflags);
+	/* Recorded and tagged QUEUED for the whole wait (enq_open). */
+	rec = enq_open(q, &obj, &ra.v, 1, cflags);
 	rc = queue_wait(q, 0, timeout_ms, &ra);
+	enq_close(q, &obj, rc == 0, 1, cflags, rec);
 	if (rc == 0)
 		queue_wake_consumers(&q->ref);
-	else
-		unmark_queued(q, &obj, 0, 1, cflags);
 	return rc;
 }
 
 int sheaf_dequeue_wait(sheaf_queue_t *q, void **obj, int timeout_ms)
 {
-	struct retry_arg ra;
+	struct retry_arg ra = { 0 };
 	int rc;
 
 	for (;;) {
 		rc = sheaf_dequeue(q, obj);
 		if (rc != -EAGAIN || timeout_ms == 0)
 			return rc;
+		ra.rec = deq_open(q);
 		rc = queue_wait(q, 1, timeout_ms, &ra);
-		if (rc != 0)
+		if (rc != 0) {
+			qrec_close(ra.rec);
 			return rc;
+		}
 		queue_wake_producers(&q->ref);
-		if (objs_of(q, &ra.v, obj, 1) == 1)
+		QUEUE_STOP(QS_DEQ_GOT);
+		rc = (int)objs_of(q, &ra.v, obj, 1);
+		QUEUE_STOP(QS_DEQ_TAGGED);
+		qrec_close(ra.rec);
+		QUEUE_STOP(QS_DEQ_DONE);
+		if (rc == 1)
 			return 0;
 		/* a spoiled slot: dropped; wait again (timeout restarts) */
 	}

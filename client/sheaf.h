@@ -713,8 +713,11 @@ SHEAF_API int sheaf_barrier(sheaf_pool_t *pool, unsigned timeout_ms);
  * an object a killed consumer had just dequeued stays allocated (it is the
  * dead process's, as any object it held; sheafd frees it when its cache is
  * owned, SHEAF_CACHE_OWNED, whose queued objects survive their producer).
- * Enqueue and dequeue work in a fork() child of a process that opened the
- * queue.
+ * For an owned cache this holds at every instruction, bursts and waits
+ * included: an object a killed process was enqueuing or dequeuing ends up
+ * in the queue or freed, never lost.  Enqueue and dequeue work in a fork()
+ * child of a process that opened the queue (a child's owned objects caught
+ * half-way by its death may stay allocated).
  */
 typedef struct sheaf_queue sheaf_queue_t;
 

@@ -290,6 +290,7 @@ static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
 		errno = EMFILE;
 		return NULL;
 	}
+	tp->qrec = lane_qrec(&pool->shm, tp->lane);
 	tp->gen = pool->gen;
 	return tp;
 }

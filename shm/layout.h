@@ -61,14 +61,16 @@
 #include "stats.h"
 
 #define SHEAF_MAGIC           0x5348454146504f4fULL  /* "SHEAFPOO" */
-#define SHEAF_LAYOUT_VERSION  6u      /* 3: META and SHARED memfds; 4: per-pool
+#define SHEAF_LAYOUT_VERSION  7u      /* 3: META and SHARED memfds; 4: per-pool
 					 limits, the name directory (off_names),
 					 SHARED and the data on 2 MiB (huge.h),
 					 deferred frees (off_rcu, RING_RCU),
 					 queues (off_queues),
 					 owner tags (off_tags); 5: sheaves
 					 placed by sheaf_line; 6: the header's
-					 frames_released (sheaf.h's hint) */
+					 frames_released (sheaf.h's hint); 7: a
+					 queue record per lane (struct shm_qrec,
+					 in the lane's counter block) */
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_NUMA_F_IDS      0x1u       /* kernel_node[] is set */
@@ -582,11 +584,43 @@ _Static_assert(offsetof(struct shm_lane, fold_alloc) == 40, "lane header");
  * A lane's per-cache counters: a block of header->lane_stride bytes (page
  * aligned) at off_lane_stats + lane * lane_stride, holding, for the pool's
  * max_caches caches, live[max_caches] (struct shm_live), then
- * base[max_caches] (int64), then stat[max_caches][SHEAF_STAT_NR] (uint64).
- * pool.h's lane_live, lane_base and lane_stat find them.  A lane's block
- * is touched only for the caches its threads use.
+ * base[max_caches] (int64), then stat[max_caches][SHEAF_STAT_NR] (uint64),
+ * then the lane's queue record (struct shm_qrec, below).  pool.h's
+ * lane_live, lane_base, lane_stat and lane_qrec find them.  A lane's block
+ * is touched only for the caches its threads use (and the record, for a
+ * thread that dequeues or enqueues objects of an owned cache).
  */
 #define SHEAF_LANE_CACHE_BYTES (sizeof(struct shm_live) + 8u + 8u * SHEAF_STAT_NR)
+
+/*
+ * A lane's queue record (SHARED, client-written, untrusted): what the
+ * lane's thread is doing to a shared queue, so that the dead-client repair
+ * can complete or undo it for objects of owned caches (shm/queue.h,
+ * "queue records"; docs/design.md, "Object ownership").  It lies in the
+ * lane's counter block, after the counters (pool.h's lane_qrec), on its own
+ * cache lines.  @op: QREC_NONE, QREC_ENQ (@vals[0, n) are being enqueued:
+ * tagged QUEUED, some maybe in slots) or QREC_DEQ (@vals[0, n) were taken
+ * from slots, @vals[n], when not 0 and n < QREC_MAX, is being taken).
+ * Values are slot values
+ * (shm/queue.h).  Zero in a lane never used; cleared by its thread after
+ * each operation and by the repair.
+ */
+#define QREC_MAX 64u
+enum qrec_op { QREC_NONE = 0, QREC_ENQ = 1, QREC_DEQ = 2 };
+struct shm_qrec {
+	_Atomic uint32_t op;
+	_Atomic uint32_t n;
+	uint32_t pad[2];
+	_Atomic uint32_t vals[QREC_MAX];
+	char pad2[SHEAF_CACHELINE - 16];
+};
+_Static_assert(sizeof(struct shm_qrec) % SHEAF_CACHELINE == 0, "queue record size");
+/* Where a lane's record lies in its counter block, and the block's bytes
+ * (layout_compute's lane_stride). */
+#define SHEAF_LANE_QREC_OFF(caches) \
+	(((uint64_t)(caches) * SHEAF_LANE_CACHE_BYTES + SHEAF_CACHELINE - 1) & \
+	 ~(uint64_t)(SHEAF_CACHELINE - 1))
+#define SHEAF_LANE_BLOCK_BYTES(caches) (SHEAF_LANE_QREC_OFF(caches) + sizeof(struct shm_qrec))
 
 /*
  * Lanes [0, hwm) have been claimed at least once (SHARED: a client's

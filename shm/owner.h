@@ -19,7 +19,9 @@
  *
  * Tag values: 0 nobody (free, or in a sheaf), client id + 1
  * (1..max_clients, at most 4096) held by that client, OWNER_TAG_QUEUED in
- * a shared queue (nobody's: a dead producer's repair leaves it),
+ * a shared queue, or on its way in or out under the moving thread's queue
+ * record (nobody's: a dead producer's repair leaves it; shm/queue.h,
+ * "queue records", says how the repair finishes a half-done move),
  * OWNER_TAG_KEPT a dead client's, kept (SHEAF_CACHE_F_KEEP),
  * OWNER_TAG_REPAIR the engine's repair is deciding.
  *

@@ -92,7 +92,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_lanes = o;        o += (uint64_t)h->max_lanes * sizeof(struct shm_lane);
 	h->off_rcu = o;          o += sizeof(struct shm_rcu);
 	o = align_up(o, PAGE);
-	h->lane_stride = align_up(caches * SHEAF_LANE_CACHE_BYTES, PAGE);
+	h->lane_stride = align_up(SHEAF_LANE_BLOCK_BYTES(caches), PAGE);
 	h->off_lane_stats = o;   o += (uint64_t)h->max_lanes * h->lane_stride;
 	o = align_up(o, PAGE);
 	h->off_inuse = o;        o += frames * SLAB_BITMAP_WORDS * 8;

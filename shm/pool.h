@@ -253,6 +253,12 @@ static inline _Atomic uint64_t *lane_stat(const struct shm_pool *p,
 		(uint64_t)cache * SHEAF_STAT_NR;
 }
 
+/* Lane @l's queue record (layout.h, struct shm_qrec). */
+static inline struct shm_qrec *lane_qrec(const struct shm_pool *p, const struct shm_lane *l)
+{
+	return (struct shm_qrec *)(pool_lane_block(p, l) + SHEAF_LANE_QREC_OFF(p->max_caches));
+}
+
 static inline struct shm_ring *pool_ring(const struct shm_pool *p, uint32_t id)
 {
 	SHEAF_ASSERT(id < pool_ring_total(p));

@@ -50,6 +50,10 @@
 #include "futex.h"
 #include "queue.h"
 
+#ifdef SHEAF_TEST_HOOKS
+void (*queue_stop_hook)(int step);
+#endif
+
 /* Steps one call may take: a few laps of helping, whatever the words hold. */
 static inline uint64_t queue_steps_max(const struct queue_ref *q, uint32_t n)
 {
@@ -96,6 +100,7 @@ static uint32_t put_single(const struct queue_ref *q, const uint32_t *v, uint32_
 			/* [QR2] release: publishes the object; pairs with [QA1]. */
 			at_store_release(s, slot_word(base + 1u, v[done]));
 			done++;
+			QUEUE_STOP(QS_ENQ_SLOT);
 		} else if ((int32_t)(seq - base) < 0) {
 			break;                /* the previous lap's object: full */
 		}
@@ -114,7 +119,8 @@ static uint32_t put_single(const struct queue_ref *q, const uint32_t *v, uint32_
  * by a consumer that died before storing head: step over it.  A consumer
  * killed between its load of the slot and its store took nothing: the
  * next one takes the object. */
-static uint32_t get_single(const struct queue_ref *q, uint32_t *v, uint32_t n)
+static uint32_t get_single(const struct queue_ref *q, uint32_t *v, uint32_t n,
+			   struct shm_qrec *rec, uint32_t r0)
 {
 	struct shm_queue_ctl *ctl = q->ctl;
 	uint64_t h0 = at_load_relaxed(&ctl->head), h = h0, steps = queue_steps_max(q, n);
@@ -128,10 +134,21 @@ static uint32_t get_single(const struct queue_ref *q, uint32_t *v, uint32_t n)
 		uint32_t seq = (uint32_t)(w >> 32);
 
 		if (seq == base + 1u) {
-			v[done++] = (uint32_t)w;
+			v[done] = (uint32_t)w;
+			if (rec != NULL) {      /* staged before the slot store */
+				at_store_relaxed(&rec->vals[r0 + done], (uint32_t)w);
+				QUEUE_STOP(QS_DEQ_STAGED);
+			}
 			/* [QR4] release: the read above comes before the next
-			 * lap's fill; pairs with [QA2]. */
+			 * lap's fill; pairs with [QA2].  Publishes the staged
+			 * value too. */
 			at_store_release(s, slot_word(base + q->size, 0));
+			done++;
+			if (rec != NULL) {
+				QUEUE_STOP(QS_DEQ_SLOT);
+				at_store_relaxed(&rec->n, r0 + done);
+				QUEUE_STOP(QS_DEQ_COUNTED);
+			}
 		} else if ((int32_t)(seq - base) <= 0) {
 			break;                /* not filled yet: empty */
 		}
@@ -141,6 +158,8 @@ static uint32_t get_single(const struct queue_ref *q, uint32_t *v, uint32_t n)
 	 * acquire pairs. */
 	if (h != h0)
 		at_store_release(&ctl->head, h);
+	if (rec != NULL && r0 + done < QREC_MAX)
+		at_store_relaxed(&rec->vals[r0 + done], 0);
 	return done;
 }
 
@@ -166,6 +185,7 @@ uint32_t queue_put(const struct queue_ref *q, const uint32_t *v, uint32_t n)
 			 * waker's flag load in wake comes after it). */
 			if (at_cas_seqcst(s, &w, slot_word(base + 1u, v[done]))) {
 				done++;
+				QUEUE_STOP(QS_ENQ_SLOT);
 				t++;          /* the next position is likely ours too */
 			}
 			continue;             /* lost: look again at the same slot */
@@ -182,14 +202,21 @@ uint32_t queue_put(const struct queue_ref *q, const uint32_t *v, uint32_t n)
 	return done;
 }
 
-uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n)
+uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n, struct shm_qrec *rec)
 {
 	struct shm_queue_ctl *ctl = q->ctl;
 	uint64_t h = at_load_relaxed(&ctl->head), steps = queue_steps_max(q, n);
-	uint32_t done = 0;
+	uint32_t done = 0, r0 = 0;
 
+	if (rec != NULL) {
+		r0 = at_load_relaxed(&rec->n);
+		if (unlikely(r0 > QREC_MAX))
+			r0 = QREC_MAX;
+		if (n > QREC_MAX - r0)
+			n = QREC_MAX - r0;
+	}
 	if (q->flags & QUEUE_F_SC)
-		return get_single(q, v, n);
+		return get_single(q, v, n, rec, r0);
 	while (done < n && steps-- > 0) {
 		_Atomic uint64_t *s = &q->slots[h & q->mask];
 		uint32_t base = (uint32_t)(h & ~q->mask);
@@ -198,12 +225,24 @@ uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n)
 		uint32_t seq = (uint32_t)(w >> 32);
 
 		if (seq == base + 1u) {
+			uint64_t was = w;
+
+			if (rec != NULL) {      /* staged before the CAS */
+				at_store_relaxed(&rec->vals[r0 + done], (uint32_t)w);
+				QUEUE_STOP(QS_DEQ_STAGED);
+			}
 			/* [QR3] seq_cst CAS from exactly (b+1, v): takes the
 			 * object once; release pairs with [QA2] of the next
-			 * lap's producer; the store half of the handshake. */
+			 * lap's producer (and publishes the staged value);
+			 * the store half of the handshake. */
 			if (at_cas_seqcst(s, &w, slot_word(base + q->size, 0))) {
-				v[done++] = (uint32_t)w;
+				v[done++] = (uint32_t)was;
 				h++;
+				if (rec != NULL) {
+					QUEUE_STOP(QS_DEQ_SLOT);
+					at_store_relaxed(&rec->n, r0 + done);
+					QUEUE_STOP(QS_DEQ_COUNTED);
+				}
 			}
 			continue;
 		}
@@ -216,6 +255,8 @@ uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n)
 	}
 	if (done > 0)
 		hint_raise(&ctl->head, h);
+	if (rec != NULL && r0 + done < QREC_MAX)   /* no value being taken */
+		at_store_relaxed(&rec->vals[r0 + done], 0);
 	return done;
 }
 

@@ -162,8 +162,67 @@ static inline uint32_t queue_value_flags(const struct shm_pool *p, uint64_t off,
 /* Enqueue slot values @v[0..n): the number enqueued (fewer when the queue
  * fills). */
 uint32_t queue_put(const struct queue_ref *q, const uint32_t *v, uint32_t n);
-/* Dequeue up to @n values into @v: the number taken (0: empty). */
-uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n);
+/* Dequeue up to @n values into @v: the number taken (0: empty).  With a
+ * queue record @rec (the calling thread's lane's, its op QREC_DEQ and its
+ * n where this call's values start: @n <= QREC_MAX - rec->n), each value
+ * is staged in @rec before its slot's CAS and counted after it (see
+ * "queue records" below); NULL: none. */
+uint32_t queue_get(const struct queue_ref *q, uint32_t *v, uint32_t n, struct shm_qrec *rec);
+
+/*
+ * Queue records (layout.h, struct shm_qrec; one per lane).  An operation
+ * on objects of an owned cache changes two things, the slot and the
+ * object's owner tag (shm/owner.h), and a death between them would leave
+ * an object tagged QUEUED that no slot holds.  So the thread first writes
+ * its lane's record, and the dead-client repair (engine/owner.c,
+ * owner_queue_reclaim) completes or undoes the operation from the record,
+ * the slots and the tags:
+ *   enqueue   vals[0, n) = the objects, n, then op = QREC_ENQ (release;
+ *             before their QUEUED tags); the puts; each object not put
+ *             tagged back; op = QREC_NONE.
+ *   dequeue   op = QREC_DEQ with n = 0; for each slot: vals[n] = its value
+ *             (before the slot CAS: the CAS's release publishes it), then
+ *             n + 1 once the CAS took it; vals[n] = 0 when the call stops;
+ *             the objects tagged the dequeuer's (owner_on_dequeue); then
+ *             op = QREC_NONE.
+ * Plain caches' enqueues write no record; dequeues do (a slot's object is
+ * known only once loaded): two stores to the thread's own line per
+ * object, five per call.
+ */
+
+#ifdef SHEAF_TEST_HOOKS
+/*
+ * Test-only stop points, compiled only with -DSHEAF_TEST_HOOKS (the copies
+ * of shm/queue.o and client/queue.o in libsheaf-test.a; release builds
+ * have none): when non-NULL, called at each step of an enqueue and a
+ * dequeue (enum queue_step), so a crash test can stop a process there as
+ * if it died.
+ */
+extern void (*queue_stop_hook)(int step);
+#define QUEUE_STOP(step)                                           \
+	do {                                                       \
+		if (unlikely(queue_stop_hook != NULL))             \
+			queue_stop_hook(step);                     \
+	} while (0)
+#else
+#define QUEUE_STOP(step) do { } while (0)
+#endif
+enum queue_step {
+	QS_ENQ_RECORD = 1,  /* enqueue: record written, tags not yet QUEUED */
+	QS_ENQ_TAGGED,      /* tags QUEUED, no slot CAS yet */
+	QS_ENQ_SLOT,        /* after one slot CAS (each object) */
+	QS_ENQ_PUT,         /* the puts done, failed ones not yet tagged back */
+	QS_ENQ_UNTAGGED,    /* tagged back, record not yet cleared */
+	QS_ENQ_DONE,        /* record cleared */
+	QS_DEQ_RECORD,      /* dequeue: record opened */
+	QS_DEQ_STAGED,      /* a value staged, its slot CAS not done */
+	QS_DEQ_SLOT,        /* after a slot CAS that took it, not yet counted */
+	QS_DEQ_COUNTED,     /* counted in the record */
+	QS_DEQ_GOT,         /* the gets done, tags not yet the dequeuer's */
+	QS_DEQ_TAGGED,      /* tagged, record not yet cleared */
+	QS_DEQ_DONE,        /* record cleared */
+	QS_NR
+};
 
 /* Wake sleepers after a put (consumers) or a get (producers). */
 void queue_wake_consumers(const struct queue_ref *q);

@@ -1,7 +1,8 @@
 /*
  * owner.c - the engine's side of object ownership (owner.h): fresh slabs'
- * tags, a dead client's sheaves untagged, its objects freed or kept, and
- * the per-client report.  The tag rules and why they are safe are in
+ * tags, a dead client's sheaves untagged, its half-done queue operations
+ * finished or undone, its objects freed or kept, and the per-client
+ * report.  The tag rules and why they are safe are in
  * shm/owner.h.
  *
  * Who may call: the engine (sheafd, or a local pool's engine); owner_reclaim
@@ -10,9 +11,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "shm/bounds.h"
 #include "shm/engine/owner.h"
 #include "shm/engine/slab.h"
+#include "shm/queue.h"
+#include "shm/slab_geom.h"
 
 static int cache_owned(const struct shm_pool *p, uint32_t c)
 {
@@ -239,6 +243,225 @@ int owner_reclaim(struct shm_pool *p, uint32_t dead, uint64_t *freed, uint64_t *
 	}
 	free(cand.v);
 	return rc;
+}
+
+/* ---- half-done queue operations ---------------------------------------- */
+
+/* An object a dead client's queue record names, claimed (tag REPAIR). */
+struct qcand {
+	uint32_t val;                /* its slot value (shm/queue.h) */
+	uint32_t cache;
+	uint8_t found;               /* in a slot, or another thread's */
+	uint8_t pending;             /* another dequeue's staged value names it */
+	uint8_t won;                 /* counted by the dead dequeuer: its CAS won */
+};
+
+static int qcand_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct qcand *)a)->val, y = ((const struct qcand *)b)->val;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The tag of slot value @v when it names an object of an owned, live
+ * cache (every check: the value is client-written), else NULL; *@c gets
+ * the cache. */
+static _Atomic otag_t *qval_tag(const struct shm_pool *p, uint32_t v, uint32_t *c)
+{
+	uint64_t rel = queue_rel_at(v), off;
+	uint32_t owner;
+
+	if (v == 0 || !queue_rel_ok(p->data_len, rel))
+		return NULL;
+	off = p->data_off + rel;
+	owner = at_load_relaxed(&p->frame_owner[pool_frame_of(p, off)]);
+	if (owner >= pool_caches_used(p) || !cache_owned(p, owner) ||
+	    slab_validate(p, owner, off) != 0)
+		return NULL;
+	*c = owner;
+	return owner_tag(p, &p->caches[owner], off);
+}
+
+/* The entries [0, *@n) of record @r that say an object is another
+ * thread's for sure, and *@pend its staged value (a dequeue's vals[n]),
+ * 0 when none.  Read once, bounded (client-written). */
+static int qrec_read(const struct shm_qrec *r, uint32_t *n, uint32_t *pend)
+{
+	uint32_t op = at_load_acquire((_Atomic uint32_t *)&r->op);
+	uint32_t k = at_load_relaxed((_Atomic uint32_t *)&r->n);
+
+	*pend = 0;
+	if (op != QREC_ENQ && op != QREC_DEQ)
+		return 0;
+	if (k > QREC_MAX)
+		k = QREC_MAX;
+	if (op == QREC_DEQ && k < QREC_MAX)
+		*pend = at_load_relaxed((_Atomic uint32_t *)&r->vals[k]);
+	*n = k;
+	return 1;
+}
+
+static struct qcand *qcand_find(struct qcand *cv, uint32_t nc, uint32_t v)
+{
+	struct qcand key = { .val = v };
+
+	return v == 0 ? NULL : bsearch(&key, cv, nc, sizeof(*cv), qcand_cmp);
+}
+
+/* Mark the candidates that the records of lanes not @dead's name. */
+static void qscan_records(const struct shm_pool *p, uint32_t dead, struct qcand *cv, uint32_t nc)
+{
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
+		const struct shm_lane *ln = &p->lanes[l];
+		const struct shm_qrec *r;
+		uint32_t n = 0, pend;
+		struct qcand *c;
+
+		if (at_load_acquire((_Atomic uint32_t *)&ln->client) == dead || !pool_lane_ready(ln))
+			continue;
+		r = lane_qrec(p, ln);
+		if (!qrec_read(r, &n, &pend))
+			continue;
+		for (uint32_t i = 0; i < n; i++)
+			if ((c = qcand_find(cv, nc, at_load_relaxed((_Atomic uint32_t *)&r->vals[i]))))
+				c->found = 1;
+		if ((c = qcand_find(cv, nc, pend)) != NULL)
+			c->pending = 1;
+	}
+}
+
+/* Mark the candidates some live queue's slot holds (filled: sequence 1
+ * modulo the capacity).  The geometry is META's (engine-written). */
+static void qscan_queues(const struct shm_pool *p, struct qcand *cv, uint32_t nc)
+{
+	for (uint32_t i = 0; i < SHEAF_MAX_QUEUES; i++) {
+		const struct shm_queue *qd = &p->queues[i];
+		struct queue_ref q;
+
+		if (at_load_acquire((_Atomic uint32_t *)&qd->state) != QUEUE_LIVE ||
+		    qd->capacity < QUEUE_CAP_MIN || qd->capacity > QUEUE_CAP_MAX ||
+		    (qd->capacity & (qd->capacity - 1)) != 0 ||
+		    qd->off + queue_bytes(qd->capacity) > p->data_off + p->data_len)
+			continue;
+		q = queue_ref_of(p, qd);
+		for (uint32_t k = 0; k < q.size; k++) {
+			/* Acquire: pairs with a dequeuer's slot CAS or store,
+			 * so its staged value is seen by the scan after. */
+			uint64_t w = at_load_acquire(&q.slots[k]);
+			struct qcand *c;
+
+			if (((uint32_t)(w >> 32) & q.mask) == 1 &&
+			    (c = qcand_find(cv, nc, (uint32_t)w)) != NULL)
+				c->found = 1;
+		}
+	}
+}
+
+/* Rounds of the search while a live dequeue's staged value is the only
+ * trace of a candidate (that thread is a few instructions from counting
+ * it, or from dropping it), and the wait between rounds. */
+#define QREPAIR_ROUNDS   50
+#define QREPAIR_WAIT_NS  (1000 * 1000)
+
+int owner_queue_reclaim(struct shm_pool *p, uint32_t dead)
+{
+	const otag_t dtag = owner_tag_client(dead);
+	struct qcand *cv = NULL;
+	uint32_t nc = 0, cap = 0, undone = 0;
+
+	/* 1. Claim what the dead client's records name, tagged QUEUED. */
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+		struct shm_qrec *r;
+		uint32_t n = 0, pend;
+
+		if (at_load_acquire(&ln->client) != dead || !pool_lane_ready(ln))
+			continue;
+		r = lane_qrec(p, ln);
+		if (!qrec_read(r, &n, &pend))
+			continue;
+		for (uint32_t i = 0; i <= n && i < QREC_MAX; i++) {
+			uint32_t v = i < n ? at_load_relaxed(&r->vals[i]) : pend, c = 0;
+			_Atomic otag_t *t = qval_tag(p, v, &c);
+			otag_t want = OWNER_TAG_QUEUED;
+
+			if (t == NULL)
+				continue;
+			if (nc == cap) {
+				uint32_t ncap = cap ? 2 * cap : 64;
+				struct qcand *nv = realloc(cv, ncap * sizeof(*nv));
+
+				if (nv == NULL)
+					break;          /* what was claimed is decided below */
+				cv = nv;
+				cap = ncap;
+			}
+			/* acq_rel: a live enqueuer's record, written before
+			 * its QUEUED tag, is seen by the scans below */
+			if (at_cas_acqrel(t, &want, OWNER_TAG_REPAIR))
+				cv[nc++] = (struct qcand){
+					.val = v, .cache = c,
+					.won = at_load_relaxed(&r->op) == QREC_DEQ && i < n };
+		}
+	}
+	/* 2. Look for each in the slots and the other records: records,
+	 * slots, records.  While its tag is REPAIR an object can leave a
+	 * slot only into a dequeuer's record (staged before its CAS), and
+	 * that dequeuer cannot take the tag (owner_on_dequeue waits), so
+	 * its record keeps naming it; an enqueuer's record names it until
+	 * the slot does. */
+	if (nc > 0) {
+		qsort(cv, nc, sizeof(*cv), qcand_cmp);
+		qscan_records(p, dead, cv, nc);
+		qscan_queues(p, cv, nc);
+		at_fence_seqcst();
+		qscan_records(p, dead, cv, nc);
+		/* Staged only: in no slot, so that dequeuer's CAS has lost or
+		 * won; a winner counts it, a loser's value goes (the records
+		 * alone tell, the slots are done with).  Not when the dead
+		 * dequeuer counted it: its CAS won, any other lost. */
+		for (int round = 1; round < QREPAIR_ROUNDS; round++) {
+			int unsure = 0;
+
+			for (uint32_t k = 0; k < nc; k++)
+				unsure |= cv[k].pending && !cv[k].found && !cv[k].won;
+			if (!unsure)
+				break;
+			nanosleep(&(struct timespec){ 0, QREPAIR_WAIT_NS }, NULL);
+			for (uint32_t k = 0; k < nc; k++)
+				cv[k].pending = 0;
+			qscan_records(p, dead, cv, nc);
+		}
+	}
+	/* 3. Decide: found (or, not won by the dead dequeuer, still staged
+	 * by another thread after the rounds) goes back to QUEUED; the rest
+	 * was the dead client's. */
+	for (uint32_t k = 0; k < nc; k++) {
+		uint32_t c;
+		_Atomic otag_t *t = qval_tag(p, cv[k].val, &c);
+		otag_t want = OWNER_TAG_REPAIR;
+
+		if (t == NULL)          /* cannot be: checked above, META is ours */
+			continue;
+		if (cv[k].found || (cv[k].pending && !cv[k].won)) {
+			(void)at_cas_acqrel(t, &want, OWNER_TAG_QUEUED);
+		} else if (at_cas_acqrel(t, &want, dtag)) {
+			undone++;
+		}
+	}
+	/* 4. The records are done with (the lanes are freed next). */
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
+		struct shm_lane *ln = &p->lanes[l];
+
+		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln)) {
+			struct shm_qrec *r = lane_qrec(p, ln);
+
+			at_store_relaxed(&r->n, 0);
+			at_store_release(&r->op, QREC_NONE);
+		}
+	}
+	free(cv);
+	return (int)undone;
 }
 
 void owner_adopt(struct shm_pool *p)

@@ -5,8 +5,8 @@
  * report.
  *
  * Who may call: the engine's hosting process only (sheafd, or a local
- * pool's process); owner_reclaim under the engine's ctl_lock, from
- * engine_reclaim_client only.
+ * pool's process); owner_queue_reclaim and owner_reclaim under the
+ * engine's ctl_lock, from engine_reclaim_client only.
  */
 #ifndef SHEAF_SHM_ENGINE_OWNER_H
 #define SHEAF_SHM_ENGINE_OWNER_H
@@ -33,6 +33,19 @@ void owner_sheaf_untag(struct shm_pool *p, const struct shm_sheaf *sh, uint32_t 
  * freed for the cache that needed memory).
  */
 int owner_reclaim(struct shm_pool *p, uint32_t dead, uint64_t *freed, uint64_t *kept);
+
+/*
+ * Before owner_reclaim: the enqueues and dequeues of owned caches' objects
+ * that dead client @dead was doing, from its lanes' queue records
+ * (shm/queue.h, "queue records"; docs/design.md 13.4).  Each object a
+ * record names whose tag is QUEUED is claimed (REPAIR), then looked for
+ * in every live queue's slots and in the other lanes' records: found, it
+ * is queued or another thread's (back to QUEUED); not found, the dead
+ * client was its last holder (its tag names @dead, and owner_reclaim
+ * frees or keeps it).  The records are cleared.  Caller holds ctl_lock.
+ * Returns the objects given back to @dead; -ENOMEM: nothing done.
+ */
+int owner_queue_reclaim(struct shm_pool *p, uint32_t dead);
 
 /*
  * Adoption (engine_adopt, no engine thread running): a REPAIR tag is a

@@ -198,6 +198,9 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1,
 			      e->ctl_lane);
 	rcu_counts_clear(p, client);
+	/* Its half-done queue operations first: what they leave the dead
+	 * client's is freed or kept with the rest. */
+	(void)owner_queue_reclaim(p, client);
 	reclaim_owned(e, client);
 	free_lanes_of(p, client);
 	client_detach(p, client);
