@@ -149,6 +149,16 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
 int engine_reclaim_client(struct engine *e, uint32_t client);
 
 /*
+ * Revoke live client @client, whose process may still run (sheafd caught
+ * it at what libsheaf never does): the same repair as
+ * engine_reclaim_client, but its slot becomes CLIENT_REVOKED, stamped
+ * @now (seconds), not free.  The repair when its process is gone
+ * (engine_reclaim_client) takes back what it grabbed meanwhile and keeps
+ * the slot revoked.  Returns the number of sheaves reclaimed.
+ */
+int engine_revoke_client(struct engine *e, uint32_t client, uint64_t now);
+
+/*
  * Shared queues (engine/queue.c; the ring is shm/queue.c's, and so is the
  * check of a create request, queue_params_check).  Create queue @name of
  * @capacity slots (0: 1024; else rounded up to a power of two, at most 2^20):
