@@ -215,10 +215,8 @@ int daemon_attach(struct daemon *d, struct conn_info *peer, const char *name,
 	}
 	peer->client = id;
 	d->n.attached++;
-	/* A first block of lanes: its first threads start without a request. */
-	lanes = daemon_lanes_per_client(d);
-	if (lanes > LANE_GRANT_BLOCK)
-		lanes = LANE_GRANT_BLOCK;
+	/* A first lane: its first thread starts without a request. */
+	lanes = LANE_GRANT_FIRST;
 	if (client_lanes_held_uid(&d->pool, (uint32_t)peer->uid) + lanes <= daemon_lanes_per_uid(d))
 		client_lanes_grant(&d->pool, (uint32_t)id, lanes);
 	log_info("client %d attached: pid %d uid %u name '%s'", id, (int)peer->pid,

@@ -54,9 +54,12 @@ uint32_t client_lanes_held_uid(const struct shm_pool *p, uint32_t uid);
  */
 uint32_t client_lanes_grant(struct shm_pool *p, uint32_t owner, uint32_t want);
 
-/* How many lanes a grant gives a client holding @held: as many again,
- * at least LANE_GRANT_BLOCK (few requests for a process of many threads,
- * at most twice the lanes it uses). */
+/* Lanes granted at attach: one (most clients run one thread in the pool;
+ * a pool of many single-threaded clients keeps its lanes).  Then, on
+ * request, as many again as the client holds, at least LANE_GRANT_BLOCK
+ * (few requests for a process of many threads, at most twice the lanes
+ * it uses). */
+#define LANE_GRANT_FIRST 1u
 #define LANE_GRANT_BLOCK 4u
 static inline uint32_t client_lanes_want(uint32_t held)
 {

@@ -208,7 +208,7 @@ static void *pass_thread(void *arg)
 }
 
 /* A client whose threads take PASS_THREADS lanes at once, and leaves: its
- * grants are taken back, more lanes than the next client's first block. */
+ * grants are taken back, more lanes than the next client's first grant. */
 #define PASS_THREADS 8
 static int passer(void *arg)
 {

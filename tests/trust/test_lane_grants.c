@@ -50,7 +50,7 @@
 
 #define BOUND_MS     1000
 #define CAP          12          /* --max-threads-per-client */
-#define GOOD_THREADS 6           /* over the first grant of 4 */
+#define GOOD_THREADS 6           /* over the first grants (1, then 4) */
 #define HOG_THREADS  80          /* over the pool's 64 lanes */
 #define NOBODY       65534u
 #define NOBODY2      65533u
