@@ -141,7 +141,8 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
  * roll back its ring operations, complete its threads' fast-path counts,
  * flush every sheaf it held back to slabs, then free (or keep) the objects
  * of owned caches it still held (owner.h: e->owner_freed, owner_kept and
- * each cache's counters), free its lanes and its slot.
+ * each cache's counters), take back its lane grants and free its slot (a revoked
+ * slot stays revoked: engine_revoke_client).
  * When no client is left, the counters are reconciled with the pool
  * (engine_reconcile_counts).  Returns the number of sheaves reclaimed.
  * Call with no lock held (it may stop and restart the workers).
