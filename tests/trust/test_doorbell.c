@@ -73,6 +73,7 @@ struct bell_arg {
 	int loud;                    /* ring in a loop; else clear and hold */
 	int ready[2];
 	int stop[2];
+	int go[2];
 };
 
 static struct shm_node *bell_node;
@@ -118,6 +119,8 @@ static int bell_main(void *arg)
 
 	close(a->ready[0]);
 	close(a->stop[1]);
+	close(a->go[1]);
+	(void)read_full(a->go[0], &g, 1, 60000);      /* sheafd is up */
 	if (geteuid() == 0) {
 		REQUIRE(setgroups(0, NULL) == 0 && setresgid(NOBODY, NOBODY, NOBODY) == 0 &&
 			setresuid(NOBODY, NOBODY, NOBODY) == 0, "drop: %s", strerror(errno));
@@ -168,7 +171,7 @@ static void scribbled(int loud)
 {
 	struct run *R = calloc(1, sizeof(*R));
 	static struct bell_arg a;
-	char err[256] = "", g;
+	char err[256] = "", g = 1;
 	sheaf_pool_t *pool;
 	sheaf_cache_t *c;
 	pid_t bp;
@@ -177,14 +180,19 @@ static void scribbled(int loud)
 	make_test_dir();
 	notify_open(&R->n);
 	fmt(R->d.sock, sizeof(R->d.sock), "%s/s.sock", test_dir);
-	start(R, 0);
 	a.sock = R->d.sock;
 	a.loud = loud;
-	/* O_CLOEXEC: a restarted sheafd must not hold the stop pipe open. */
-	REQUIRE(pipe2(a.ready, O_CLOEXEC) == 0 && pipe2(a.stop, O_CLOEXEC) == 0, "pipe");
+	/* O_CLOEXEC: a restarted sheafd must not hold the stop pipe open.
+	 * The child is forked before this process has threads (the
+	 * drainer): it starts threads of its own (ThreadSanitizer). */
+	REQUIRE(pipe2(a.ready, O_CLOEXEC) == 0 && pipe2(a.stop, O_CLOEXEC) == 0 &&
+		pipe2(a.go, O_CLOEXEC) == 0, "pipe");
 	bp = fork_child(bell_main, &a);
 	close(a.ready[1]);
 	close(a.stop[0]);
+	close(a.go[0]);
+	start(R, 0);
+	REQUIRE(write(a.go[1], &g, 1) == 1, "go");
 	REQUIRE(read_full(a.ready[0], &g, 1, 30000) == 0, "the bell scribbler did not start");
 
 	pool = sheaf_connect(R->d.sock, "good", 0, err, sizeof(err));

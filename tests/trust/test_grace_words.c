@@ -283,11 +283,13 @@ START_TEST(daemon_scribbler_adopted)
 	fmt(R->d.sock, sizeof(R->d.sock), "%s/s.sock", test_dir);
 	svc_start(&R->d, &R->n, -1, 0, 0);
 	REQUIRE(R->n.store_fd >= 0 && R->n.store_shared_fd >= 0, "no memfds in the fd store");
-	notify_drainer_start(&R->drainer, &R->n);
 	/* Children first: a process connected to the pool cannot fork
-	 * one that connects. */
+	 * one that connects; and the passer starts threads, which a child
+	 * of a process with threads (the drainer) may not under
+	 * ThreadSanitizer. */
 	pp = fork_child(passer, R->d.sock);
 	reap_ok(pp, 30000, "the passer");
+	notify_drainer_start(&R->drainer, &R->n);
 	a.sock = R->d.sock;
 	/* O_CLOEXEC: the restarted sheafd must not hold the stop pipe open. */
 	REQUIRE(pipe2(a.ready, O_CLOEXEC) == 0 && pipe2(a.stop, O_CLOEXEC) == 0, "pipe");

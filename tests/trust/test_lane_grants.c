@@ -208,6 +208,7 @@ static int hog_main(void *arg)
 	int n = 0;
 
 	pipes_child(a);
+	hear(a->go[0], "the test");
 	become(a->uid);
 	pool = child_connect(a->sock, "hog");
 	c = mkcache(pool, "hog", 64, 0, 0);
@@ -307,12 +308,14 @@ START_TEST(hog_beside_good)
 	make_test_dir();
 	notify_open(&R->n);
 	fmt(R->d.sock, sizeof(R->d.sock), "%s/s.sock", test_dir);
-	start(R, 0);
 	/* Children first: a process connected to the pool cannot fork one
-	 * that connects. */
+	 * that connects, and one with threads (the drainer) one that starts
+	 * threads (ThreadSanitizer refuses). */
 	pipes_open(&a, R->d.sock, NOBODY);
 	hp = fork_child(hog_main, &a);
 	pipes_parent(&a);
+	start(R, 0);
+	say(a.go[1], 'g');
 	hear(a.done[0], "the hog");
 
 	pool = sheaf_connect(R->d.sock, "good", 0, err, sizeof(err));
@@ -475,7 +478,6 @@ START_TEST(revoke_offenders)
 	make_test_dir();
 	notify_open(&R->n);
 	fmt(R->d.sock, sizeof(R->d.sock), "%s/s.sock", test_dir);
-	start(R, 0);
 	pipes_open(&o1, R->d.sock, NOBODY);
 	p1 = fork_child(offender_main, &o1);
 	pipes_parent(&o1);
@@ -485,6 +487,7 @@ START_TEST(revoke_offenders)
 	pipes_open(&b, R->d.sock, NOBODY);
 	pb = fork_child(banned_main, &b);
 	pipes_parent(&b);
+	start(R, 0);
 
 	pool = sheaf_connect(R->d.sock, "good", 0, err, sizeof(err));
 	REQUIRE(pool != NULL, "connect: %s", err);
