@@ -322,6 +322,7 @@ START_TEST(hog_beside_good)
 	REQUIRE(pool != NULL, "connect: %s", err);
 	c = mkcache(pool, "good", 64, 0, 0);
 	good_threads(c, GOOD_THREADS, "beside the hog");
+	REQUIRE(!file_contains(R->d.log, "revoked"), "a client was revoked for SHARED writes");
 
 	restart(R);
 	good_threads(c, CAP - 2, "adopted, beside the hog");
