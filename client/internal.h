@@ -45,6 +45,23 @@
  * sheafd over @conn.  Only that kind's file uses its fields; the rest are
  * for any file of client/.
  */
+/*
+ * The lanes the engine granted this process (META's grant table), which of
+ * its threads uses each being this process's own business (thread.c): a
+ * thread takes one here, under @mu, never by a SHARED word another client
+ * could write.  @known: a bit per lane of the pool, set once the lane is in
+ * @idx; @st[i]: LS_NEW (granted, never taken by us), LS_IDLE, LS_BUSY.
+ * @at_cap: the engine said we hold our most (asking again would revoke us).
+ */
+struct lane_set {
+	pthread_mutex_t mu;
+	uint32_t n, room;
+	uint32_t *idx;
+	uint8_t *st;
+	uint64_t *known;
+	int at_cap;
+};
+
 struct sheaf_pool {
 	struct sheaf__pool_head head; /* first: sheaf.h's size-class fast paths
 					 (kmalloc.c fills it) */
@@ -61,6 +78,7 @@ struct sheaf_pool {
 	_Atomic int rcu_mode;        /* deferred.c: 0 unknown, RCU_NOFENCE, RCU_FENCE */
 	pthread_mutex_t lock;        /* handles[]; before slots_lock */
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];   /* by cache id < shm.max_caches */
+	struct lane_set lanes;       /* thread.c */
 };
 
 /* A handle: one of the process's SHEAF_HANDLES_MAX slots of handles[]
@@ -93,6 +111,7 @@ struct tpool {
 	struct shm_lane *lane;
 	struct shm_qrec *qrec;       /* the lane's queue record (client/queue.c) */
 	uint32_t gen;                /* pool generation the lane belongs to */
+	uint32_t lane_slot;          /* its index in pool->lanes.idx */
 	uint32_t node;               /* home node */
 	uint32_t rcu_nest;           /* sheaf_read_lock depth (deferred.c) */
 };
@@ -181,6 +200,8 @@ static inline struct tcache *tcache_get(sheaf_cache_t *c)
 void tcache_flush(struct tcache *t);                /* give sheaves back */
 struct tpool *thread_tpool(sheaf_pool_t *pool);     /* NULL + errno */
 void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
+void lanes_init(sheaf_pool_t *pool);                /* pool constructors */
+void lanes_fini(sheaf_pool_t *pool);                /* sheaf_pool_destroy */
 /* Put @pool in a free pool slot, with a new generation and its size-class
  * hint (before the pool is given out): 0, or -EMFILE when all
  * SHEAF_POOLS_MAX are taken. */

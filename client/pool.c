@@ -25,6 +25,7 @@ void sheaf_pool_destroy(sheaf_pool_t *pool)
 	slots_remove_pool(pool);          /* and its handles */
 	pool_unmap(&pool->shm);
 	kmalloc_pool_fini(pool);
+	lanes_fini(pool);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool);
 }

@@ -50,6 +50,7 @@ sheaf_pool_t *sheaf_pool_create(const struct sheaf_pool_config *cfg,
 	}
 	pool->ops = &local_pool_ops;
 	pthread_mutex_init(&pool->lock, NULL);
+	lanes_init(pool);
 	pool->wait_ns = (int64_t)(cfg->wait_ms ? cfg->wait_ms : 5000) * 1000000;
 	pp.size = cfg->size;
 	pp.nodes = cfg->nodes;
@@ -224,7 +225,21 @@ static int local_name_del(sheaf_pool_t *pool, const char *name)
 	return engine_name_del(&pool->engine, name, NULL, 0);
 }
 
+/* Our one client's lanes: no cap but the pool's max_threads. */
+static int local_lanes_grant(sheaf_pool_t *pool, uint32_t have, uint32_t *held, uint32_t *cap)
+{
+	struct shm_pool *p = &pool->shm;
+	uint32_t h = client_lanes_held(p, pool->client);
+	uint32_t n = client_lanes_grant(p, pool->client, client_lanes_want(h));
+
+	(void)have;
+	*held = h + n;
+	*cap = p->max_lanes;
+	return (int)n;
+}
+
 const struct pool_ops local_pool_ops = {
+	.lanes_grant = local_lanes_grant,
 	.cache_create = local_cache_create,
 	.cache_tune = local_cache_tune,
 	.cache_shrink = local_cache_shrink,

@@ -64,6 +64,10 @@ struct pool_ops {
 	int (*name_set)(sheaf_pool_t *pool, const char *name, uint64_t off);
 	/* Delete @name: 0 or -ENOENT. */
 	int (*name_del)(sheaf_pool_t *pool, const char *name);
+	/* More lanes for our threads (thread.c, with @have lanes granted to
+	 * us in META): how many were granted (0: none now), with the lanes we
+	 * hold in *@held and our most in *@cap; -errno (-EKEYREVOKED). */
+	int (*lanes_grant)(sheaf_pool_t *pool, uint32_t have, uint32_t *held, uint32_t *cap);
 };
 
 extern const struct pool_ops local_pool_ops;    /* pool_local.c */

@@ -51,6 +51,7 @@ sheaf_pool_t *sheaf_connect(const char *path, const char *name, unsigned flags,
 	}
 	pool->ops = &sheafd_pool_ops;
 	pthread_mutex_init(&pool->lock, NULL);
+	lanes_init(pool);
 	pool->shm.meta_fd = pool->shm.shared_fd = pool->shm.meta_ro_fd = -1;
 	pool->wait_ns = 5000000000ll;
 	rc = rpc_open(&pool->conn, path, msg, sizeof(msg));
@@ -311,6 +312,26 @@ static int sheafd_queue_destroy(sheaf_pool_t *pool, uint32_t id, const char *nam
 	return rc;
 }
 
+static int sheafd_lanes_grant(sheaf_pool_t *pool, uint32_t have, uint32_t *held, uint32_t *cap)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__LaneGrantRequest lg = SHEAF__V1__LANE_GRANT_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	lg.have = have;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_LANE_GRANT;
+	rq.lane_grant = &lg;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_LANE_GRANT, &r, NULL, 0);
+	if (rc != 0)
+		return rc;
+	rc = (int)r->lane_grant->granted;
+	*held = r->lane_grant->held;
+	*cap = r->lane_grant->cap;
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
 /* Close the connection: sheafd counts us detached.  A fork() child closes
  * only its copy of the socket; the parent's connection stays. */
 static void sheafd_close(sheaf_pool_t *pool)
@@ -361,6 +382,7 @@ const struct pool_ops sheafd_pool_ops = {
 	.queue_create = sheafd_queue_create,
 	.queue_destroy = sheafd_queue_destroy,
 	.close = sheafd_close,
+	.lanes_grant = sheafd_lanes_grant,
 	.name_set = sheafd_name_set,
 	.name_del = sheafd_name_del,
 };

@@ -164,6 +164,8 @@ SHEAF_API void sheaf_pool_destroy(sheaf_pool_t *pool);
  *                    (pass SHEAF_CONNECT_RELOCATE to map it elsewhere;
  *                    pointers then differ between processes: pass offsets);
  *   ENOSPC           sheafd has no free client slot;
+ *   EKEYREVOKED      a client of this uid was revoked and its ban is not
+ *                    over (sheafd's revoke_ban);
  *   ETIMEDOUT        sheafd did not answer within the control timeout
  *                    (sheaf_pool_set_timeout; $SHEAF_RPC_TIMEOUT_MS);
  *   EINVAL           unknown @flags; EMFILE  64 pools already open.
@@ -174,6 +176,11 @@ SHEAF_API void sheaf_pool_destroy(sheaf_pool_t *pool);
  * and connect again.  While no sheafd runs (none listens on the socket,
  * or the socket is gone), control requests fail with ECONNREFUSED; the
  * first one after a sheafd is back reconnects.
+ * A client that sends sheafd what libsheaf never does (more lanes once
+ * told it holds its most) is revoked: sheafd takes back its sheaves and
+ * lanes at once, and every later control request, and a new thread's
+ * request for a lane, fails with EKEYREVOKED (the pool is then unusable:
+ * disconnect).
  * fork(): a child cannot use the pools its parent had open (their sheaves
  * belong to the parent): every call on them fails with ECHILD.  The child
  * releases them with sheaf_disconnect() and may then connect on its own.
@@ -381,7 +388,10 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  *           the pool only once empty (a shrink, or the engine taking
  *           other caches' empty slabs at the cap);
  *   EAGAIN  the engine did not stock the barn within wait_ms;
- *   EMFILE  this thread could not get a lane (max_threads threads use the pool);
+ *   EMFILE  this thread could not get a lane (max_threads threads use the
+ *           pool, or this client's threads hold sheafd's
+ *           max_threads_per_client lanes, or its uid's
+ *           max_threads_per_uid); EKEYREVOKED  this client was revoked;
  *   ECHILD  the pool was inherited through fork() (see sheaf_connect);
  *   ESTALE  @cache was destroyed (see "Handles" above).
  */

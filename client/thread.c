@@ -17,6 +17,7 @@
 #include <string.h>
 #include "shm/barn.h"
 #include "shm/lanes.h"
+#include "client/pool_ops.h"
 #include "shm/debug.h"
 #include "shm/numa.h"
 #include "shm/queue.h"
@@ -275,6 +276,127 @@ static void tcache_fast_init(struct tcache *t, const sheaf_cache_t *c, uint32_t 
 	div_test_init(t->f, c->sc->obj_size, c->sc->slab_bytes / c->sc->obj_size);
 }
 
+/* ---- the lanes granted to this process (internal.h, struct lane_set) ---- */
+
+enum { LS_NEW = 0, LS_IDLE, LS_BUSY };
+
+void lanes_init(sheaf_pool_t *pool)
+{
+	memset(&pool->lanes, 0, sizeof(pool->lanes));
+	pthread_mutex_init(&pool->lanes.mu, NULL);
+}
+
+void lanes_fini(sheaf_pool_t *pool)
+{
+	free(pool->lanes.idx);
+	free(pool->lanes.st);
+	free(pool->lanes.known);
+	pthread_mutex_destroy(&pool->lanes.mu);
+}
+
+/* Add the lanes META grants us that @ls does not know yet.  0 or -ENOMEM. */
+static int lanes_rescan(sheaf_pool_t *pool, struct lane_set *ls)
+{
+	const struct shm_pool *p = &pool->shm;
+	lane_grant_t mine = pool->client + 1;
+
+	if (ls->known == NULL &&
+	    (ls->known = calloc(p->max_lanes / 64 + 1, sizeof(*ls->known))) == NULL)
+		return -ENOMEM;
+	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
+		if (at_load_acquire(&p->lane_grant[l]) != mine ||
+		    (ls->known[l / 64] >> (l % 64) & 1))
+			continue;
+		if (ls->n == ls->room) {
+			uint32_t room = ls->room ? 2 * ls->room : 16;
+			uint32_t *idx = realloc(ls->idx, room * sizeof(*idx));
+			uint8_t *st;
+
+			if (idx == NULL)
+				return -ENOMEM;
+			ls->idx = idx;
+			if ((st = realloc(ls->st, room)) == NULL)
+				return -ENOMEM;
+			ls->st = st;
+			ls->room = room;
+		}
+		ls->known[l / 64] |= 1ull << (l % 64);
+		ls->idx[ls->n] = l;
+		ls->st[ls->n++] = LS_NEW;
+	}
+	return 0;
+}
+
+/* Which of @ls's lanes a thread on @node takes: an idle one bound to
+ * @node, else a never-taken one, else any idle one; -1 when all are busy. */
+static int32_t lanes_pick(const struct shm_pool *p, const struct lane_set *ls, uint32_t node)
+{
+	int32_t fresh = -1, other = -1;
+
+	for (uint32_t i = 0; i < ls->n; i++) {
+		if (ls->st[i] == LS_IDLE) {
+			/* @bound is SHARED: a hint for the choice only. */
+			if (at_load_relaxed(&p->lanes[ls->idx[i]].bound) == node + 1)
+				return (int32_t)i;
+			if (other < 0)
+				other = (int32_t)i;
+		} else if (ls->st[i] == LS_NEW && fresh < 0) {
+			fresh = (int32_t)i;
+		}
+	}
+	return fresh >= 0 ? fresh : other;
+}
+
+/*
+ * A lane for a thread of ours on @node: one the engine granted us and no
+ * thread of ours uses; when there is none, one request for more (the
+ * engine grants by blocks) unless it said we hold our most.  NULL with
+ * errno EMFILE (none for us), EKEYREVOKED, ENOMEM or the request's.
+ */
+static struct shm_lane *lanes_take(sheaf_pool_t *pool, uint32_t node, uint32_t *slot)
+{
+	struct lane_set *ls = &pool->lanes;
+	struct shm_pool *p = &pool->shm;
+	struct shm_lane *l;
+	int32_t i;
+	int first, rc = 0;
+
+	pthread_mutex_lock(&ls->mu);
+	if (ls->known == NULL)
+		rc = lanes_rescan(pool, ls);
+	i = rc == 0 ? lanes_pick(p, ls, node) : -1;
+	if (rc == 0 && i < 0 && !ls->at_cap) {
+		uint32_t held = 0, cap = 0;
+
+		rc = pool->ops->lanes_grant(pool, ls->n, &held, &cap);
+		if (rc >= 0) {
+			ls->at_cap = held >= cap;
+			rc = lanes_rescan(pool, ls);
+			i = rc == 0 ? lanes_pick(p, ls, node) : -1;
+		}
+	}
+	if (i < 0) {
+		pthread_mutex_unlock(&ls->mu);
+		errno = rc < 0 ? -rc : EMFILE;
+		return NULL;
+	}
+	first = ls->st[i] == LS_NEW;
+	ls->st[i] = LS_BUSY;
+	*slot = (uint32_t)i;
+	l = &p->lanes[ls->idx[i]];
+	pthread_mutex_unlock(&ls->mu);
+	lane_take(p, l, pool->client, node, first);
+	return l;
+}
+
+/* The thread that took lane @slot of @pool's set is done with it. */
+static void lanes_put(sheaf_pool_t *pool, uint32_t slot)
+{
+	pthread_mutex_lock(&pool->lanes.mu);
+	pool->lanes.st[slot] = LS_IDLE;
+	pthread_mutex_unlock(&pool->lanes.mu);
+}
+
 static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
 {
 	struct tpool *tp = &ts->tp[pool->slot];
@@ -285,11 +407,9 @@ static struct tpool *tpool_get(struct tstate *ts, sheaf_pool_t *pool)
 	hint_reset(pool->slot);      /* a pool before it had this slot */
 	rcu_tls_forget();
 	tp->rcu_nest = 0;
-	tp->lane = lane_acquire(&pool->shm, pool->client, tp->node);
-	if (tp->lane == NULL) {
-		errno = EMFILE;
+	tp->lane = lanes_take(pool, tp->node, &tp->lane_slot);
+	if (tp->lane == NULL)
 		return NULL;
-	}
 	tp->qrec = lane_qrec(&pool->shm, tp->lane);
 	tp->gen = pool->gen;
 	return tp;
@@ -430,8 +550,10 @@ static void thread_detach(sheaf_pool_t *only)
 		hint_reset(i);
 		if (tp->lane == NULL)
 			continue;
-		if (pools[i] != NULL && pools[i]->gen == tp->gen)
+		if (pools[i] != NULL && pools[i]->gen == tp->gen) {
 			lane_release(tp->lane);    /* ends its read sections */
+			lanes_put(pools[i], tp->lane_slot);
+		}
 		tp->lane = NULL;
 		tp->rcu_nest = 0;
 		rcu_tls_forget();

@@ -32,6 +32,7 @@ void config_defaults(struct config *c)
 	c->max_clients = SHEAF_DEFAULT_CLIENTS;
 	c->max_threads = SHEAF_DEFAULT_LANES;
 	c->max_caches = SHEAF_DEFAULT_CACHES;
+	c->revoke_ban_s = CONFIG_REVOKE_BAN_S;
 	c->log_level = LOG_INFO;
 	c->huge_pages = HUGE_TRY;       /* used when the kernel allows (shm/huge.h) */
 	c->allow_uid[0] = (uint32_t)getuid();
@@ -50,7 +51,8 @@ void config_usage(FILE *out)
 "                         huge_pages, numa_policy,\n"
 "                         log_level, allow_uid, allow_gid, max_frame,\n"
 "                         max_connections, idle_timeout, max_clients_per_uid,\n"
-"                         max_clients, max_threads, max_caches\n"
+"                         max_threads_per_client, max_threads_per_uid,\n"
+"                         revoke_ban, max_clients, max_threads, max_caches\n"
 "                         (flags win)\n"
 "      --size BYTES       pool data size, K/M/G suffixes (default 1G; sparse)\n"
 "      --mem-cap BYTES    most bytes of slabs (default: size)\n"
@@ -79,6 +81,15 @@ void config_usage(FILE *out)
 "      --max-clients-per-uid N  client slots one uid may hold (%u..%u,\n"
 "                         default half of max-clients); Attach beyond fails\n"
 "                         with NO_SPACE\n"
+"      --max-threads-per-client N  lanes (threads using the pool at once)\n"
+"                         one client may hold (default an eighth of the\n"
+"                         pool's max-threads, at least 4); a thread beyond\n"
+"                         gets EMFILE, and a client asking for more once\n"
+"                         told it is at its most is revoked\n"
+"      --max-threads-per-uid N  lanes the clients of one uid may hold in\n"
+"                         all (default half of the pool's max-threads)\n"
+"      --revoke-ban S     seconds a revoked client's uid may not attach\n"
+"                         again (default %u; 0: none)\n"
 "      --max-clients N    attached processes the pool holds (%u..%u, default %u)\n"
 "      --max-threads N    threads using the pool at once, all processes\n"
 "                         (%u..%u, default %u)\n"
@@ -97,7 +108,7 @@ void config_usage(FILE *out)
 "Signals: SIGTERM stops cleanly, SIGHUP re-reads log_level and allow lists.\n",
 		POOL_NODES_MIN, POOL_NODES_MAX, POOL_DEFAULT_SHEAVES,
 		CONFIG_FD_RESERVE(SHEAF_DEFAULT_CLIENTS), CONFIG_IDLE_TIMEOUT_MS,
-		POOL_CLIENTS_MIN, POOL_CLIENTS_MAX,
+		POOL_CLIENTS_MIN, POOL_CLIENTS_MAX, CONFIG_REVOKE_BAN_S,
 		POOL_CLIENTS_MIN, POOL_CLIENTS_MAX, SHEAF_DEFAULT_CLIENTS,
 		POOL_LANES_MIN, POOL_LANES_MAX, SHEAF_DEFAULT_LANES,
 		POOL_CACHES_MIN, POOL_CACHES_MAX, SHEAF_DEFAULT_CACHES);
@@ -217,6 +228,11 @@ static const struct key keys[] = {
 	{ "idle_timeout", "idle-timeout", KEY_U32, 0, 3600u * 1000u, FIELD(idle_timeout_ms), 0 },
 	{ "max_clients_per_uid", "max-clients-per-uid", KEY_U32, POOL_CLIENTS_MIN,
 	  POOL_CLIENTS_MAX, FIELD(max_clients_per_uid), 0 },
+	{ "max_threads_per_client", "max-threads-per-client", KEY_U32, 1, POOL_LANES_MAX,
+	  FIELD(max_threads_per_client), 0 },
+	{ "max_threads_per_uid", "max-threads-per-uid", KEY_U32, 1, POOL_LANES_MAX,
+	  FIELD(max_threads_per_uid), 0 },
+	{ "revoke_ban", "revoke-ban", KEY_U32, 0, 86400u * 365u, FIELD(revoke_ban_s), 0 },
 	{ "max_clients", "max-clients", KEY_U32, POOL_CLIENTS_MIN, POOL_CLIENTS_MAX,
 	  FIELD(max_clients), 0 },
 	{ "max_threads", "max-threads", KEY_U32, POOL_LANES_MIN, POOL_LANES_MAX,

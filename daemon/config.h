@@ -16,6 +16,12 @@
 #define CONFIG_IDLE_TIMEOUT_MS  10000u
 /* max_clients_per_uid when not set: half of max_clients. */
 #define CONFIG_CLIENTS_PER_UID(max_clients) ((max_clients) / 2 > 0 ? (max_clients) / 2 : 1)
+/* Lane caps when not set (a share of the pool's max_threads, computed
+ * at use: an adopted pool keeps the max_threads it was created with), and
+ * how long a revoked client's uid may not attach again. */
+#define CONFIG_LANES_PER_CLIENT(max_lanes) ((max_lanes) / 8 > 4 ? (max_lanes) / 8 : 4)
+#define CONFIG_LANES_PER_UID(max_lanes)    ((max_lanes) / 2 > 4 ? (max_lanes) / 2 : 4)
+#define CONFIG_REVOKE_BAN_S 300u
 /* Descriptors kept out of the default max_connections: one pidfd per
  * client slot, the pool, the listener, the log, libevent's own. */
 #define CONFIG_FD_RESERVE(max_clients) ((max_clients) + 64u)
@@ -33,6 +39,9 @@ struct config {
 	uint32_t max_connections;    /* 0: from RLIMIT_NOFILE (server.c) */
 	uint32_t idle_timeout_ms;    /* a connection's first request, or a frame, within this */
 	uint32_t max_clients_per_uid; /* 0 until set: CONFIG_CLIENTS_PER_UID */
+	uint32_t max_threads_per_client; /* 0: CONFIG_LANES_PER_CLIENT */
+	uint32_t max_threads_per_uid;    /* 0: CONFIG_LANES_PER_UID */
+	uint32_t revoke_ban_s;       /* a revoked client's uid may not attach */
 	/* The pool's limits, fixed at its creation (0: SHEAF_DEFAULT_*). */
 	uint32_t max_clients, max_threads, max_caches;
 	int foreground;

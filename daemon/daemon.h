@@ -28,6 +28,8 @@ struct conn_info {
 	gid_t groups[32];            /* supplementary groups (SO_PEERGROUPS) */
 	int ngroups;
 	int client;                  /* client id once attached, else -1 */
+	int lanes_at_cap;            /* LaneGrant told it it holds its most */
+	int revoked;                 /* its client was revoked: refuse all */
 };
 
 struct conn {
@@ -71,6 +73,7 @@ struct daemon_counters {
 	uint64_t denied;             /* peer credentials refused */
 	uint64_t attached;
 	uint64_t reclaimed;          /* dead clients repaired */
+	uint64_t revoked;            /* clients revoked (daemon_revoke) */
 	uint64_t over_cap;           /* closed at once: max_connections reached */
 	uint64_t evicted;            /* silent connections dropped for a new one */
 	uint64_t idle_closed;        /* closed by idle_timeout */
@@ -149,6 +152,17 @@ void daemon_client_gone(struct daemon *d, struct conn *c);
  * clients) now. */
 void daemon_after_check(struct daemon *d);
 uint32_t daemon_live_clients(const struct daemon *d);
+/*
+ * Client @id did what libsheaf never does (@why, logged): revoke it now.
+ * Its sheaves and lanes are taken back as for a dead client (its process
+ * may live on: it keeps its mappings, which sheafd cannot take), its
+ * connections refuse every later request (STATUS_REVOKED), and attaches
+ * of its uid are refused for revoke_ban seconds (registry.c).
+ */
+void daemon_revoke(struct daemon *d, int id, const char *why);
+/* The lane caps of @d's pool (config, or the defaults of its max_threads). */
+uint32_t daemon_lanes_per_client(const struct daemon *d);
+uint32_t daemon_lanes_per_uid(const struct daemon *d);
 
 /* status.c: tell systemd how we are doing (STATUS=: clients, caches, slab
  * memory; no-op without NOTIFY_SOCKET).  Called by whoever changes those. */

@@ -12,11 +12,19 @@
  * engine_reclaim_client repairs its ring operations and takes its sheaves
  * back.  Objects it allocated and did not free stay allocated (another
  * process may hold them); the counters of its lanes keep them counted.
+ *
+ * Revocation (daemon_revoke): a client caught at what libsheaf never does,
+ * on its own connection (the one thing sheafd can pin on a client with
+ * certainty), is repaired at once as if dead, its slot kept CLIENT_REVOKED
+ * (META: it survives a restart), every later request of its connections
+ * refused, and its uid's attaches refused for revoke_ban seconds.  The slot
+ * is freed once its process is gone and the ban is over.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "daemon.h"
 #include "log.h"
@@ -65,6 +73,43 @@ static void watch_free(struct watch *w)
 	free(w);
 }
 
+uint32_t daemon_lanes_per_client(const struct daemon *d)
+{
+	uint32_t v = d->cfg.max_threads_per_client;
+
+	return v != 0 ? v : CONFIG_LANES_PER_CLIENT(d->pool.max_lanes);
+}
+
+uint32_t daemon_lanes_per_uid(const struct daemon *d)
+{
+	uint32_t v = d->cfg.max_threads_per_uid;
+
+	return v != 0 ? v : CONFIG_LANES_PER_UID(d->pool.max_lanes);
+}
+
+/* Whether revoked slot @sc still bans its uid at @now. */
+static int ban_holds(const struct daemon *d, const struct shm_client *sc, uint64_t now)
+{
+	return now < sc->revoked_at + d->cfg.revoke_ban_s;
+}
+
+static struct watch *watch_find(struct daemon *d, int client);
+
+/* Free the revoked slots whose process is gone (no watch) and whose ban
+ * is over. */
+static void revoked_sweep(struct daemon *d)
+{
+	uint64_t now = (uint64_t)time(NULL);
+
+	for (uint32_t c = 0, used = pool_clients_used(&d->pool); c < used; c++) {
+		const struct shm_client *sc = &d->pool.clients[c];
+
+		if (at_load_acquire((_Atomic uint32_t *)&sc->state) == CLIENT_REVOKED &&
+		    !ban_holds(d, sc, now) && watch_find(d, (int)c) == NULL)
+			client_release_revoked(&d->pool, c);
+	}
+}
+
 static void on_process_exit(evutil_socket_t fd, short what, void *arg)
 {
 	struct watch *w = arg;
@@ -89,6 +134,7 @@ static void on_process_exit(evutil_socket_t fd, short what, void *arg)
 	d->n.reclaimed++;
 	log_info("client %d gone: repaired, %d sheaves returned", w->client, n);
 	watch_free(w);
+	revoked_sweep(d);
 	daemon_status(d);
 }
 
@@ -126,13 +172,28 @@ static int watch_add(struct daemon *d, int id, pid_t pid)
 int daemon_attach(struct daemon *d, struct conn_info *peer, const char *name,
 		  char *err, size_t errlen)
 {
-	uint32_t held = 0, cap = d->cfg.max_clients_per_uid;
+	uint32_t held = 0, cap = d->cfg.max_clients_per_uid, lanes;
+	uint64_t now = (uint64_t)time(NULL);
 	int id, rc;
 
-	/* One uid may not take every slot from the others. */
-	for (uint32_t c = 0, used = pool_clients_used(&d->pool); c < used; c++)
-		held += at_load_acquire(&d->pool.clients[c].state) == CLIENT_LIVE &&
-			d->pool.clients[c].uid == (uint32_t)peer->uid;
+	revoked_sweep(d);
+	/* One uid may not take every slot from the others (its revoked
+	 * slots count: they are not reused while its processes live); a
+	 * uid with a client revoked less than revoke_ban ago may not attach. */
+	for (uint32_t c = 0, used = pool_clients_used(&d->pool); c < used; c++) {
+		const struct shm_client *sc = &d->pool.clients[c];
+		uint32_t st = at_load_acquire((_Atomic uint32_t *)&sc->state);
+
+		if (sc->uid != (uint32_t)peer->uid)
+			continue;
+		held += st == CLIENT_LIVE || st == CLIENT_REVOKED;
+		if (st == CLIENT_REVOKED && ban_holds(d, sc, now)) {
+			snprintf(err, errlen, "uid %u is banned for %llu s more (client %u "
+				 "revoked; revoke_ban)", (unsigned)peer->uid,
+				 (unsigned long long)(sc->revoked_at + d->cfg.revoke_ban_s - now), c);
+			return -EKEYREVOKED;
+		}
+	}
 	if (cap > 0 && held >= cap) {
 		snprintf(err, errlen, "uid %u already holds %u client slots, its most "
 			 "(max_clients_per_uid)", (unsigned)peer->uid, held);
@@ -154,6 +215,10 @@ int daemon_attach(struct daemon *d, struct conn_info *peer, const char *name,
 	}
 	peer->client = id;
 	d->n.attached++;
+	/* A first lane: its first thread starts without a request. */
+	lanes = LANE_GRANT_FIRST;
+	if (client_lanes_held_uid(&d->pool, (uint32_t)peer->uid) + lanes <= daemon_lanes_per_uid(d))
+		client_lanes_grant(&d->pool, (uint32_t)id, lanes);
 	log_info("client %d attached: pid %d uid %u name '%s'", id, (int)peer->pid,
 		 (unsigned)peer->uid, name ? name : "");
 	daemon_status(d);
@@ -170,6 +235,11 @@ int daemon_resume(struct daemon *d, struct conn_info *peer, uint32_t id,
 		return -EINVAL;
 	}
 	sc = &d->pool.clients[id];
+	if (at_load_acquire((_Atomic uint32_t *)&sc->state) == CLIENT_REVOKED &&
+	    sc->pid == (uint32_t)peer->pid) {
+		snprintf(err, errlen, "client %u was revoked", id);
+		return -EKEYREVOKED;
+	}
 	if (at_load_acquire((_Atomic uint32_t *)&sc->state) != CLIENT_LIVE ||
 	    sc->pid != (uint32_t)peer->pid || sc->uid != (uint32_t)peer->uid) {
 		snprintf(err, errlen, "client %u is not pid %d's to resume", id, (int)peer->pid);
@@ -188,9 +258,17 @@ void daemon_watch_existing(struct daemon *d)
 {
 	for (uint32_t id = 0, used = pool_clients_used(&d->pool); id < used; id++) {
 		const struct shm_client *sc = &d->pool.clients[id];
+		uint32_t st = at_load_acquire((_Atomic uint32_t *)&sc->state);
 		int n;
 
-		if (at_load_acquire((_Atomic uint32_t *)&sc->state) != CLIENT_LIVE)
+		if (st == CLIENT_REVOKED) {
+			/* Its ban is in its slot; watch it so that what it
+			 * grabbed since is taken back when it ends. */
+			if (watch_add(d, (int)id, (pid_t)sc->pid) != 0)
+				engine_reclaim_client(&d->engine, id);
+			continue;
+		}
+		if (st != CLIENT_LIVE)
 			continue;
 		if (watch_add(d, (int)id, (pid_t)sc->pid) == 0) {
 			log_info("client %u (pid %u) carried over from the previous daemon",
@@ -220,7 +298,7 @@ static int client_holds_anything(const struct daemon *d, uint32_t id)
 			return 1;
 	/* Idle lanes (their thread returned everything) do not count. */
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
-		if (at_load_relaxed(&p->lanes[l].client) == id &&
+		if (pool_lane_holder(p, &p->lanes[l]) == id &&
 		    at_load_acquire(&p->lanes[l].busy))
 			return 1;
 	return 0;
@@ -279,4 +357,24 @@ void daemon_after_check(struct daemon *d)
 			}
 		}
 	}
+}
+
+void daemon_revoke(struct daemon *d, int id, const char *why)
+{
+	const struct shm_client *sc = &d->pool.clients[id];
+	int n;
+
+	/* Its connections: every later request refused (rpc.c). */
+	for (struct conn *c = d->conns; c != NULL; c = c->next) {
+		if (c->peer.client == id) {
+			c->peer.revoked = 1;
+			c->peer.client = -1;
+		}
+	}
+	n = engine_revoke_client(&d->engine, (uint32_t)id, (uint64_t)time(NULL));
+	d->n.revoked++;
+	log_warn("client %d (pid %u uid %u) revoked: %s; %d sheaves and its lanes taken back, "
+		 "attach refused for uid %u for %u s", id, sc->pid, sc->uid, why, n, sc->uid,
+		 d->cfg.revoke_ban_s);
+	daemon_status(d);
 }

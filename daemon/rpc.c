@@ -68,6 +68,8 @@ static const struct rpc_kind kinds[] = {
 	KIND(QUEUE_DESTROY, queue_destroy, queue_destroy_request, rpc_queue_destroy,
 	     CHANGES_POOL),
 	KIND(QUEUE_LIST, queue_list, queue_list_request, rpc_queue_list, 0),
+	/* A revocation repairs rings the checker walks. */
+	KIND(LANE_GRANT, lane_grant, lane_grant_request, rpc_lane_grant, CHANGES_POOL),
 };
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
@@ -131,6 +133,7 @@ Sheaf__V1__Status rpc_status(int rc)
 	case -ENOSPC: case -EUSERS: case -ENOMEM: return SHEAF__V1__STATUS__STATUS_NO_SPACE;
 	case -EBUSY: return SHEAF__V1__STATUS__STATUS_BUSY;
 	case -EINVAL: return SHEAF__V1__STATUS__STATUS_BAD_REQUEST;
+	case -EKEYREVOKED: return SHEAF__V1__STATUS__STATUS_REVOKED;
 	default: return SHEAF__V1__STATUS__STATUS_INTERNAL;
 	}
 }
@@ -166,6 +169,11 @@ static void dispatch(struct daemon *d, struct conn_info *peer, const Sheaf__V1__
 		log_warn("client pid %d: request %llu has no known body", (int)peer->pid,
 			 (unsigned long long)rq->id);
 		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_BAD_REQUEST, "request has no known body");
+		return;
+	}
+	if (peer->revoked) {
+		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_REVOKED,
+			 "this client was revoked (sheafd's log says why)");
 		return;
 	}
 	if (check_running(d) && (k->flags & CHANGES_POOL)) {

@@ -48,8 +48,8 @@ void rpc_fail(struct reply *rp, Sheaf__V1__Status st, const char *fmt, ...)
 /* The status of an engine call's negative errno @rc. */
 Sheaf__V1__Status rpc_status(int rc);
 
-/* rpc_clients.c: Attach, Clients. */
-rpc_handler rpc_attach, rpc_clients;
+/* rpc_clients.c: Attach, Clients, LaneGrant. */
+rpc_handler rpc_attach, rpc_clients, rpc_lane_grant;
 
 /* rpc_caches.c: CacheCreate, CacheOpen, CacheList, CacheDestroy. */
 rpc_handler rpc_cache_create, rpc_cache_open, rpc_cache_list, rpc_cache_destroy;

@@ -19,6 +19,7 @@ static int errno_of(Sheaf__V1__Status st)
 	case SHEAF__V1__STATUS__STATUS_NO_SPACE: return ENOSPC;
 	case SHEAF__V1__STATUS__STATUS_NOT_ATTACHED: return ENOTCONN;
 	case SHEAF__V1__STATUS__STATUS_BUSY: return EBUSY;
+	case SHEAF__V1__STATUS__STATUS_REVOKED: return EKEYREVOKED;
 	default: return EIO;
 	}
 }

@@ -194,13 +194,12 @@ static inline int ut_barn_waiter_on(const struct shm_barn *b, int cpu)
 	       at_load_relaxed((_Atomic uint32_t *)&b->waiter_cpu) == (uint32_t)cpu + 1;
 }
 
-/* Whether lane @l's client field names a live client slot: only then can
- * a thread be inside an operation through it.  A free lane, or one whose
- * client field a client overwrote (the repair of its client never finds
- * it), keeps whatever busy and in_cache were left there. */
+/* Whether lane @l is granted to a live client (META): only then can a
+ * thread be inside an operation through it.  A lane granted to nobody
+ * keeps whatever busy and in_cache were left there. */
 static inline int ut_lane_live(const struct shm_pool *p, const struct shm_lane *l)
 {
-	uint32_t c = at_load_acquire((_Atomic uint32_t *)&l->client);
+	uint32_t c = pool_lane_holder(p, l);
 
 	return c < p->max_clients && at_load_acquire(&p->clients[c].state) == CLIENT_LIVE;
 }

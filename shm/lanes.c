@@ -281,73 +281,25 @@ static void lane_bind(struct shm_pool *p, struct shm_lane *l, uint32_t node,
 	at_store_release(&l->bound, node + 1);
 }
 
-/* A never-used lane for @client: raise the mark past it, then set it up
- * (its live records name no sheaf; every other field is zero).  A death
- * part-way leaves it with @bound 0: no one's, never reused (one lane). */
-static struct shm_lane *lane_fresh(struct shm_pool *p, uint32_t client, uint32_t node)
+void lane_take(struct shm_pool *p, struct shm_lane *l, uint32_t client, uint32_t node,
+	       int first)
 {
-	uint32_t h = at_load_acquire(&p->lane_hwm->hwm);
-	struct shm_lane *l;
+	SHEAF_ASSERT(node < p->nodes);
+	if (first) {
+		/* A never-used lane is zero (its live records would name
+		 * sheaf 0); one a repair freed names none already.  Either
+		 * way, from here on they are this thread's to write. */
+		for (uint32_t c = 0; c < p->max_caches; c++) {
+			struct shm_live *lv = lane_live(p, l, c);
 
-	do {
-		if (h >= p->max_lanes)
-			return NULL;
-	} while (!at_cas_acqrel(&p->lane_hwm->hwm, &h, h + 1));
-	l = &p->lanes[h];
-	for (uint32_t c = 0; c < p->max_caches; c++)
-		at_store_relaxed(&lane_live(p, l, c)->sheaf, SHEAF_ID_NONE);
-	at_store_relaxed(&l->client, client);
-	at_store_relaxed(&l->busy, 1);
-	lane_bind(p, l, node, 1);
-	return l;
-}
-
-/*
- * A lane for a thread of @client on @node: an idle lane of the client bound
- * to @node first; then a free lane bound to @node, a never used one (past
- * the mark: lane_fresh), any free one (its past counts then move to @node),
- * and last an idle lane of the client bound elsewhere.  Every pass but the
- * fresh one walks only lanes below the mark.
- */
-struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node)
-{
-	SHEAF_ASSERT(node < p->nodes && client != LANE_FREE);
-	for (int pass = 0; pass < 5; pass++) {
-		uint32_t used = pool_lanes_used(p);
-
-		if (pass == 2) {
-			struct shm_lane *l = lane_fresh(p, client, node);
-			if (l != NULL)
-				return l;
-			continue;
+			if (at_load_relaxed(&lv->seq) & 1)
+				at_store_relaxed(&lv->seq, at_load_relaxed(&lv->seq) + 1);
+			at_store_relaxed(&lv->sheaf, SHEAF_ID_NONE);
 		}
-		for (uint32_t i = 0; i < used; i++) {
-			struct shm_lane *l = &p->lanes[i];
-			uint32_t owner = at_load_relaxed(&l->client), exp;
-
-			/* Acquire: pairs with lane_bind's release. */
-			if (at_load_acquire(&l->bound) == 0)
-				continue;       /* being set up (lane_fresh) */
-			if (pass == 0 || pass == 4) {
-				exp = 0;
-				if (owner != client ||
-				    (pass == 0 && at_load_relaxed(&l->bound) != node + 1) ||
-				    !at_cas_acqrel(&l->busy, &exp, 1))
-					continue;
-				lane_bind(p, l, node, 0);
-				return l;
-			}
-			exp = LANE_FREE;
-			if (owner != LANE_FREE ||
-			    (pass == 1 && at_load_relaxed(&l->bound) != node + 1) ||
-			    !at_cas_acqrel(&l->client, &exp, client))
-				continue;
-			at_store_relaxed(&l->busy, 1);
-			lane_bind(p, l, node, 1);
-			return l;
-		}
+		at_store_relaxed(&l->client, client);
 	}
-	return NULL;
+	at_store_relaxed(&l->busy, 1);
+	lane_bind(p, l, node, first);
 }
 
 void lane_release(struct shm_lane *l)

@@ -3,15 +3,18 @@
  * the client-writable part of the region): the thread's counters, the live
  * record of its main sheaves' fast-path operations, and its ring intent.
  *
- * Who may call: lane_acquire, lane_release, lane_live_install,
+ * Who may call: lane_take, lane_release, lane_live_install,
  * lane_live_fold and lane_count_* the thread that holds the lane;
  * lane_counts, lane_net and lane_in_use any thread of any process (they
  * only read); lane_live_repair and lane_free the engine (a dead client's
  * lanes, its own lanes at fini).
  *
- * No locks here (docs/design.md, "Lock order"): a lane is claimed by CAS on
- * its client and busy words; lane_counts readers retry on the lane's
- * sequence count, never wait.  Callable with any lock held.
+ * Which lanes a client may take is the engine's to say (the grant table in
+ * META, shm/engine/clients.h); which of them each of its threads uses is
+ * the client process's own business (client/thread.c), never a SHARED
+ * word.  No locks here (docs/design.md, "Lock order"); lane_counts
+ * readers retry on the lane's sequence count, never wait.  Callable with
+ * any lock held.
  */
 #ifndef SHEAF_SHM_LANES_H
 #define SHEAF_SHM_LANES_H
@@ -19,9 +22,15 @@
 #include <stdint.h>
 #include "pool.h"
 
-/* A lane for a thread of @client on @node (see layout.h), or NULL when all
- * are in use. */
-struct shm_lane *lane_acquire(struct shm_pool *p, uint32_t client, uint32_t node);
+/*
+ * A thread of @client (a client id, or OWNER_ENGINE) starts using lane @l,
+ * granted to @client (META) and used by no other thread of it, on @node.
+ * @first: the first time @client takes it since the grant (its live
+ * records are reset and its objects in use start from what the lane
+ * shows now).
+ */
+void lane_take(struct shm_pool *p, struct shm_lane *l, uint32_t client, uint32_t node,
+	       int first);
 
 /*
  * The lane's client-side counters of @cache (out[SHEAF_STAT_CLIENT_FIRST ..

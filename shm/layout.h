@@ -70,7 +70,9 @@
 					 placed by sheaf_line; 6: the header's
 					 frames_released (sheaf.h's hint); 7: a
 					 queue record per lane (struct shm_qrec,
-					 in the lane's counter block) */
+					 in the lane's counter block), lane
+					 grants in META (off_lane_grant,
+					 lanes_hwm), CLIENT_REVOKED */
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_NUMA_F_IDS      0x1u       /* kernel_node[] is set */
@@ -138,8 +140,11 @@ struct shm_header {
 	char pad[8];
 	/* Layout 4: the pool's limits, fixed at creation (each <= its
 	 * SHEAF_MAX_*), and the segments they size. */
-	uint32_t max_clients, max_lanes, max_caches, pad2;
-	uint64_t off_lane_hwm;       /* SHARED: struct shm_lane_hwm */
+	uint32_t max_clients, max_lanes, max_caches;
+	/* Lanes [0, lanes_hwm) have been granted at least once (engine,
+	 * release; the grant table, below). */
+	_Atomic uint32_t lanes_hwm;
+	uint64_t off_lane_grant;     /* META: a lane_grant_t per lane */
 	uint64_t off_lane_stats;     /* SHARED: per-lane counter blocks */
 	uint64_t lane_stride;        /* bytes of one lane's counter block */
 	/* High-water marks (engine, release): slots [0, hwm) have been used
@@ -491,7 +496,12 @@ struct shm_node {
 };
 _Static_assert(sizeof(struct shm_node) == 2 * SHEAF_CACHELINE, "node size");
 
-enum client_state { CLIENT_FREE = 0, CLIENT_LIVE = 1, CLIENT_DEAD = 2 };
+/* CLIENT_REVOKED: sheafd caught the client at something libsheaf never
+ * does (docs/design.md, "What a hostile client can still spoil"): its
+ * sheaves and lanes are taken back, its requests refused, and its uid's
+ * attaches refused until @revoked_at + the daemon's revoke_ban; the slot
+ * is not reused before both its process is gone and the ban is over. */
+enum client_state { CLIENT_FREE = 0, CLIENT_LIVE = 1, CLIENT_DEAD = 2, CLIENT_REVOKED = 3 };
 
 struct shm_client {
 	_Atomic uint32_t state;
@@ -500,7 +510,7 @@ struct shm_client {
 	uint32_t generation;
 	uint64_t attached_at;
 	char name[32];
-	char pad[SHEAF_CACHELINE - 56];
+	uint64_t revoked_at;         /* CLOCK_REALTIME seconds (REVOKED) */
 };
 _Static_assert(sizeof(struct shm_client) == SHEAF_CACHELINE, "client size");
 
@@ -534,7 +544,9 @@ struct shm_live {
 _Static_assert(sizeof(struct shm_live) == 16, "live size");
 
 struct shm_lane {
-	_Atomic uint32_t client;     /* owning client id, LANE_FREE */
+	_Atomic uint32_t client;     /* a copy of its grant (engine, at grant and
+					free): client id, OWNER_ENGINE or
+					LANE_FREE; never trusted */
 	_Atomic uint32_t node;       /* the node the lane counts for */
 	_Atomic uint32_t busy;       /* a thread of the client holds it */
 	_Atomic uint32_t bound;      /* 0: never used; else node + 1 */
@@ -623,16 +635,17 @@ _Static_assert(sizeof(struct shm_qrec) % SHEAF_CACHELINE == 0, "queue record siz
 #define SHEAF_LANE_BLOCK_BYTES(caches) (SHEAF_LANE_QREC_OFF(caches) + sizeof(struct shm_qrec))
 
 /*
- * Lanes [0, hwm) have been claimed at least once (SHARED: a client's
- * thread raises it, by CAS, when it takes a never-used lane; readers in
- * sheafd bound it by their private max_lanes).  A lane at or past it is
- * zero; one below it whose @bound is still 0 is being set up by the thread
- * that raised the mark (lane_acquire) and belongs to nobody yet.
+ * Lane grants (META, engine-written; shm/engine/clients.h): who may use
+ * each lane.  0: nobody; LANE_GRANT_ENGINE: the engine's own threads; else
+ * the client slot + 1.  The engine grants lanes to a client by blocks (at
+ * attach and on its request, up to the client's and its uid's caps) and
+ * takes them back with the client; the lane's @client field in SHARED is
+ * only a copy, never trusted.  A lane below lanes_hwm whose @bound is 0
+ * was granted and never taken by a thread.
  */
-struct shm_lane_hwm {
-	_Atomic uint32_t hwm;
-	char pad[SHEAF_CACHELINE - 4];
-};
+typedef uint32_t lane_grant_t;
+#define LANE_GRANT_NONE   0u
+#define LANE_GRANT_ENGINE 0xffffffffu
 
 /*
  * Deferred frees (shm/engine/grace.h): one per pool, client-writable.  @bell is

@@ -65,6 +65,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_clients = o;      o += (uint64_t)h->max_clients * sizeof(struct shm_client);
 	h->off_names = o;        o += SHEAF_DIR_ENTRIES * sizeof(struct shm_name);
 	h->off_queues = o;       o += SHEAF_MAX_QUEUES * sizeof(struct shm_queue);
+	h->off_lane_grant = o;   o += (uint64_t)h->max_lanes * sizeof(lane_grant_t);
 	o = align_up(o, PAGE);
 	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
 	/* frame_owner[] starts half-way into a page and off a cache line's
@@ -88,7 +89,6 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	o = align_up(o, PAGE);
 	h->off_barns = o;        o += caches * nodes * sizeof(struct shm_barn);
 	h->off_nodes = o;        o += nodes * sizeof(struct shm_node);
-	h->off_lane_hwm = o;     o += sizeof(struct shm_lane_hwm);
 	h->off_lanes = o;        o += (uint64_t)h->max_lanes * sizeof(struct shm_lane);
 	h->off_rcu = o;          o += sizeof(struct shm_rcu);
 	o = align_up(o, PAGE);
@@ -106,12 +106,13 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	 * page's start. */
 	SHEAF_ASSERT(h->off_caches < h->off_cache_nodes && h->off_cache_nodes < h->off_node_alloc &&
 		     h->off_node_alloc < h->off_slabs && h->off_slabs < h->off_clients &&
-		     h->off_clients < h->off_names && h->off_names < h->off_bitmaps &&
+		     h->off_clients < h->off_names && h->off_names < h->off_queues &&
+		     h->off_queues < h->off_lane_grant && h->off_lane_grant < h->off_bitmaps &&
 		     h->off_bitmaps < h->off_frame_owner &&
 		     h->off_frame_owner < h->off_rw && h->off_owners < h->off_sheaves &&
 		     h->off_sheaves < h->off_rings && h->off_rings < h->off_barns &&
-		     h->off_barns < h->off_nodes && h->off_nodes < h->off_lane_hwm &&
-		     h->off_lane_hwm < h->off_lanes && h->off_lanes < h->off_lane_stats &&
+		     h->off_barns < h->off_nodes && h->off_nodes < h->off_lanes &&
+		     h->off_lanes < h->off_lane_stats &&
 		     h->off_lane_stats < h->off_inuse && h->off_inuse < h->off_tags &&
 		     h->off_tags < h->off_data);
 	SHEAF_ASSERT(h->off_rw % PAGE == 0 && h->off_owners == h->off_rw &&
@@ -168,7 +169,7 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 		   offsetof(struct shm_header, mem_cap) -
 		   offsetof(struct shm_header, off_caches)) != 0 ||
 	    h->off_names != want.off_names ||
-	    h->off_lane_hwm != want.off_lane_hwm || h->off_lane_stats != want.off_lane_stats ||
+	    h->off_lane_grant != want.off_lane_grant || h->off_lane_stats != want.off_lane_stats ||
 	    h->lane_stride != want.lane_stride ||
 	    h->off_rcu != want.off_rcu ||
 	    h->off_queues != want.off_queues ||
@@ -210,7 +211,7 @@ static void pool_bind(struct shm_pool *p)
 	p->max_clients = h->max_clients;
 	p->max_lanes = h->max_lanes;
 	p->max_caches = h->max_caches;
-	p->lane_hwm = (struct shm_lane_hwm *)(p->base + h->off_lane_hwm);
+	p->lane_grant = (_Atomic lane_grant_t *)(p->base + h->off_lane_grant);
 	p->lane_stats = p->base + h->off_lane_stats;
 	p->lane_stride = h->lane_stride;
 	p->tags = (_Atomic otag_t *)(p->base + h->off_tags);

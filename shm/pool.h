@@ -60,7 +60,7 @@ struct shm_pool {
 	 * header at create or map (and range-checked there); every bound
 	 * sheafd applies to what clients write comes from these. */
 	uint32_t max_clients, max_lanes, max_caches;
-	struct shm_lane_hwm *lane_hwm;  /* SHARED */
+	_Atomic lane_grant_t *lane_grant;  /* META: who may use each lane */
 	char *lane_stats;            /* base + off_lane_stats */
 	uint64_t lane_stride;
 	_Atomic otag_t *tags;       /* owner tags (owner.h) */
@@ -200,14 +200,13 @@ static inline uint32_t pool_caches_used(const struct shm_pool *p)
 {
 	return pool_hwm_clamp(at_load_acquire(&p->hdr->caches_hwm), p->max_caches);
 }
-/* Lanes [0, n) have been claimed (client-written mark: bounded by the
- * reader's own max_lanes). */
+/* Lanes [0, n) have been granted at least once (META). */
 static inline uint32_t pool_lanes_used(const struct shm_pool *p)
 {
-	return pool_hwm_clamp(at_load_acquire(&p->lane_hwm->hwm), p->max_lanes);
+	return pool_hwm_clamp(at_load_acquire(&p->hdr->lanes_hwm), p->max_lanes);
 }
-/* Whether lane @l is set up (lane_acquire): one being set up by a thread
- * that raised the mark is nobody's yet, and its counters mean nothing. */
+/* Whether lane @l was ever taken by a thread (lane_take; SHARED, the
+ * holder's: a hint that its records mean something). */
 static inline int pool_lane_ready(const struct shm_lane *l)
 {
 	return at_load_acquire((_Atomic uint32_t *)&l->bound) != 0;
@@ -224,6 +223,16 @@ static inline uint32_t pool_rings_used(const struct shm_pool *p)
 static inline uint32_t pool_lane_index(const struct shm_pool *p, const struct shm_lane *l)
 {
 	return (uint32_t)(l - p->lanes);
+}
+/* Who lane @l is granted to (META, engine-written, the truth): a client
+ * id, OWNER_ENGINE, or LANE_FREE. */
+static inline uint32_t pool_lane_holder(const struct shm_pool *p, const struct shm_lane *l)
+{
+	lane_grant_t g = at_load_acquire(&p->lane_grant[pool_lane_index(p, l)]);
+
+	if (g == LANE_GRANT_NONE)
+		return LANE_FREE;
+	return g == LANE_GRANT_ENGINE ? OWNER_ENGINE : g - 1;
 }
 static inline char *pool_lane_block(const struct shm_pool *p, const struct shm_lane *l)
 {

@@ -517,16 +517,18 @@ static void clients_table(const Sheaf__V1__ClientsResponse *cr)
 	for (size_t i = 0; i < cr->n_clients; i++)
 		if ((int)text_escaped_len(cr->clients[i]->name) > w)
 			w = (int)text_escaped_len(cr->clients[i]->name);
-	printf("%3s %8s %-*s %6s %-19s %8s %12s %s\n", "ID", "PID", w, "NAME", "UID", "ATTACHED",
-	       "SHEAVES", "IN_USE", "OWNED");
+	printf("%3s %8s %-*s %6s %-19s %8s %6s %12s %s\n", "ID", "PID", w, "NAME", "UID",
+	       "ATTACHED", "SHEAVES", "LANES", "IN_USE", "OWNED");
 	for (size_t i = 0; i < cr->n_clients; i++) {
 		const Sheaf__V1__ClientInfo *ci = cr->clients[i];
 		char nb[CTL_ESC_MAX];
 
-		printf("%3u %8u %-*s %6u %-19s %8u %12lld ", ci->id, ci->pid, w, ctl_esc(nb, ci->name),
-		       ci->uid,
+		printf("%3u %8u %-*s %6u %-19s %8u %6u %12lld ", ci->id, ci->pid, w,
+		       ctl_esc(nb, ci->name), ci->uid,
 		       fmt_time(t, sizeof(t), ci->attached_since), ci->sheaves_held,
-		       (long long)ci->objects_in_use);
+		       ci->lanes, (long long)ci->objects_in_use);
+		if (ci->revoked)
+			printf("REVOKED at %s ", fmt_time(t, sizeof(t), ci->revoked_at));
 		owned_print(ci->owned, ci->n_owned);
 	}
 	if (cr->n_kept > 0) {
@@ -551,6 +553,10 @@ static void clients_json(const Sheaf__V1__ClientsResponse *cr)
 		jw_u64(&w, "attached_since", ci->attached_since);
 		jw_u64(&w, "sheaves_held", ci->sheaves_held);
 		jw_i64(&w, "objects_in_use", ci->objects_in_use);
+		jw_u64(&w, "lanes", ci->lanes);
+		jw_bool(&w, "revoked", ci->revoked);
+		if (ci->revoked)
+			jw_u64(&w, "revoked_at", ci->revoked_at);
 		owned_json(&w, "owned", ci->owned, ci->n_owned);
 		jw_end(&w, '}');
 	}

@@ -72,7 +72,7 @@ static int owner_known(const struct shm_pool *p, uint32_t o)
 
 uint32_t adopt_vet_shared(struct shm_pool *p, uint32_t dead)
 {
-	uint32_t fixed = 0, lanes = 0;
+	uint32_t fixed = 0;
 
 	for (uint32_t r = 0, used = pool_rings_used(p); r < used; r++) {
 		struct ring_ref rr = pool_ring_ref(p, r);
@@ -96,16 +96,9 @@ uint32_t adopt_vet_shared(struct shm_pool *p, uint32_t dead)
 		if (!owner_known(p, o) && at_cas_acqrel(&p->owners[s], &o, dead))
 			fixed++;
 	}
-	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
-		struct shm_lane *ln = &p->lanes[l];
-		uint32_t c = at_load_relaxed(&ln->client);
-
-		if (c != LANE_FREE && c != OWNER_ENGINE && c >= p->max_clients) {
-			lane_free(ln);
-			lanes++;
-		}
-	}
+	/* Lanes: who holds each is META's grant table, not the lanes'
+	 * SHARED fields; engine_adopt takes back the grants of free slots
+	 * (client_lanes_sweep). */
 	untrusted_note(UT_OWNER, fixed);
-	untrusted_note(UT_LANE, lanes);
-	return fixed + lanes;
+	return fixed;
 }

@@ -2,7 +2,7 @@
  * adopt_vet.h - what an engine that adopts a region (engine_adopt: sheafd
  * restarted on the memfd of a dead one) checks before it serves from it:
  * the engine-owned cache descriptors (a bad one is quarantined,
- * CACHE_BROKEN) and the shared part (ring headers, owner table, lanes).
+ * CACHE_BROKEN) and the shared part (ring headers, owner table).
  * Every repair is counted in the refusal counters (bounds.h).
  *
  * Who may call: the engine only, from engine_adopt, before any engine
@@ -38,8 +38,8 @@ uint32_t adopt_vet_quarantine(struct shm_pool *p);
  * geometry again (tools read it); an owner-table entry that names no ring
  * of the pool, no client slot and neither the engine nor "none" is given
  * to @dead (the dead engine's id: its sheaf is then reclaimed with the
- * engine's, its objects validated); a lane whose client field names no one
- * is freed.  Returns the entries and lanes repaired (counted).
+ * engine's, its objects validated).  Lanes need nothing: who holds each
+ * is META's grant table.  Returns the entries repaired (counted).
  */
 uint32_t adopt_vet_shared(struct shm_pool *p, uint32_t dead);
 

@@ -267,7 +267,7 @@ static int do_cache_quiesce(struct shm_pool *p, uint32_t cache, uint32_t *client
 		while (at_load_seqcst(&ln->in_cache) == cache + 1 &&
 		       at_load_acquire(&ln->busy) && ut_lane_live(p, ln)) {
 			if (clock_ns() >= end) {
-				*client = at_load_relaxed(&ln->client);
+				*client = pool_lane_holder(p, ln);
 				return -EBUSY;
 			}
 			nanosleep(&nap, NULL);

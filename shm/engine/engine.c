@@ -17,6 +17,7 @@
 #include <string.h>
 #include "shm/barn.h"
 #include "shm/lanes.h"
+#include "shm/engine/clients.h"
 #include "shm/engine/grace.h"
 #include "shm/engine/internal.h"
 #include "shm/engine/slab.h"
@@ -27,9 +28,9 @@ int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 	e->pool = p;
 	pthread_mutex_init(&e->ctl_lock, NULL);
 	e->ids = calloc(p->sheaf_count, sizeof(uint32_t));
-	e->ctl_lane = lane_acquire(p, OWNER_ENGINE, 0);
+	e->ctl_lane = client_lane_acquire(p, OWNER_ENGINE, 0);
 	for (uint32_t n = 0; n < p->nodes && e->ctl_lane; n++)
-		e->worker_lane[n] = lane_acquire(p, OWNER_ENGINE, n);
+		e->worker_lane[n] = client_lane_acquire(p, OWNER_ENGINE, n);
 	if (e->ids == NULL || e->ctl_lane == NULL || ring_rebuild_init(e) != 0 ||
 	    e->worker_lane[p->nodes - 1] == NULL || grace_init(e) != 0) {
 		engine_fini(e);
@@ -45,9 +46,9 @@ void engine_fini(struct engine *e)
 	grace_fini(e);
 	for (uint32_t n = 0; n < SHEAF_MAX_NODES; n++)
 		if (e->worker_lane[n] != NULL)
-			lane_free(e->worker_lane[n]);
+			client_lane_free(e->pool, e->worker_lane[n]);
 	if (e->ctl_lane != NULL)
-		lane_free(e->ctl_lane);
+		client_lane_free(e->pool, e->ctl_lane);
 	memset(e->worker_lane, 0, sizeof(e->worker_lane));
 	e->ctl_lane = NULL;
 	free(e->ids);

@@ -141,12 +141,23 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
  * roll back its ring operations, complete its threads' fast-path counts,
  * flush every sheaf it held back to slabs, then free (or keep) the objects
  * of owned caches it still held (owner.h: e->owner_freed, owner_kept and
- * each cache's counters), free its lanes and its slot.
+ * each cache's counters), take back its lane grants and free its slot (a revoked
+ * slot stays revoked: engine_revoke_client).
  * When no client is left, the counters are reconciled with the pool
  * (engine_reconcile_counts).  Returns the number of sheaves reclaimed.
  * Call with no lock held (it may stop and restart the workers).
  */
 int engine_reclaim_client(struct engine *e, uint32_t client);
+
+/*
+ * Revoke live client @client, whose process may still run (sheafd caught
+ * it at what libsheaf never does): the same repair as
+ * engine_reclaim_client, but its slot becomes CLIENT_REVOKED, stamped
+ * @now (seconds), not free.  The repair when its process is gone
+ * (engine_reclaim_client) takes back what it grabbed meanwhile and keeps
+ * the slot revoked.  Returns the number of sheaves reclaimed.
+ */
+int engine_revoke_client(struct engine *e, uint32_t client, uint64_t now);
 
 /*
  * Shared queues (engine/queue.c; the ring is shm/queue.c's, and so is the

@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "shm/engine/clients.h"
 #include "shm/barn.h"
 #include "shm/futex.h"
 #include "shm/grace_bell.h"
@@ -58,7 +59,7 @@ int grace_init(struct engine *e)
 	g->ids = calloc(p->sheaf_count, sizeof(*g->ids));
 	g->ep = calloc(p->sheaf_count, sizeof(*g->ep));
 	g->node = calloc(p->sheaf_count, 1);
-	g->lane = lane_acquire(p, OWNER_ENGINE, 0);
+	g->lane = client_lane_acquire(p, OWNER_ENGINE, 0);
 	g->done_ns = clock_ns();
 	/* 0, not the word: a request left by an engine before an adoption
 	 * is served by the first pass. */
@@ -85,7 +86,7 @@ void grace_fini(struct engine *e)
 	if (g == NULL)
 		return;
 	if (g->lane != NULL)
-		lane_free(g->lane);
+		client_lane_free(e->pool, g->lane);
 	free(g->ids);
 	free(g->ep);
 	free(g->node);
@@ -193,7 +194,7 @@ static int order_readers(struct grace *g)
  */
 static int lane_unheld(const struct shm_pool *p, const struct shm_lane *l)
 {
-	uint32_t c = at_load_acquire((_Atomic uint32_t *)&l->client);
+	uint32_t c = pool_lane_holder(p, l);
 
 	return c == LANE_FREE || c == OWNER_ENGINE || c >= p->max_clients ||
 	       at_load_acquire(&p->clients[c].state) == CLIENT_FREE;
@@ -387,7 +388,7 @@ uint32_t grace_report(struct engine *e, struct grace_blocker *out, uint32_t max)
 		return 0;
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used && k < max; l++) {
 		int64_t since = at_load_relaxed(&g->block_since[l]);
-		uint32_t c = at_load_relaxed(&p->lanes[l].client);
+		uint32_t c = pool_lane_holder(p, &p->lanes[l]);
 
 		if (since == 0)
 			continue;

@@ -3,10 +3,10 @@
  * engine_reclaim_client after a client process died, engine_adopt after
  * the previous engine (sheafd) died and a new one maps its region.
  *
- * Both do the same core (take_back_sheaves, free_lanes_of): roll back the
+ * Both do the same core (take_back_sheaves, client_lanes_revoke): roll back the
  * dead owner's ring operations, collect every sheaf it still owned, return
  * their objects to the slabs (each validated, since the dead owner wrote
- * them) and the sheaves to the depot, and free its lanes.  They differ in
+ * them) and the sheaves to the depot, and take back its lane grants.  They differ in
  * the dead owner (a client id / OWNER_ENGINE), the owner id the repair acts
  * as (OWNER_ENGINE / OWNER_NONE, no engine existing yet), its intent record
  * and id buffer, and whether the flushes are counted.
@@ -67,7 +67,7 @@ static void rcu_counts_complete(struct shm_pool *p, uint32_t dead)
 		struct shm_lane *ln = &p->lanes[l];
 		uint32_t c;
 
-		if (at_load_acquire(&ln->client) != dead || !pool_lane_ready(ln))
+		if (pool_lane_holder(p, ln) != dead || !pool_lane_ready(ln))
 			continue;
 		c = at_load_acquire(&ln->rcu_fold_cache);
 		if (c != 0 && c <= caches)
@@ -82,7 +82,7 @@ static int rcu_count_covers(const struct shm_pool *p, uint32_t dead, uint32_t s)
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 
-		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln) &&
+		if (pool_lane_holder(p, ln) == dead && pool_lane_ready(ln) &&
 		    at_load_acquire(&ln->rcu_fold_cache) != 0 &&
 		    at_load_relaxed(&ln->rcu_fold_sheaf) == s)
 			return 1;
@@ -93,7 +93,7 @@ static int rcu_count_covers(const struct shm_pool *p, uint32_t dead, uint32_t s)
 static void rcu_counts_clear(struct shm_pool *p, uint32_t dead)
 {
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
-		if (at_load_acquire(&p->lanes[l].client) == dead && pool_lane_ready(&p->lanes[l]))
+		if (pool_lane_holder(p, &p->lanes[l]) == dead && pool_lane_ready(&p->lanes[l]))
 			at_store_release(&p->lanes[l].rcu_fold_cache, 0);
 }
 
@@ -115,7 +115,7 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
-		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln))
+		if (pool_lane_holder(p, ln) == dead && pool_lane_ready(ln))
 			ring_reclaim(pool_ref_of, p, p->owners, p->sheaf_count,
 				     &ln->intent, 1, dead, me, ids, 0);
 	}
@@ -138,14 +138,6 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 		depot_put(p, ids[k], me, in);
 	}
 	return n;
-}
-
-/* Free every lane of @owner (its counters stay, see lane_free). */
-static void free_lanes_of(struct shm_pool *p, uint32_t owner)
-{
-	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
-		if (at_load_acquire(&p->lanes[l].client) == owner && pool_lane_ready(&p->lanes[l]))
-			lane_free(&p->lanes[l]);
 }
 
 /* Whether any client slot is taken (live, or dead and not yet repaired). */
@@ -184,7 +176,8 @@ static void reclaim_owned(struct engine *e, uint32_t client)
 	}
 }
 
-int engine_reclaim_client(struct engine *e, uint32_t client)
+/* engine_reclaim_client, and (@revoke) engine_revoke_client. */
+static int reclaim(struct engine *e, uint32_t client, int revoke, uint64_t now)
 {
 	struct shm_pool *p = e->pool;
 	uint32_t n;
@@ -192,7 +185,7 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	/* Count what its threads did on their main sheaves before those go. */
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++)
-		if (at_load_acquire(&p->lanes[l].client) == client && pool_lane_ready(&p->lanes[l]))
+		if (pool_lane_holder(p, &p->lanes[l]) == client && pool_lane_ready(&p->lanes[l]))
 			lane_live_repair(p, &p->lanes[l]);
 	rcu_counts_complete(p, client);
 	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1,
@@ -202,13 +195,28 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	 * client's is freed or kept with the rest. */
 	(void)owner_queue_reclaim(p, client);
 	reclaim_owned(e, client);
-	free_lanes_of(p, client);
-	client_detach(p, client);
+	/* The grants go with the lanes' state: a thread of a revoked
+	 * client still running has nothing the engine counts by it. */
+	client_lanes_revoke(p, client);
+	if (revoke)
+		client_revoke(p, client, now);
+	else
+		client_detach(p, client);
 	lock_release(&e->ctl_lock);
 	/* Nobody left to be half-way through a count: the walk is the truth. */
 	if (!pool_has_clients(p))
 		engine_reconcile_counts(e);
 	return (int)n;
+}
+
+int engine_reclaim_client(struct engine *e, uint32_t client)
+{
+	return reclaim(e, client, 0, 0);
+}
+
+int engine_revoke_client(struct engine *e, uint32_t client, uint64_t now)
+{
+	return reclaim(e, client, 1, now);
 }
 
 int engine_adopt(struct shm_pool *p)
@@ -234,7 +242,10 @@ int engine_adopt(struct shm_pool *p)
 	/* The sheaves the dead engine was filling or flushing; their flushes
 	 * are not counted (the counters are as slab_rebuild left them). */
 	n = take_back_sheaves(p, OWNER_ENGINE, me, &in, ids, 0, NULL);
-	free_lanes_of(p, OWNER_ENGINE);
+	client_lanes_revoke(p, OWNER_ENGINE);
+	/* A grant whose client slot is free (a reclaim that died with its
+	 * engine between the two): taken back. */
+	client_lanes_sweep(p);
 	free(ids);
 	return (int)n;
 }

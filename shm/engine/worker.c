@@ -308,10 +308,14 @@ static void worker_affinity(const struct shm_pool *p, uint32_t node)
  * the worker passing for nothing.  After IDLE_RINGS_MAX passes in a row
  * that found no work although the doorbell moved, the worker pauses
  * IDLE_PAUSE_NS before the next one (bounded CPU; a real request waits at
- * most that long once).
+ * most that long once).  So is `sleeping`: a client that keeps it 0 (or
+ * stores the doorbell back to the value the worker sleeps on) makes every
+ * other client's wake-up a no-op, so the worker never sleeps longer than
+ * IDLE_BEAT_NS: a client's request then waits at most that long.
  */
 #define IDLE_RINGS_MAX 64u
 #define IDLE_PAUSE_NS  1000000L
+#define IDLE_BEAT_NS   100000000L
 #define WORKER_SPIN_NS 1000000
 
 static void *worker_main(void *arg)
@@ -377,7 +381,7 @@ static void *worker_main(void *arg)
 		}
 		at_store_seqcst(&nd->sleeping, 1);          /* Dekker pair, above */
 		if (at_load_seqcst(&nd->doorbell) == bell && !at_load_seqcst(&e->stop)) {
-			futex_wait(&nd->doorbell, bell, -1);
+			futex_wait(&nd->doorbell, bell, IDLE_BEAT_NS);
 			idle = 0;
 		} else if (++idle >= IDLE_RINGS_MAX) {
 			struct timespec ts = { 0, IDLE_PAUSE_NS };

@@ -287,7 +287,10 @@ START_TEST(test_clients)
 	ck_assert_uint_eq(ju64(c, "objects_in_use"), 500);
 	/* owned: objects held per owned cache (none here: "cl" is plain) */
 	ck_assert_int_eq((int)jreq(c, "owned", J_OBJ)->n, 0);
-	ck_assert_int_eq((int)c->n, 8);
+	/* lanes: granted to it (at least its first block); not revoked */
+	ck_assert_uint_ge(ju64(c, "lanes"), 1);
+	ck_assert_int_eq(jbool(c, "revoked"), 0);
+	ck_assert_int_eq((int)c->n, 10);
 	jv_free(v);
 
 	CTL(&r, "destroy", "cl");                        /* objects in use */

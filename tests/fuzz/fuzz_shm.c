@@ -124,7 +124,7 @@ static void make_caches(void)
  */
 static void client_activity(uint32_t id, uint32_t node)
 {
-	struct shm_lane *l = lane_acquire(&pool, id, node);
+	struct shm_lane *l = client_lane_acquire(&pool, id, node);
 
 	if (l == NULL)
 		die("lane_acquire", "no lane");

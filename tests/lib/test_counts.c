@@ -128,7 +128,7 @@ static uint32_t victim_start(struct shm_pool *sp, uint32_t cache, int die, uint3
 	uint32_t s;
 
 	ck_assert_int_ge(id, 0);
-	*lane = lane_acquire(sp, (uint32_t)id, 0);
+	*lane = client_lane_acquire(sp, (uint32_t)id, 0);
 	ck_assert_ptr_nonnull(*lane);
 	*client = (uint32_t)id;
 	s = take_full(sp, cache, (uint32_t)id, &(*lane)->intent);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "shm/engine/clients.h"
 #include "client/sheaf.h"
 #include "client/internal.h"
 #include "shm/stats.h"
@@ -478,7 +479,7 @@ START_TEST(live_counts_wrap_and_repair)
 	sheaf_pool_t *p = mkpool(1, 64 << 20, 0);
 	sheaf_cache_t *c = mkcache(p, "livewrap", 64, 16, 0);
 	struct shm_pool *sp = &p->shm;
-	struct shm_lane *l = lane_acquire(sp, OWNER_ENGINE, 0);
+	struct shm_lane *l = client_lane_acquire(sp, OWNER_ENGINE, 0);
 	struct shm_live *lv = lane_live(sp, l, c->id);
 	uint32_t s = sp->sheaf_count - 1;
 	const uint64_t near_wrap = ((~0ull >> 16) - 2) << 16;   /* 3 ops to wrap */

@@ -31,6 +31,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "shm/engine/clients.h"
 #include "client/sheaf.h"
 #include "client/internal.h"
 #include "shm/grace_bell.h"
@@ -69,7 +70,7 @@ static void grace_prompt(sheaf_pool_t *pool, sheaf_cache_t *c, const char *label
 static void spoil_unheld_lanes(struct shm_pool *sp)
 {
 	for (uint32_t l = 0, used = pool_lanes_used(sp); l < used; l++) {
-		uint32_t c = at_load_relaxed(&sp->lanes[l].client);
+		uint32_t c = pool_lane_holder(sp, &sp->lanes[l]);
 
 		if (c == OWNER_ENGINE || c == LANE_FREE)
 			at_store_relaxed(&sp->lanes[l].rcu_ctr, 1);
@@ -172,16 +173,16 @@ START_TEST(free_lane_ctr)
 
 	grace_prompt(pool, c, "before");
 	/* A lane taken and freed, as the repair frees a dead client's. */
-	l = lane_acquire(&pool->shm, pool->client, 0);
+	l = client_lane_acquire(&pool->shm, pool->client, 0);
 	REQUIRE(l != NULL, "lane_acquire");
-	lane_free(l);
+	client_lane_free(&pool->shm, l);
 	at_store_relaxed(&l->rcu_ctr, 1);
 	grace_prompt(pool, c, "a free lane's rcu_ctr odd");
 	/* Taken again by a thread in no section: the stale word goes. */
 	at_store_relaxed(&l->rcu_ctr, 1);
-	REQUIRE(lane_acquire(&pool->shm, pool->client, 0) == l, "the free lane not taken");
+	REQUIRE(client_lane_acquire(&pool->shm, pool->client, 0) == l, "the free lane not taken");
 	grace_prompt(pool, c, "a spoiled free lane taken");
-	lane_free(l);
+	client_lane_free(&pool->shm, l);
 	sheaf_pool_destroy(pool);
 }
 END_TEST
@@ -194,13 +195,32 @@ struct run {
 	struct notify_drainer drainer;
 };
 
-/* A client that takes a lane and leaves: the repair frees it. */
+static pthread_barrier_t pass_bar;
+
+static void *pass_thread(void *arg)
+{
+	sheaf_cache_t *c = arg;
+
+	sheaf_free(c, xalloc(c));
+	pthread_barrier_wait(&pass_bar);     /* all lanes in use at once */
+	sheaf_thread_exit();
+	return NULL;
+}
+
+/* A client whose threads take PASS_THREADS lanes at once, and leaves: its
+ * grants are taken back, more lanes than the next client's first grant. */
+#define PASS_THREADS 8
 static int passer(void *arg)
 {
 	sheaf_pool_t *pool = child_connect(arg, "passer");
 	sheaf_cache_t *c = mkcache(pool, "p", 64, 0, 0);
+	pthread_t th[PASS_THREADS];
 
-	sheaf_free(c, xalloc(c));
+	pthread_barrier_init(&pass_bar, NULL, PASS_THREADS);
+	for (int i = 0; i < PASS_THREADS; i++)
+		REQUIRE(pthread_create(&th[i], NULL, pass_thread, c) == 0, "pthread_create");
+	for (int i = 0; i < PASS_THREADS; i++)
+		pthread_join(th[i], NULL);
 	sheaf_disconnect(pool);
 	return 0;
 }
@@ -210,7 +230,7 @@ static int free_lanes(const struct shm_pool *sp)
 	int n = 0;
 
 	for (uint32_t l = 0, used = pool_lanes_used(sp); l < used; l++)
-		n += at_load_relaxed(&sp->lanes[l].client) == LANE_FREE;
+		n += pool_lane_holder(sp, &sp->lanes[l]) == LANE_FREE;
 	return n;
 }
 
@@ -263,11 +283,13 @@ START_TEST(daemon_scribbler_adopted)
 	fmt(R->d.sock, sizeof(R->d.sock), "%s/s.sock", test_dir);
 	svc_start(&R->d, &R->n, -1, 0, 0);
 	REQUIRE(R->n.store_fd >= 0 && R->n.store_shared_fd >= 0, "no memfds in the fd store");
-	notify_drainer_start(&R->drainer, &R->n);
 	/* Children first: a process connected to the pool cannot fork
-	 * one that connects. */
+	 * one that connects; and the passer starts threads, which a child
+	 * of a process with threads (the drainer) may not under
+	 * ThreadSanitizer. */
 	pp = fork_child(passer, R->d.sock);
 	reap_ok(pp, 30000, "the passer");
+	notify_drainer_start(&R->drainer, &R->n);
 	a.sock = R->d.sock;
 	/* O_CLOEXEC: the restarted sheafd must not hold the stop pipe open. */
 	REQUIRE(pipe2(a.ready, O_CLOEXEC) == 0 && pipe2(a.stop, O_CLOEXEC) == 0, "pipe");

@@ -65,7 +65,7 @@ START_TEST(repair_intent_bounded_by_pool)
 	struct shm_ring *depot = pool_ring(&P, RING_DEPOT);
 
 	ck_assert_int_ge(client, 0);
-	l = lane_acquire(&P, (uint32_t)client, 0);
+	l = client_lane_acquire(&P, (uint32_t)client, 0);
 	ck_assert_ptr_nonnull(l);
 	depot->nsheaves = 0xffffffffu;
 	at_store_relaxed(&l->intent.ring, RING_DEPOT);
@@ -74,7 +74,7 @@ START_TEST(repair_intent_bounded_by_pool)
 	engine_reclaim_client(&E, (uint32_t)client);
 	/* An intent naming a ring the pool does not have: refused too. */
 	client = client_attach(&P, 999998, 0, "dead2");
-	l = lane_acquire(&P, (uint32_t)client, 0);
+	l = client_lane_acquire(&P, (uint32_t)client, 0);
 	at_store_relaxed(&l->intent.ring, 0x7fffffffu);
 	at_store_relaxed(&l->intent.sheaf, 3);
 	at_store_relaxed(&l->intent.op, RING_OP_GET);
@@ -93,7 +93,7 @@ START_TEST(repair_stale_intent_scribbled_size)
 	uint32_t rid = ring_full_id((uint32_t)c, 0, P.nodes);
 	struct ring_ref depot = pool_depot_ref(&P);
 	struct ring_intent in = { 0 };
-	struct shm_lane *l = lane_acquire(&P, (uint32_t)client, 0);
+	struct shm_lane *l = client_lane_acquire(&P, (uint32_t)client, 0);
 	uint32_t s;
 
 	ck_assert_ptr_nonnull(l);
@@ -141,7 +141,7 @@ START_TEST(stale_intent_races_live_put)
 	uint32_t rid = ring_full_id((uint32_t)c, 0, P.nodes);
 	struct ring_ref depot = pool_depot_ref(&P), ring = pool_full_ref(&P, (uint32_t)c, 0);
 	struct ring_intent in = { 0 };
-	struct shm_lane *dl = lane_acquire(&P, (uint32_t)dead, 0);
+	struct shm_lane *dl = client_lane_acquire(&P, (uint32_t)dead, 0);
 	struct check_report rep;
 	char err[256] = "";
 	uint32_t s[3];
@@ -356,11 +356,11 @@ START_TEST(adopt_spoiled_shared_part)
 		at_store_relaxed(&P.owners[s1], 0x12345678u);
 		at_store_relaxed(&P.owners[s2], OWNER_RING(0x7ffffff0u));
 	}
-	if (at_load_relaxed(&P.lane_hwm->hwm) < 8)    /* a client raised the mark */
-		at_store_relaxed(&P.lane_hwm->hwm, 8);
+	/* A lane's SHARED client field names nobody: it is only a copy of
+	 * the grant (META), which stays as it was. */
 	at_store_relaxed(&P.lanes[7].client, 0x55555555u);
 	ck_assert_int_ge(engine_adopt(&P), 2);
-	ck_assert_uint_eq(at_load_relaxed(&P.lanes[7].client), LANE_FREE);
+	ck_assert_uint_eq(pool_lane_holder(&P, &P.lanes[7]), LANE_FREE);
 	ck_assert_msg(engine_init(&E, &P, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_msg(pool_check(&P, -1, -1, NULL, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_uint_eq(pool_ring(&P, RING_DEPOT)->mask, P.sheaf_count - 1);

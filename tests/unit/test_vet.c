@@ -277,7 +277,7 @@ static void rising_death_case(int die)
 	int dep;
 
 	ck_assert_int_ge(id, 0);
-	ck_assert_ptr_nonnull(l = lane_acquire(sp, (uint32_t)id, 0));
+	ck_assert_ptr_nonnull(l = client_lane_acquire(sp, (uint32_t)id, 0));
 	for (int tries = 0; tries < 1000 && s == SHEAF_ID_NONE; tries++) {
 		node_ring_doorbell(sp, 0);
 		s = barn_get_full(sp, c->id, 0, (uint32_t)id, &l->intent);

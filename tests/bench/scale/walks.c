@@ -230,7 +230,7 @@ static void measure_adopt(int n)
 	}
 	for (int i = 0; i < n; i++) {
 		int id = client_attach(&p, (uint32_t)getpid(), 0, "walk");
-		struct shm_lane *l = lane_acquire(&p, (uint32_t)id, 0);
+		struct shm_lane *l = client_lane_acquire(&p, (uint32_t)id, 0);
 		REQUIRE(id >= 0 && l != NULL, "client %d", i);
 		for (uint32_t c = 0; c < CACHES; c++)
 			at_counter_add(&lane_stat(&p, l, c)[ST_ALLOC_SLOWPATH], 0);
