@@ -317,7 +317,7 @@ static void qscan_records(const struct shm_pool *p, uint32_t dead, struct qcand 
 		uint32_t n = 0, pend;
 		struct qcand *c;
 
-		if (at_load_acquire((_Atomic uint32_t *)&ln->client) == dead || !pool_lane_ready(ln))
+		if (pool_lane_holder(p, ln) == dead || !pool_lane_ready(ln))
 			continue;
 		r = lane_qrec(p, ln);
 		if (!qrec_read(r, &n, &pend))
@@ -375,7 +375,7 @@ int owner_queue_reclaim(struct shm_pool *p, uint32_t dead)
 		struct shm_qrec *r;
 		uint32_t n = 0, pend;
 
-		if (at_load_acquire(&ln->client) != dead || !pool_lane_ready(ln))
+		if (pool_lane_holder(p, ln) != dead || !pool_lane_ready(ln))
 			continue;
 		r = lane_qrec(p, ln);
 		if (!qrec_read(r, &n, &pend))
@@ -453,7 +453,7 @@ int owner_queue_reclaim(struct shm_pool *p, uint32_t dead)
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
 
-		if (at_load_acquire(&ln->client) == dead && pool_lane_ready(ln)) {
+		if (pool_lane_holder(p, ln) == dead && pool_lane_ready(ln)) {
 			struct shm_qrec *r = lane_qrec(p, ln);
 
 			at_store_relaxed(&r->n, 0);
