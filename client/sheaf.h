@@ -380,7 +380,13 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  *           objects of other caches do not count: their slabs go back to
  *           the pool only once empty (a shrink, or the engine taking
  *           other caches' empty slabs at the cap);
- *   EAGAIN  the engine did not stock the barn within wait_ms;
+ *   EAGAIN  the engine did not stock the barn within wait_ms: no sheafd
+ *           runs, or no sheaf could be had for the refill all that time
+ *           (every sheaf of the pool held by threads, or a ring another
+ *           client spoiled that the engine had not rebuilt yet: it
+ *           verifies every ring at least each 250 ms and the call waits
+ *           the rebuild out: a spoiled ring ends in EAGAIN only with a
+ *           wait_ms under about 1 s);
  *   EMFILE  this thread could not get a lane (max_threads threads use the pool);
  *   ECHILD  the pool was inherited through fork() (see sheaf_connect);
  *   ESTALE  @cache was destroyed (see "Handles" above).
@@ -412,7 +418,9 @@ SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
  *   -EALREADY  @obj is already free (see above);
  *   -EAGAIN    every sheaf of the pool is full and held, and the engine
  *              freed none within wait_ms (or, for a connected pool, no
- *              sheafd runs); the object stays allocated;
+ *              sheafd runs, or no empty sheaf was reachable all that
+ *              time: a spoiled ring not yet rebuilt, as for sheaf_alloc's
+ *              EAGAIN); the object stays allocated;
  *   -EMFILE    this thread could not get a lane (the object stays allocated);
  *   -ECHILD    the pool was inherited through fork();
  *   -ESTALE    @cache was destroyed (see "Handles" above).
