@@ -54,8 +54,8 @@ static struct shm_sheaf *take_full(struct tcache *t, uint32_t node)
 /*
  * Wait for the engine until @end: for its next verdict (barn_wait_supply),
  * or, when the last one was "no sheaf reachable", quietly for a rebuild
- * (barn_wait_rebuild, at most REBUILD_POLL_NS, then look again).  0 to
- * look again, -1 at the deadline.
+ * (barn_wait_rebuild, at most REBUILD_POLL_NS, then ring and look again).
+ * 0 to look again, -1 at the deadline.
  */
 static int wait_engine(struct shm_pool *p, uint32_t c, uint32_t node, int64_t end)
 {
@@ -65,7 +65,10 @@ static int wait_engine(struct shm_pool *p, uint32_t c, uint32_t node, int64_t en
 	if (left <= 0)
 		return -1;
 	if (st != 0 && st != BARN_STARVED_MEM) {
-		(void)barn_wait_rebuild(p, c, node, left < REBUILD_POLL_NS ? left : REBUILD_POLL_NS);
+		/* No publish for a whole poll: ring, so that the worker's
+		 * passes keep seeing the symptom (at most once a poll). */
+		if (barn_wait_rebuild(p, c, node, left < REBUILD_POLL_NS ? left : REBUILD_POLL_NS) != 0)
+			node_ring_doorbell(p, node);
 		return 0;
 	}
 	return barn_wait_supply(p, c, node, left) == 0 ? 0 : -1;
@@ -170,6 +173,33 @@ static int barn_put_over(struct tcache *t)
 	return ring_count(&full) > keep;
 }
 
+/*
+ * Full sheaf @id into node @node's barn.  A full ring refusing it is
+ * spoiled (rings hold every sheaf of the pool): wait for the engine to
+ * rebuild it, ringing the doorbell every REBUILD_POLL_NS, up to wait_ms;
+ * only then does the sheaf go to the depot without its objects
+ * (barn_put_full), the cost of a spoil the engine did not repair.
+ * Returns the full sheaves in the barn.
+ */
+static uint32_t put_full(struct tcache *t, uint32_t node, uint32_t id)
+{
+	struct shm_pool *p = tshm(t);
+	uint32_t c = t->f->cache_id;
+	struct ring_ref full = pool_full_ref(p, c, node);
+	int64_t end;
+
+	if (likely(barn_put_full_try(p, c, node, id, me_of(t), intent_of(t)) == 0))
+		return ring_count(&full);
+	end = clock_ns() + t->cache->pool->wait_ns;
+	for (int64_t left; (left = end - clock_ns()) > 0;) {
+		node_ring_doorbell(p, node);
+		(void)barn_wait_rebuild(p, c, node, left < REBUILD_POLL_NS ? left : REBUILD_POLL_NS);
+		if (barn_put_full_try(p, c, node, id, me_of(t), intent_of(t)) == 0)
+			return ring_count(&full);
+	}
+	return barn_put_full(p, c, node, id, me_of(t), intent_of(t));
+}
+
 void exchange_put(struct tcache *t, struct shm_sheaf *s)
 {
 	struct shm_pool *p = tshm(t);
@@ -180,8 +210,7 @@ void exchange_put(struct tcache *t, struct shm_sheaf *s)
 		return;
 	}
 	stat_inc(t, ST_BARN_PUT);
-	if (barn_put_full(p, t->f->cache_id, s->node, id, me_of(t), intent_of(t)) >
-	    at_load_relaxed(&t->cache->sc->barn_limit) &&
+	if (put_full(t, s->node, id) > at_load_relaxed(&t->cache->sc->barn_limit) &&
 	    barn_put_over(t)) {
 		stat_inc(t, ST_BARN_PUT_FAIL);
 		node_ring_doorbell(p, s->node);        /* ask for a flush */

@@ -59,6 +59,14 @@ static void put_or_depot(struct shm_pool *p, const struct ring_ref *rr, uint32_t
 	untrusted_note(UT_RING, 1);
 }
 
+int barn_put_full_try(struct shm_pool *p, uint32_t cache, uint32_t node,
+		      uint32_t s, uint32_t me, struct ring_intent *in)
+{
+	struct ring_ref rr = pool_full_ref(p, cache, node);
+
+	return ring_put(&rr, p->owners, s, me, in);
+}
+
 uint32_t barn_put_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t s, uint32_t me, struct ring_intent *in)
 {

@@ -44,8 +44,17 @@ int pool_under_pressure(const struct shm_pool *p, uint32_t node);
 uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t me, struct ring_intent *in);
 
+/* Put sheaf @s (holding objects) into the barn's full ring: 0, or -ENOBUFS
+ * when the ring refused it (spoiled: rings hold every sheaf of the pool);
+ * the sheaf and its objects are then still @me's. */
+int barn_put_full_try(struct shm_pool *p, uint32_t cache, uint32_t node,
+		      uint32_t s, uint32_t me, struct ring_intent *in);
+
 /* Put sheaf @s (holding objects) into the barn; returns the number of full
- * sheaves now in the barn (for the caller to compare with the limit). */
+ * sheaves now in the barn (for the caller to compare with the limit).  A
+ * ring that refuses it costs the sheaf's objects (the sheaf goes to the
+ * depot empty): callers that can wait for the engine's rebuild try
+ * barn_put_full_try first. */
 uint32_t barn_put_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t s, uint32_t me, struct ring_intent *in);
 

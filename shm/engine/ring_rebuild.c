@@ -32,7 +32,10 @@
  *     thread preempted there for the whole gap costs a needless rebuild,
  *     which the ring protocol arbitrates like any other);
  *   - a put refused at the same tail position while fewer sheaves than the
- *     ring's size are in it.
+ *     ring's size are in it;
+ *   - a get stopped at the same position short of tail (a slot before
+ *     tail not filled for its lap: tail passes only filled slots), so the
+ *     count promises sheaves nobody can reach.
  * And a sheaf whose owner entry names nobody who will give it back (no
  * ring of the pool, a ring of a free cache slot, a free client slot,
  * nobody) on two looks is claimed and put in the depot with its objects
@@ -119,6 +122,8 @@ struct ring_rebuild_state {
 	uint32_t *where;         /* per sheaf: ring id + 1 it is reachable in */
 	uint32_t *mark;          /* per sheaf: the last look's verdict */
 	uint64_t *blocked;       /* per ring: 1 << 32 | tail a put was refused at */
+	uint64_t *stopped;       /* per ring: 1 << 32 | where a get stopped short
+				    of tail */
 	uint32_t *owned;         /* per ring: owner entries naming it */
 	uint8_t *active;         /* per ring: verified in this look */
 	uint8_t *bad;            /* per ring: found spoiled in this look */
@@ -140,13 +145,15 @@ int ring_rebuild_init(struct engine *e)
 	m->mark = calloc(ns, sizeof(*m->mark));
 	m->stray = calloc(ns, sizeof(*m->stray));
 	m->blocked = calloc(nr, sizeof(*m->blocked));
+	m->stopped = calloc(nr, sizeof(*m->stopped));
 	m->owned = calloc(nr, sizeof(*m->owned));
 	m->active = calloc(nr, 1);
 	m->bad = calloc(nr, 1);
 	pthread_mutex_init(&m->lock, NULL);
 	e->rebuild = m;
 	if (m->ids == NULL || m->next_vet == NULL || m->where == NULL || m->mark == NULL ||
-	    m->stray == NULL || m->blocked == NULL || m->owned == NULL || m->active == NULL ||
+	    m->stray == NULL || m->blocked == NULL || m->stopped == NULL || m->owned == NULL ||
+	    m->active == NULL ||
 	    m->bad == NULL) {
 		ring_rebuild_fini(e);
 		return -1;
@@ -167,6 +174,7 @@ void ring_rebuild_fini(struct engine *e)
 	free(m->mark);
 	free(m->stray);
 	free(m->blocked);
+	free(m->stopped);
 	free(m->owned);
 	free(m->active);
 	free(m->bad);
@@ -310,10 +318,14 @@ static uint32_t rebuild_ring(struct engine *e, uint32_t id, struct ring_intent *
 		if ((o == mine || orphan) &&
 		    at_cas_acqrel(&p->owners[s], &o, OWNER_ENGINE)) {
 			/* At once: a sheaf the engine holds is the checker's
-			 * to walk (an empty one carries no objects). */
+			 * to walk (an empty one carries no objects).  Not a
+			 * depot sheaf's header: every taker blanks it
+			 * (barn_get_empty), and writing 32768 of them after a
+			 * shrink punched their pages faulted each back in
+			 * (77 ms of a rebuild, a starved client's wait). */
 			if (orphan || ring_is_full_barn(id))    /* objects */
 				objects_home(p, s);
-			else
+			else if (id != RING_DEPOT)
 				sheaf_set_size(pool_sheaf(p, s), 0);
 			m->ids[n++] = s;
 		}
@@ -328,15 +340,22 @@ static uint32_t rebuild_ring(struct engine *e, uint32_t id, struct ring_intent *
  * Walk @rr as its users would: from head as ring_get does, marking in
  * m->where each sheaf a get can reach (a full slot of its position's lap
  * whose owner entry names the ring); from tail as ring_put does.  Returns
- * BLOCKED_NONE, or 1 << 32 | the position at which a put is refused.
+ * BLOCKED_NONE, or 1 << 32 | the position at which a put is refused;
+ * *@stop: 0, or 1 << 32 | the position at which a get stops short of the
+ * tail read before the walk (tail passes only filled slots, and a slot
+ * filled stays so for its lap, consumed or not: a slot before tail that
+ * is not filled for its lap is a client's write).
  */
 static uint64_t walk_ring(struct ring_rebuild_state *m, const struct shm_pool *p,
-			  const struct ring_ref *rr)
+			  const struct ring_ref *rr, uint64_t *stop)
 {
 	const uint32_t mine = OWNER_RING(rr->id), size = ring_size(rr);
-	/* Acquire: pairs with [RR2] of a reset (else a hint). */
-	uint32_t h = at_load_acquire(&rr->r->head), t;
+	/* Acquires: pair with [RR2] of a reset (else hints).  Tail first:
+	 * what a get finds before it was filled before this load. */
+	uint32_t t = at_load_acquire(&rr->r->tail);
+	uint32_t h = at_load_acquire(&rr->r->head);
 
+	*stop = 0;
 	for (uint32_t k = 0; k < size; k++) {
 		uint32_t pos = h + k, base = pos - (pos & rr->mask);
 		/* Acquire: pairs with [R3] (or [RR1] of a reset). */
@@ -344,8 +363,11 @@ static uint64_t walk_ring(struct ring_rebuild_state *m, const struct shm_pool *p
 		int32_t d = (int32_t)((uint32_t)(v >> 32) - (base + 1));
 		uint32_t s = (uint32_t)v;
 
-		if (d < 0)
-			break;                  /* a get stops here: empty */
+		if (d < 0) {                    /* a get stops here: empty */
+			if ((int32_t)(t - pos) > 0)
+				*stop = 1ull << 32 | pos;
+			break;
+		}
 		if (d == 0 && s < p->sheaf_count && m->where[s] == 0 &&
 		    at_load_relaxed(&p->owners[s]) == mine)
 			m->where[s] = rr->id + 1;
@@ -389,16 +411,22 @@ static void look(struct engine *e, struct ring_intent *in)
 			       CACHE_LIVE;
 	for (uint32_t r = 0; r < nr; r++) {
 		struct ring_ref rr;
-		uint64_t b;
+		uint64_t b, st;
 
 		if (!m->active[r])
 			continue;
 		rr = pool_ring_ref(p, r);
-		b = walk_ring(m, p, &rr);
+		b = walk_ring(m, p, &rr, &st);
 		/* A refusal at the same position twice: compared below, once
 		 * the owner table says how many sheaves the ring holds. */
 		m->bad[r] = b != BLOCKED_NONE && b == m->blocked[r];
 		m->blocked[r] = b;
+		/* A get stopped short of tail at the same position twice: a
+		 * count that promises sheaves nobody can reach. */
+		if (st != 0 && st == m->stopped[r])
+			m->bad[r] |= 2;
+		m->stopped[r] = st;
+		pending |= st != 0;
 	}
 	for (uint32_t s = 0; s < p->sheaf_count; s++) {
 		uint32_t o = at_load_relaxed(&p->owners[s]), was = m->mark[s], now_mark = MARK_NONE;
@@ -437,6 +465,7 @@ static void look(struct engine *e, struct ring_intent *in)
 			if (now >= m->next_vet[r]) {
 				rebuild_ring(e, r, in);
 				m->blocked[r] = BLOCKED_NONE;
+				m->stopped[r] = 0;
 			} else {
 				pending = 1;
 			}
@@ -515,6 +544,7 @@ void ring_rebuild_reset(struct engine *e)
 	for (uint32_t r = 0; r < m->nrings; r++) {
 		m->next_vet[r] = 0;
 		m->blocked[r] = BLOCKED_NONE;
+		m->stopped[r] = 0;
 	}
 	memset(m->mark, 0, m->nrings ? e->pool->sheaf_count * sizeof(*m->mark) : 0);
 	m->last_look = 0;

@@ -19,7 +19,11 @@
  *                 300 random slots of the 2048 after head set to random
  *                 words (seeded: SHEAF_SEED, printed);
  *   barn          both rings of each of the good cache's barns, every 7th
- *                 slot as depot_7th and head moved one past a sheaf.
+ *                 slot as depot_7th and head moved one past a sheaf;
+ *   barn_full     the full ring of each of the good cache's barns made
+ *                 full by its positions (tail = head + size): every put
+ *                 is refused, and a client's full sheaf must wait for the
+ *                 rebuild rather than lose its objects.
  * Each case runs against the running sheafd, then again spoiled just
  * before a SIGKILL of sheafd and an adoptive restart (the outage then
  * counts from the new sheafd's READY=1).  After each: every allocation and
@@ -33,9 +37,12 @@
  * plus SLACK_MS (1 s: this machine runs the tests of several checkouts at
  * once on two CPUs, and a loaded scheduler delays the worker's wake-ups
  * and the refills after the rebuild; 5 s under a sanitizer, whose passes
- * run 5-15x slower).  Without the verification the outage never ends: the
- * good client's allocations fail (ENOMEM or EAGAIN) until the case's 10 s
- * deadline.  The errno of a good allocation that failed is printed; an
+ * run 5-15x slower).  Measured here: 1-100 ms, 300 ms at worst.  Without
+ * the verification the outage never ends: the good client's allocations
+ * fail (ENOMEM or EAGAIN) until the case's 10 s deadline.  barn_full holds
+ * a batch across the spoil and frees it first: without the client's wait
+ * for the rebuild (client/exchange.c, put_full) those frees drop full
+ * sheaves' objects and the checker fails ("in use N by the walk").  The errno of a good allocation that failed is printed; an
  * ENOMEM, the memory cap's errno, fails the test.
  */
 #include <check.h>
@@ -68,7 +75,7 @@
 #define BATCH       8192          /* objects per good batch: ~48 sheaves */
 
 enum spoil { SPOIL_DEPOT_7TH = 'a', SPOIL_DEPOT_RANDOM = 'b', SPOIL_BARN = 'c',
-	     SPOIL_QUIT = 'q' };
+	     SPOIL_BARN_FULL = 'd', SPOIL_QUIT = 'q' };
 
 struct hostile_arg {
 	const char *sock;
@@ -146,6 +153,13 @@ static int hostile(void *arg)
 			spoil_7th(&depot, &rng);
 		} else if (c == SPOIL_DEPOT_RANDOM) {
 			spoil_random(&depot, &rng);
+		} else if (c == SPOIL_BARN_FULL && good >= 0) {
+			for (uint32_t n = 0; n < sp->nodes; n++) {
+				struct ring_ref rr = pool_full_ref(sp, (uint32_t)good, n);
+
+				at_store_relaxed(&rr.r->tail,
+						 at_load_relaxed(&rr.r->head) + ring_size(&rr));
+			}
 		} else if (c == SPOIL_BARN && good >= 0) {
 			for (uint32_t n = 0; n < sp->nodes; n++) {
 				struct ring_ref rr[2] = { pool_full_ref(sp, (uint32_t)good, n),
@@ -168,6 +182,7 @@ static int hostile(void *arg)
 struct good {
 	sheaf_cache_t *c;
 	unsigned n;                  /* objects to allocate, then free */
+	void **held;                 /* non-NULL: free these @n first, no allocs */
 	int64_t worst_ms;            /* the longest call, NULLs retried */
 	unsigned nulls;
 	int last_errno;
@@ -182,14 +197,14 @@ struct good {
 static void *good_batch(void *arg)
 {
 	struct good *g = arg;
-	void **o = calloc(g->n, sizeof(*o));
+	void **o = g->held != NULL ? g->held : calloc(g->n, sizeof(*o));
 	int64_t end = now_ms() + DEADLINE_MS;
 
 	if (o == NULL) {
 		g->failed = 1;
 		return NULL;
 	}
-	for (unsigned i = 0; i < g->n && !g->failed; i++) {
+	for (unsigned i = 0; i < g->n && !g->failed && g->held == NULL; i++) {
 		int64_t t0 = now_ms();
 
 		while ((o[i] = sheaf_alloc(g->c)) == NULL) {
@@ -223,18 +238,26 @@ static void *good_batch(void *arg)
 		if (now_ms() - t0 > g->worst_ms)
 			g->worst_ms = now_ms() - t0;
 	}
-	free(o);
+	if (g->held == NULL)
+		free(o);
 	return NULL;
 }
 
-static struct good run_batch(sheaf_cache_t *c, unsigned n)
+/* A batch on a thread of its own: @n allocations then frees, or (@held)
+ * the frees of @n held objects only. */
+static struct good run_batch_of(sheaf_cache_t *c, unsigned n, void **held)
 {
-	struct good g = { .c = c, .n = n };
+	struct good g = { .c = c, .n = n, .held = held };
 	pthread_t t;
 
 	REQUIRE(pthread_create(&t, NULL, good_batch, &g) == 0, "pthread_create");
 	pthread_join(t, NULL);
 	return g;
+}
+
+static struct good run_batch(sheaf_cache_t *c, unsigned n)
+{
+	return run_batch_of(c, n, NULL);
 }
 
 /* ---- the cases ------------------------------------------------------------ */
@@ -282,13 +305,22 @@ static void one_case(struct run *R, char what, int adopt, const char *label)
 	struct good g;
 	int64_t t0;
 	char c = what;
+	void **held = NULL;
 
 	/* Sheaves in the barn, then (for a depot spoil) all of them back in
 	 * the depot: the batch after the spoil needs the depot's. */
 	g = run_batch(R->good, BATCH);
 	REQUIRE(!g.failed, "%s: preparing: %s", label, g.msg);
-	if (what != SPOIL_BARN)
+	if (what != SPOIL_BARN && what != SPOIL_BARN_FULL)
 		REQUIRE(sheaf_cache_shrink(R->good) >= 0, "%s: shrink", label);
+	/* Full rings full by positions: objects held across the spoil, so
+	 * that their frees put full sheaves into the spoiled ring first. */
+	if (what == SPOIL_BARN_FULL) {
+		held = calloc(BATCH, sizeof(*held));
+		REQUIRE(held != NULL, "calloc");
+		for (unsigned i = 0; i < BATCH; i++)
+			held[i] = xalloc(R->good);
+	}
 	sleep_ms(20);
 	REQUIRE(write(R->a.cmd[1], &c, 1) == 1, "%s: command", label);
 	REQUIRE(read_full(R->a.done[0], &c, 1, 10000) == 0, "%s: the hostile client did not "
@@ -303,6 +335,16 @@ static void one_case(struct run *R, char what, int adopt, const char *label)
 			"%s: the new sheafd did not adopt the pool", label);
 		t0 = now_ms();
 	}
+	if (held != NULL) {
+		g = run_batch_of(R->good, BATCH, held);
+		printf("%s: frees of held objects: outage %lld ms (%u failed calls retried)\n",
+		       label, (long long)g.worst_ms, g.nulls);
+		REQUIRE(!g.failed, "%s: the good client's frees: %s", label, g.msg);
+		REQUIRE(g.worst_ms <= bound_ms(), "%s: a good free waited %lld ms, bound %lld ms",
+			label, (long long)g.worst_ms, (long long)bound_ms());
+		free(held);
+		require_exact(R, label);
+	}
 	g = run_batch(R->good, BATCH);
 	printf("%s: outage %lld ms (batch of %u in %lld ms; %u failed calls retried, last %s)\n",
 	       label, (long long)g.worst_ms, BATCH, (long long)(now_ms() - t0), g.nulls,
@@ -312,7 +354,7 @@ static void one_case(struct run *R, char what, int adopt, const char *label)
 	REQUIRE(g.worst_ms <= bound_ms(), "%s: the good client waited %lld ms, bound %lld ms",
 		label, (long long)g.worst_ms, (long long)bound_ms());
 	/* Again, with the ring needed again: no call waits long now. */
-	if (what != SPOIL_BARN)
+	if (what != SPOIL_BARN && what != SPOIL_BARN_FULL)
 		REQUIRE(sheaf_cache_shrink(R->good) >= 0, "%s: shrink", label);
 	g = run_batch(R->good, BATCH);
 	REQUIRE(!g.failed, "%s: the good client, again: %s", label, g.msg);
@@ -394,6 +436,12 @@ START_TEST(barn_rings)
 }
 END_TEST
 
+START_TEST(barn_full)
+{
+	run_cases(SPOIL_BARN_FULL, "the good cache's full rings, full by positions");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("spoiled_rings");
@@ -404,5 +452,6 @@ int main(void)
 	ADD_ALONE(s, depot_7th, 120);
 	ADD_ALONE(s, depot_random, 120);
 	ADD_ALONE(s, barn_rings, 120);
+	ADD_ALONE(s, barn_full, 120);
 	return run_suite(s);
 }
