@@ -56,8 +56,8 @@
  * A sheaf no ring takes back (another ring spoiled meanwhile) stays the
  * engine's, on a private list that each look puts into the depot again
  * (UT_RING counts each refusal).  After a rebuild every barn with a waiter
- * is published, so a client waiting out a rebuild (barn.h,
- * BARN_STARVED_SHEAF) retries at once.
+ * or a verdict is published (verdict cleared), so a client waiting out a
+ * rebuild (barn.h, BARN_STARVED_SHEAF) retries at once.
  *
  * A rebuild costs what the ring held at worst (a sheaf a client was about
  * to take is taken by the rebuild instead) and O(sheaf_count) of the
@@ -283,16 +283,20 @@ static void put_back(struct ring_rebuild_state *m, struct shm_pool *p, uint32_t 
 		stray_keep(m, p, ids[k]);
 }
 
-/* Publish every barn with a waiter (a ring was rebuilt: what it waited
- * for may be there now). */
+/* Publish every barn with a waiter or a verdict (a ring was rebuilt:
+ * what it waited for may be there now, and a stale "no sheaf" verdict
+ * would make the next miss wait a poll before it rings). */
 static void wake_waiters(struct shm_pool *p)
 {
 	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
 		if (at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
 			continue;
-		for (uint32_t n = 0; n < p->nodes; n++)
-			if (ut_barn_waiters(pool_barn(p, c, n)))
+		for (uint32_t n = 0; n < p->nodes; n++) {
+			struct shm_barn *b = pool_barn(p, c, n);
+
+			if (ut_barn_waiters(b) || at_load_relaxed(&b->starved) != 0)
 				barn_publish(p, c, n, 0);
+		}
 	}
 }
 
