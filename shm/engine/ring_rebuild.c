@@ -17,8 +17,9 @@
  *
  * The full verification (ring_rebuild_verify, a "look"): every
  * VERIFY_PERIOD_NS, and VERIFY_GAP_NS after the last look on a symptom (a
- * barn with a waiter, a refill that found no empty sheaf or whose put was
- * refused) or while a suspicion waits for its second look.  One look walks
+ * refill that found no empty sheaf or whose put was refused) or while a
+ * suspicion waits for its second look.  A waiter is no symptom: a waiters
+ * count that never falls would keep the looks at one per gap.  One look walks
  * each verified ring (the depot, both rings of every live cache-node) from
  * head as ring_get would (a full slot of head's lap: its sheaf reachable
  * when its owner entry names the ring; consumed or later: skipped; not yet
@@ -420,6 +421,13 @@ static void look(struct engine *e, struct ring_intent *in)
 		if (!m->active[r])
 			continue;
 		rr = pool_ring_ref(p, r);
+		/* Impossible positions are the glance's (rebuilt at once,
+		 * rate-limited): no suspicion here that keeps looks coming
+		 * every VERIFY_GAP_NS beside a ring spoiled again and again. */
+		if (positions_impossible(p, &rr)) {
+			m->active[r] = 0;
+			continue;
+		}
 		b = walk_ring(m, p, &rr, &st);
 		/* A refusal at the same position twice: compared below, once
 		 * the owner table says how many sheaves the ring holds. */

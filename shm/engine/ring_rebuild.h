@@ -39,8 +39,8 @@ int ring_rebuild_glance(struct engine *e, uint32_t id, struct ring_intent *in);
  * looks found spoiled.  Returns the ns until the next look is due (for the
  * worker's sleep), or -1 when there is no rebuild state. */
 int64_t ring_rebuild_verify(struct engine *e, struct ring_intent *in);
-/* ring_rebuild_symptom: a worker saw what a spoiled ring causes (a barn
- * with a waiter, no empty sheaf for a refill, a refill's put refused):
+/* ring_rebuild_symptom: a worker saw what a spoiled ring causes (no empty
+ * sheaf for a refill, a refill's put refused):
  * the next look comes sooner. */
 void ring_rebuild_symptom(struct engine *e);
 

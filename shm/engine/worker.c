@@ -18,7 +18,6 @@
  *     (BARN_STARVED_MEM).  No empty sheaf to be had, or a refill the full
  *     ring refused: BARN_STARVED_SHEAF, a symptom of a spoiled ring
  *     (engine/ring_rebuild.c): waiters wait for the rebuild, then EAGAIN.
- *   A client waits: a symptom too (the next look at the rings comes soon).
  * Every pass first lets ring_rebuild_verify look at the rings when a look
  * is due; node 0's worker sleeps no longer than until the next one.
  *
@@ -223,8 +222,6 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	 * until then: a refill "put" sheaf after sheaf into it (its count
 	 * stays 0), every pass, draining the depot (test_hostile's idle
 	 * sheafd at 30-60 ms of CPU in 100 ms, until the rebuild). */
-	if (waiters)
-		ring_rebuild_symptom(e);
 	if (ring_rebuild_glance(e, full.id, in) | ring_rebuild_glance(e, empty.id, in)) {
 		if (waiters)
 			barn_publish(p, c, n, BARN_STARVED_SHEAF);
