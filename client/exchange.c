@@ -12,10 +12,13 @@
  *   alloc: main empty -> swap with spare if it holds objects -> else put the
  *          empty main in the barn's empty ring (or keep it as spare), take a
  *          full sheaf from the barn -> else ring the doorbell and wait for
- *          the engine's verdict -> starved: try other nodes' barns -> ENOMEM.
+ *          the engine's verdict -> starved: try other nodes' barns ->
+ *          ENOMEM when the verdict is the memory cap (BARN_STARVED_MEM);
+ *          no sheaf reachable (BARN_STARVED_SHEAF: a ring being rebuilt)
+ *          is waited out until wait_ms: EAGAIN.
  *   free:  main full -> swap with spare if it is empty -> else put the full
  *          main in the barn's full ring, take an empty sheaf (barn, depot,
- *          or wait for the engine to flush).
+ *          or wait for the engine to flush, or to rebuild a ring).
  */
 #include <errno.h>
 #include "shm/barn.h"
@@ -44,6 +47,33 @@ static struct shm_sheaf *take_full(struct tcache *t, uint32_t node)
 	return NULL;
 }
 
+/* How long a client waits quietly after a BARN_STARVED_SHEAF verdict
+ * before it rings again (the engine publishes when it rebuilt a ring). */
+#define REBUILD_POLL_NS (10 * 1000 * 1000)
+
+/*
+ * Wait for the engine until @end: for its next verdict (barn_wait_supply),
+ * or, when the last one was "no sheaf reachable", quietly for a rebuild
+ * (barn_wait_rebuild, at most REBUILD_POLL_NS, then ring and look again).
+ * 0 to look again, -1 at the deadline.
+ */
+static int wait_engine(struct shm_pool *p, uint32_t c, uint32_t node, int64_t end)
+{
+	int64_t left = end - clock_ns();
+	uint32_t st = at_load_acquire(&pool_barn(p, c, node)->starved);
+
+	if (left <= 0)
+		return -1;
+	if (st != 0 && st != BARN_STARVED_MEM) {
+		/* No publish for a whole poll: ring, so that the worker's
+		 * passes keep seeing the symptom (at most once a poll). */
+		if (barn_wait_rebuild(p, c, node, left < REBUILD_POLL_NS ? left : REBUILD_POLL_NS) != 0)
+			node_ring_doorbell(p, node);
+		return 0;
+	}
+	return barn_wait_supply(p, c, node, left) == 0 ? 0 : -1;
+}
+
 struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node)
 {
 	struct shm_pool *p = tshm(t);
@@ -51,6 +81,7 @@ struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node)
 	struct shm_sheaf *s;
 	int64_t end = 0;
 	int fresh = 0;
+	uint32_t st;
 
 	for (;;) {
 		s = take_full(t, node);
@@ -63,7 +94,8 @@ struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node)
 			return s;
 		}
 		stat_inc(t, ST_BARN_GET_FAIL);
-		if (at_load_acquire(&pool_barn(p, c, node)->starved)) {
+		st = at_load_acquire(&pool_barn(p, c, node)->starved);
+		if (st != 0) {
 			/* Take what other nodes' barns hold, never waiting. */
 			for (uint32_t k = 1; k < p->nodes; k++) {
 				uint32_t m = (node + k) % p->nodes;
@@ -73,8 +105,10 @@ struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node)
 					return s;
 				}
 			}
-			/* Starved by a verdict made after this call began. */
-			if (fresh) {
+			/* At the memory cap, by a verdict made after this
+			 * call began.  Any other verdict (no sheaf reachable:
+			 * a ring the engine rebuilds) is waited out. */
+			if (fresh && st == BARN_STARVED_MEM) {
 				errno = ENOMEM;
 				return NULL;
 			}
@@ -84,8 +118,7 @@ struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node)
 		 * takes nothing) end in EAGAIN, not in an endless loop. */
 		if (end == 0)
 			end = clock_ns() + t->cache->pool->wait_ns;
-		if (clock_ns() >= end ||
-		    barn_wait_supply(p, c, node, end - clock_ns()) != 0) {
+		if (wait_engine(p, c, node, end) != 0) {
 			errno = EAGAIN;
 			return NULL;
 		}
@@ -109,8 +142,7 @@ struct shm_sheaf *exchange_get_empty(struct tcache *t, uint32_t node, uint32_t c
 		}
 		if (end == 0)           /* the clock only when it must wait */
 			end = clock_ns() + t->cache->pool->wait_ns;
-		if (clock_ns() >= end ||
-		    barn_wait_supply(p, t->f->cache_id, node, end - clock_ns()) != 0) {
+		if (wait_engine(p, t->f->cache_id, node, end) != 0) {
 			errno = EAGAIN;
 			return NULL;
 		}
@@ -141,6 +173,33 @@ static int barn_put_over(struct tcache *t)
 	return ring_count(&full) > keep;
 }
 
+/*
+ * Full sheaf @id into node @node's barn.  A full ring refusing it is
+ * spoiled (rings hold every sheaf of the pool): wait for the engine to
+ * rebuild it, ringing the doorbell every REBUILD_POLL_NS, up to wait_ms;
+ * only then does the sheaf go to the depot without its objects
+ * (barn_put_full), the cost of a spoil the engine did not repair.
+ * Returns the full sheaves in the barn.
+ */
+static uint32_t put_full(struct tcache *t, uint32_t node, uint32_t id)
+{
+	struct shm_pool *p = tshm(t);
+	uint32_t c = t->f->cache_id;
+	struct ring_ref full = pool_full_ref(p, c, node);
+	int64_t end;
+
+	if (likely(barn_put_full_try(p, c, node, id, me_of(t), intent_of(t)) == 0))
+		return ring_count(&full);
+	end = clock_ns() + t->cache->pool->wait_ns;
+	for (int64_t left; (left = end - clock_ns()) > 0;) {
+		node_ring_doorbell(p, node);
+		(void)barn_wait_rebuild(p, c, node, left < REBUILD_POLL_NS ? left : REBUILD_POLL_NS);
+		if (barn_put_full_try(p, c, node, id, me_of(t), intent_of(t)) == 0)
+			return ring_count(&full);
+	}
+	return barn_put_full(p, c, node, id, me_of(t), intent_of(t));
+}
+
 void exchange_put(struct tcache *t, struct shm_sheaf *s)
 {
 	struct shm_pool *p = tshm(t);
@@ -151,8 +210,7 @@ void exchange_put(struct tcache *t, struct shm_sheaf *s)
 		return;
 	}
 	stat_inc(t, ST_BARN_PUT);
-	if (barn_put_full(p, t->f->cache_id, s->node, id, me_of(t), intent_of(t)) >
-	    at_load_relaxed(&t->cache->sc->barn_limit) &&
+	if (put_full(t, s->node, id) > at_load_relaxed(&t->cache->sc->barn_limit) &&
 	    barn_put_over(t)) {
 		stat_inc(t, ST_BARN_PUT_FAIL);
 		node_ring_doorbell(p, s->node);        /* ask for a flush */

@@ -387,7 +387,13 @@ SHEAF_API int sheaf_cache_shrink(sheaf_cache_t *cache);
  *           objects of other caches do not count: their slabs go back to
  *           the pool only once empty (a shrink, or the engine taking
  *           other caches' empty slabs at the cap);
- *   EAGAIN  the engine did not stock the barn within wait_ms;
+ *   EAGAIN  the engine did not stock the barn within wait_ms: no sheafd
+ *           runs, or no sheaf could be had for the refill all that time
+ *           (every sheaf of the pool held by threads, or a ring another
+ *           client spoiled that the engine had not rebuilt yet: it
+ *           verifies every ring at least each 250 ms and the call waits
+ *           the rebuild out: a spoiled ring ends in EAGAIN only with a
+ *           wait_ms under about 1 s);
  *   EMFILE  this thread could not get a lane (max_threads threads use the
  *           pool, or this client's threads hold sheafd's
  *           max_threads_per_client lanes, or its uid's
@@ -422,7 +428,9 @@ SHEAF_API SHEAF__INLINE void *sheaf_alloc(sheaf_cache_t *cache);
  *   -EALREADY  @obj is already free (see above);
  *   -EAGAIN    every sheaf of the pool is full and held, and the engine
  *              freed none within wait_ms (or, for a connected pool, no
- *              sheafd runs); the object stays allocated;
+ *              sheafd runs, or no empty sheaf was reachable all that
+ *              time: a spoiled ring not yet rebuilt, as for sheaf_alloc's
+ *              EAGAIN); the object stays allocated;
  *   -EMFILE    this thread could not get a lane (the object stays allocated);
  *   -ECHILD    the pool was inherited through fork();
  *   -ESTALE    @cache was destroyed (see "Handles" above).

@@ -59,6 +59,14 @@ static void put_or_depot(struct shm_pool *p, const struct ring_ref *rr, uint32_t
 	untrusted_note(UT_RING, 1);
 }
 
+int barn_put_full_try(struct shm_pool *p, uint32_t cache, uint32_t node,
+		      uint32_t s, uint32_t me, struct ring_intent *in)
+{
+	struct ring_ref rr = pool_full_ref(p, cache, node);
+
+	return ring_put(&rr, p->owners, s, me, in);
+}
+
 uint32_t barn_put_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t s, uint32_t me, struct ring_intent *in)
 {
@@ -210,4 +218,28 @@ void barn_publish(struct shm_pool *p, uint32_t cache, uint32_t node, int starved
 	at_fetch_add_seqcst(&b->supply, 1);
 	if (at_load_seqcst(&b->waiters))
 		futex_wake(&b->supply, INT_MAX);
+}
+
+int barn_wait_rebuild(struct shm_pool *p, uint32_t cache, uint32_t node,
+		      int64_t timeout_ns)
+{
+	struct shm_barn *b = pool_barn(p, cache, node);
+	uint32_t seq = at_load_acquire(&b->supply);
+	int64_t end = clock_ns() + timeout_ns;
+	int rc = 0;
+
+	/* seq_cst: the Dekker pair with barn_publish, as in
+	 * barn_wait_supply (counted, or this load sees its bump). */
+	at_fetch_add_seqcst(&b->waiters, 1);
+	while (at_load_seqcst(&b->supply) == seq) {
+		int64_t left = end - clock_ns();
+
+		if (left <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		futex_wait(&b->supply, seq, left);
+	}
+	at_fetch_sub_relaxed(&b->waiters, 1);
+	return rc;
 }

@@ -44,8 +44,17 @@ int pool_under_pressure(const struct shm_pool *p, uint32_t node);
 uint32_t barn_get_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t me, struct ring_intent *in);
 
+/* Put sheaf @s (holding objects) into the barn's full ring: 0, or -ENOBUFS
+ * when the ring refused it (spoiled: rings hold every sheaf of the pool);
+ * the sheaf and its objects are then still @me's. */
+int barn_put_full_try(struct shm_pool *p, uint32_t cache, uint32_t node,
+		      uint32_t s, uint32_t me, struct ring_intent *in);
+
 /* Put sheaf @s (holding objects) into the barn; returns the number of full
- * sheaves now in the barn (for the caller to compare with the limit). */
+ * sheaves now in the barn (for the caller to compare with the limit).  A
+ * ring that refuses it costs the sheaf's objects (the sheaf goes to the
+ * depot empty): callers that can wait for the engine's rebuild try
+ * barn_put_full_try first. */
 uint32_t barn_put_full(struct shm_pool *p, uint32_t cache, uint32_t node,
 		       uint32_t s, uint32_t me, struct ring_intent *in);
 
@@ -77,7 +86,33 @@ int node_ring_doorbell(struct shm_pool *p, uint32_t node);
 int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 		     int64_t timeout_ns);
 
-/* Engine side: announce a verdict on a barn to its waiters. */
+/*
+ * A barn's verdict (struct shm_barn.starved), set by barn_publish:
+ *   0                   stocked, or nothing to say: look again;
+ *   BARN_STARVED_MEM    nothing to refill with: the memory cap, no frame
+ *                       (a node at its cap under bind): ENOMEM;
+ *   BARN_STARVED_SHEAF  no empty sheaf reachable for a refill, or the
+ *                       barn's ring refused it: every sheaf of the pool is
+ *                       held, or a ring is spoiled and is being verified
+ *                       and rebuilt (engine/ring_rebuild.c).  A client waits
+ *                       (barn_wait_rebuild) until its deadline: EAGAIN.
+ * Any other value (the word is client-writable) reads as
+ * BARN_STARVED_SHEAF: waited out, never ENOMEM.
+ */
+#define BARN_STARVED_MEM   1
+#define BARN_STARVED_SHEAF 2
+
+/* Engine side: announce verdict @starved (above) on a barn to its waiters. */
 void barn_publish(struct shm_pool *p, uint32_t cache, uint32_t node, int starved);
+
+/*
+ * Wait, at most @timeout_ns, for the engine's next publish on a barn
+ * without ringing the doorbell (after a BARN_STARVED_SHEAF verdict: the
+ * engine publishes each barn with a waiter when it rebuilt a ring, and
+ * ringing would only make its worker pass for nothing meanwhile).  Returns
+ * 0 when published, -ETIMEDOUT.
+ */
+int barn_wait_rebuild(struct shm_pool *p, uint32_t cache, uint32_t node,
+		      int64_t timeout_ns);
 
 #endif

@@ -117,6 +117,19 @@ int ring_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf
 			return put_back(rr, owners, sheaf, me, in);  /* scribbled */
 		int32_t d = (int32_t)(slot_seq(v) - base);
 
+		/* A slot "full" (of an earlier lap, or a garbage sequence)
+		 * where the ring is not full by its positions (tail - head
+		 * below the size): in a sane ring head passes a slot only
+		 * once it is consumed, so no get can reach what it holds (a
+		 * client moved head past it, or wrote the slot).  It is
+		 * reused, by the same CAS from its exact value; a sheaf it
+		 * named stays the ring's by its owner entry, out of reach,
+		 * for the engine's verification to rebuild the ring and take
+		 * it back (engine/ring_rebuild.c).  Off the fast path: a sane
+		 * ring never gets here but when full. */
+		if (unlikely(d < 0) &&
+		    (int32_t)(p - at_load_relaxed(&r->head)) < (int32_t)ring_size(rr))
+			d = 0;
 		if (d == 0) {
 			/* [R3] release: pairs with [A1], the consumer's acquire
 			 * load of the slot in ring_get (and with [A2] of a
@@ -135,9 +148,10 @@ int ring_put(const struct ring_ref *rr, _Atomic uint32_t *owners, uint32_t sheaf
 			uint32_t exp = p;
 			at_cas_relaxed(&r->tail, &exp, p + 1);
 		} else {
-			/* The slot still holds the item of p - size: full.
-			 * Take the sheaf back before dropping the intent, so a
-			 * death in between leaves a record for the repair. */
+			/* The slot still holds the item of p - size, and tail
+			 * - head says the ring is full: it is.  Take the sheaf
+			 * back before dropping the intent, so a death in
+			 * between leaves a record for the repair. */
 			return put_back(rr, owners, sheaf, me, in);
 		}
 	}

@@ -14,7 +14,12 @@
  *     barn.h, barn_flush_limit): flush the surplus full sheaves to slabs.
  *   A client waits while full sheaves are there, and no empty sheaf is left
  *     in the barn or the depot: a free needs one; flush one per waiter.
- *   Nothing at all to refill with: the barn is starved; waiters get ENOMEM.
+ *   Nothing at all to refill with: the barn is starved; waiters get ENOMEM
+ *     (BARN_STARVED_MEM).  No empty sheaf to be had, or a refill the full
+ *     ring refused: BARN_STARVED_SHEAF, a symptom of a spoiled ring
+ *     (engine/ring_rebuild.c): waiters wait for the rebuild, then EAGAIN.
+ * Every pass first lets ring_rebuild_verify look at the rings when a look
+ * is due; node 0's worker sleeps no longer than until the next one.
  *
  * Who may call: the hosting process.  A pass takes no engine lock: a worker
  * uses only its node's lane, and the slab layer locks each cache-node.
@@ -95,8 +100,9 @@ static void serve_waiters(struct engine *e, uint32_t c, uint32_t n)
  * The objects are taken into private memory first: if the full ring
  * refuses the sheaf (scribbled: a ring that can hold every sheaf of the
  * pool is never full), they go back to the slabs from that copy, and the
- * barn gets the verdict "starved" (its waiters stop waiting, the worker
- * counts no work: no endless refill of a ring that takes nothing).
+ * barn gets the verdict BARN_STARVED_SHEAF (the worker counts no work: no
+ * endless refill of a ring that takes nothing; the rings' next look comes
+ * soon).  *@starved: 0, or the verdict (barn.h) when none was refilled.
  */
 static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 			     uint32_t want, uint32_t cap, uint32_t waiters,
@@ -115,14 +121,17 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 		uint32_t got;
 
 		if (s == SHEAF_ID_NONE) {
-			*starved = work == 0;
+			/* No empty sheaf reachable: every sheaf held, or a
+			 * spoiled depot or empty ring (the next look). */
+			ring_rebuild_symptom(e);
+			*starved = work == 0 ? BARN_STARVED_SHEAF : 0;
 			break;
 		}
 		sh = pool_sheaf(p, s);
 		got = refill_one(p, c, n, objs, cap);
 		if (got == 0) {
 			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
-			*starved = work == 0;
+			*starved = work == 0 ? BARN_STARVED_MEM : 0;
 			break;
 		}
 		/* Relaxed atomic stores (plain stores on x86): the dead-client
@@ -135,7 +144,8 @@ static uint32_t stock_refill(struct engine *e, uint32_t c, uint32_t n,
 			untrusted_note(UT_RING, 1);
 			slab_free_objs(p, c, objs, got);
 			barn_put_empty(p, c, n, s, OWNER_ENGINE, in);
-			*starved = 1;
+			ring_rebuild_symptom(e);
+			*starved = BARN_STARVED_SHEAF;
 			break;
 		}
 		engine_stat_add(p, c, n, ST_SHEAF_REFILL, 1);
@@ -214,7 +224,7 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	 * sheafd at 30-60 ms of CPU in 100 ms, until the rebuild). */
 	if (ring_rebuild_glance(e, full.id, in) | ring_rebuild_glance(e, empty.id, in)) {
 		if (waiters)
-			barn_publish(p, c, n, 1);
+			barn_publish(p, c, n, BARN_STARVED_SHEAF);
 		return 0;
 	}
 	if (cap == 0)
@@ -265,6 +275,7 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 	struct shm_pool *p = e->pool;
 	uint32_t work = 0;
 
+	(void)ring_rebuild_verify(e, in);
 	ring_rebuild_glance(e, RING_DEPOT, in);
 	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++)
 		/* Acquire: pairs with the release store of CACHE_LIVE in
@@ -328,6 +339,7 @@ static void *worker_main(void *arg)
 	struct ring_intent *in = &e->worker_lane[node]->intent;
 	uint32_t idle = 0;
 	int64_t awake_until = 0;        /* stay awake until then (see below) */
+	int64_t sleep_ns;
 	uint32_t work;
 
 	free(wa);
@@ -379,9 +391,15 @@ static void *worker_main(void *arg)
 			if (at_load_acquire(&nd->doorbell) != bell)
 				continue;
 		}
+		/* Node 0's worker wakes for the rings' next look (every
+		 * 250 ms when idle: ring_rebuild.c); the others on the
+		 * doorbell only. */
+		sleep_ns = node == 0 ? ring_rebuild_verify(e, in) : -1;
 		at_store_seqcst(&nd->sleeping, 1);          /* Dekker pair, above */
 		if (at_load_seqcst(&nd->doorbell) == bell && !at_load_seqcst(&e->stop)) {
-			futex_wait(&nd->doorbell, bell, IDLE_BEAT_NS);
+			if (sleep_ns != 0)
+				futex_wait(&nd->doorbell, bell,
+					   sleep_ns < 0 || sleep_ns > IDLE_BEAT_NS ? IDLE_BEAT_NS : sleep_ns);
 			idle = 0;
 		} else if (++idle >= IDLE_RINGS_MAX) {
 			struct timespec ts = { 0, IDLE_PAUSE_NS };
