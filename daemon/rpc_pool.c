@@ -14,6 +14,7 @@
 #include "shm/stats.h"
 #include "shm/tune.h"
 #include "shm/bounds.h"
+#include "shm/slab_geom.h"
 
 Sheaf__V1__Layout *rpc_layout(struct daemon *d, struct arena *a)
 {
@@ -116,7 +117,7 @@ static Sheaf__V1__NodeStats *node_stats(struct daemon *d, struct arena *a, uint3
 	ns->active_objects = sum.active_objects;
 	ns->slabs = sum.slabs;
 	ns->partial_slabs = sum.partial_slabs;
-	ns->slab_bytes = sum.slabs * SLAB_SIZE;
+	ns->slab_bytes = sum.slabs * slab_frames_of(d->pool.caches[c].slab_bytes) * SLAB_SIZE;
 	ns->barn_full = sum.barn_full;
 	ns->barn_empty = sum.barn_empty;
 	return ns;
@@ -150,7 +151,7 @@ void rpc_stats(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 			if ((cs->nodes[n] = node_stats(d, &rp->a, c, n)) == NULL ||
 			    (rq->placement && rpc_numa_pages(d, &rp->a, c, n, cs->nodes[n]) != 0))
 				goto oom;
-			cs->bytes_mapped += cs->nodes[n]->slabs * SLAB_SIZE;
+			cs->bytes_mapped += cs->nodes[n]->slab_bytes;
 		}
 		cs->n_nodes = p->nodes;
 		cs->owner_freed = at_load_relaxed(&p->caches[c].owner_freed);

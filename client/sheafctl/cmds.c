@@ -385,14 +385,15 @@ static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting 
 		return pool ? numa_cap_setting(c, eq + 1, st, key, keylen)
 			    : ctl_usage(c, "'node_cap' is a pool setting: sheafctl tune --pool "
 					"node_cap=K:BYTES");
-	if (strcmp(arg, "mem_cap") == 0 && !pool)
-		return ctl_usage(c, "'mem_cap' is a pool setting: sheafctl tune --pool mem_cap=BYTES");
+	if ((strcmp(arg, "mem_cap") == 0 || strcmp(arg, "large_retain") == 0) && !pool)
+		return ctl_usage(c, "'%s' is a pool setting: sheafctl tune --pool %s=BYTES",
+				 arg, arg);
 	if (is_cache_key(arg) && pool)
 		return ctl_usage(c, "'%s' is a cache setting: sheafctl tune CACHE %s=N", arg, arg);
-	if (!is_cache_key(arg) && strcmp(arg, "mem_cap") != 0)
+	if (!is_cache_key(arg) && strcmp(arg, "mem_cap") != 0 && strcmp(arg, "large_retain") != 0)
 		return ctl_usage(c, "unknown key '%s' (cache keys: sheaf_capacity, barn_limit, "
 				 "barn_low, barn_high, min_partial, barn_keep, stash_sheaves, "
-				 "stash_bytes; pool keys: mem_cap, node_cap)", arg);
+				 "stash_bytes; pool keys: mem_cap, large_retain, node_cap)", arg);
 	if (ctl_parse_u64(eq + 1, pool, &st->value) != 0)
 		return ctl_usage(c, "bad value '%s' for %s: expected %s", eq + 1, arg,
 				 pool ? "bytes (K, M, G, T suffixes)" : "an unsigned integer");
