@@ -5,6 +5,7 @@
  * only.
  */
 #include <errno.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "log.h"
 #include "rpc_handlers.h"
@@ -66,6 +67,29 @@ static int daemon_info_grace(struct daemon *d, struct arena *a,
 	return 0;
 }
 
+/* The large-object figures of DaemonInfo: budget, retained, the bytes of
+ * large caches' slabs, and what SHARED's memfd holds in memory. */
+static void daemon_info_large(struct daemon *d, Sheaf__V1__DaemonInfoResponse *di)
+{
+	struct shm_pool *p = &d->pool;
+	struct stat st;
+
+	di->large_retain = at_load_relaxed(&p->hdr->large_retain);
+	di->large_retained = at_load_relaxed(&p->hdr->large_retained);
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
+		struct stats_sum sum = { 0 };
+
+		if (at_load_acquire(&p->caches[c].state) != CACHE_LIVE ||
+		    !slab_is_large(p->caches[c].obj_size))
+			continue;
+		for (uint32_t n = 0; n < p->nodes; n++)
+			stats_cache_node(p, c, n, &sum);
+		di->large_bytes += sum.slabs * slab_frames_of(p->caches[c].slab_bytes) * SLAB_SIZE;
+	}
+	if (fstat(p->shared_fd, &st) == 0)
+		di->shared_allocated = (uint64_t)st.st_blocks * 512;
+}
+
 void rpc_daemon_info(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
 	Sheaf__V1__DaemonInfoResponse *di = ARENA_NEW(&rp->a, Sheaf__V1__DaemonInfoResponse,
@@ -85,6 +109,7 @@ void rpc_daemon_info(struct daemon *d, const struct rpc_call *call, struct reply
 	di->max_clients = d->pool.max_clients;
 	di->clients = daemon_live_clients(d);
 	di->max_frame = d->cfg.max_frame;
+	daemon_info_large(d, di);
 	if (daemon_info_grace(d, &rp->a, di) != 0 ||
 	    rpc_numa_nodes(d, &rp->a, &di->numa_policy, &di->numa_nodes, &di->n_numa_nodes) != 0) {
 		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");

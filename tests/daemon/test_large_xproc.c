@@ -305,14 +305,22 @@ static uint64_t blocks_of(const sheaf_pool_t *p)
 	return (uint64_t)st.st_blocks * 512;
 }
 
-static void sheafctl(struct dmn *d, const char *a1, const char *a2, const char *a3)
+/* sheafctl A1 A2 A3 must succeed; its output in @out when not NULL. */
+static void sheafctl_out(struct dmn *d, const char *a1, const char *a2, const char *a3,
+			 const char *out)
 {
 	const char *argv[] = { sheafctl_bin(), "-s", d->sock, a1, a2, a3, NULL };
+	struct spawn_opts so = { .out = out };
 	char err[256] = "";
 	int st;
 
-	REQUIRE(run_proc(argv, NULL, 30000, &st, err, sizeof(err)) == NULL && exited_ok(st),
-		"sheafctl %s %s %s: %s", a1, a2 ? a2 : "", a3 ? a3 : "", err);
+	REQUIRE(run_proc(argv, out ? &so : NULL, 30000, &st, err, sizeof(err)) == NULL &&
+		exited_ok(st), "sheafctl %s %s %s: %s", a1, a2 ? a2 : "", a3 ? a3 : "", err);
+}
+
+static void sheafctl(struct dmn *d, const char *a1, const char *a2, const char *a3)
+{
+	sheafctl_out(d, a1, a2, a3, NULL);
 }
 
 START_TEST(retain_tune)
@@ -323,7 +331,7 @@ START_TEST(retain_tune)
 	enum { N = 40 };
 	unsigned char *o[N];
 	uint64_t base, full, now = 0;
-	char err[256] = "";
+	char err[256] = "", out[256];
 
 	dmn_init(&d);
 	dmn_start(&d, extra);
@@ -367,6 +375,13 @@ START_TEST(retain_tune)
 	now = blocks_of(p);
 	REQUIRE(now <= base + 2 * MIB, "%llu MiB still allocated after sheafctl shrink",
 		(unsigned long long)((now - base) >> 20));
+	/* sheafctl info shows the figures */
+	snprintf(out, sizeof(out), "%s/info.json", d.dir);
+	sheafctl_out(&d, "info", "-o", "json", out);
+	REQUIRE(file_contains(out, "\"large_retain\": 0") &&
+		file_contains(out, "\"large_retained\": 0") &&
+		file_contains(out, "\"large_bytes\":") && file_contains(out, "\"shared_allocated\":"),
+		"sheafctl info -o json: no large-object figures");
 	sheaf_disconnect(p);
 	dmn_stop(&d, 10000);
 	dmn_cleanup(&d);
