@@ -341,8 +341,8 @@ static int deferred_slow(sheaf_cache_t *c, struct tcache *t, void *obj)
 }
 
 /*
- * A debug cache's deferred free (the large size classes are debug
- * caches): the object is pushed on the deferred sheaf, then its in-use bit
+ * A debug cache's deferred free: the object is pushed on the deferred
+ * sheaf, then its in-use bit
  * cleared, in debug_track's order (a death between the two leaves it in
  * the sheaf with its bit set: still allocatable); a bit already clear is a
  * double free, refused with the object popped back off.

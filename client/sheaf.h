@@ -685,8 +685,8 @@ SHEAF_API int sheaf_quiescent(sheaf_pool_t *pool);
  * it waits for a grace period (at most wait_ms) and frees the object
  * directly; inside a read section it cannot wait and returns -EAGAIN.
  * Returns 0 (also for NULL), -EFAULT / -EINVAL (as sheaf_free), -EAGAIN,
- * -EALREADY (a SHEAF_CACHE_DEBUG cache, the large size classes among
- * them: @obj is not allocated), -EOPNOTSUPP (a SHEAF_CACHE_OWNED cache),
+ * -EALREADY (a SHEAF_CACHE_DEBUG cache: @obj is not allocated),
+ * -EOPNOTSUPP (a SHEAF_CACHE_OWNED cache),
  * -EMFILE, -ECHILD, -ESTALE.
  */
 SHEAF_API int sheaf_free_deferred(sheaf_cache_t *cache, void *obj);
@@ -852,10 +852,8 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  * large classes, every power of two from 128 KiB to 1 GiB
  * (SHEAF_KMALLOC_MAX), limited to the pool's node size (the data of one
  * NUMA node: sheafd --size / nodes, a power of two of 256 KiB frames).  A
- * large class is a cache of large objects (sheaf_cache_create) that also
- * tracks each object's in-use bit (SHEAF_CACHE_DEBUG): every double free
- * of a large object is refused.  Its sheaves hold 4 objects up to 1 MiB,
- * 2 of 2 MiB, 1 above.  An
+ * large class is a cache of large objects (sheaf_cache_create): its
+ * sheaves hold 4 objects up to 1 MiB, 2 of 2 MiB, 1 above.  An
  * object is aligned to the largest power of two dividing its class's
  * size, at most 4096 (8-byte objects: 8; 96: 32).  A cache of one
  * of these names made beforehand with the same size and alignment is used

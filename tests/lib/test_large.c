@@ -134,17 +134,32 @@ START_TEST(large_bad_frees)
 	for (size_t i = 0; i < MIB; i += 4096)
 		REQUIRE((unsigned char)o[i] == 0x5a, "byte %zu changed", i);
 	ck_assert_int_eq(sheaf_free_any(p, o), 0);
-	/* double frees: the immediate one and one behind another free */
+	/* the immediate double free, as in any class */
 	ck_assert_int_eq(sheaf_free_any(p, o), -EALREADY);
-	a = sheaf_malloc(p, MIB);
-	b = sheaf_malloc(p, MIB);
-	ck_assert_ptr_nonnull(a);
-	ck_assert_ptr_nonnull(b);
-	ck_assert_int_eq(sheaf_free_any(p, a), 0);
-	ck_assert_int_eq(sheaf_free_any(p, b), 0);
-	ck_assert_int_eq(sheaf_free_any(p, a), -EALREADY);
-	ck_assert_int_eq(sheaf_free(c, b), -EALREADY);
-	/* no object is handed out twice after them */
+	ck_assert_int_eq(sheaf_free(c, o), -EALREADY);
+	/* a class made beforehand with SHEAF_CACHE_DEBUG refuses every one
+	 * (one behind another free too), deferred or not */
+	{
+		struct sheaf_cache_config cfg = { .capacity = SHEAF_CAPACITY_DEFAULT,
+						  .flags = SHEAF_CACHE_DEBUG };
+		sheaf_cache_t *dbg = sheaf_cache_create(p, "kmalloc-2097152", 2 * MIB, &cfg);
+
+		ck_assert_ptr_nonnull(dbg);
+		a = sheaf_malloc(p, 2 * MIB);
+		b = sheaf_malloc(p, 2 * MIB - 5);
+		ck_assert_ptr_eq(sheaf_obj_cache(p, a), dbg);
+		ck_assert_int_eq(sheaf_free_any(p, a), 0);
+		ck_assert_int_eq(sheaf_free_any(p, b), 0);
+		ck_assert_int_eq(sheaf_free_any(p, a), -EALREADY);
+		ck_assert_int_eq(sheaf_free(dbg, b), -EALREADY);
+		ck_assert_int_eq(sheaf_free_deferred(dbg, a), -EALREADY);
+		a = sheaf_malloc(p, 2 * MIB);
+		b = sheaf_malloc(p, 2 * MIB);
+		ck_assert_ptr_ne(a, b);             /* none handed out twice */
+		ck_assert_int_eq(sheaf_free_any(p, a), 0);
+		ck_assert_int_eq(sheaf_free_any(p, b), 0);
+		ck_assert_uint_eq(cache_stats_of(dbg, -1).in_use, 0);
+	}
 	a = sheaf_malloc(p, MIB);
 	b = sheaf_malloc(p, MIB);
 	o = sheaf_malloc(p, MIB);
