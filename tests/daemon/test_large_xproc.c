@@ -363,7 +363,7 @@ START_TEST(retain_tune)
 		sheaf_cache_t *c = sheaf_cache_open(p, "kmalloc-1048576");
 
 		REQUIRE(c != NULL && sheaf_cache_stats(c, -1, &st) == 0, "stats");
-		printf("kmalloc-1048576: slabs %llu objects %llu active %llu barn_full %llu "
+		fprintf(stderr, "kmalloc-1048576: slabs %llu objects %llu active %llu barn_full %llu "
 		       "barn_empty %llu in_use %llu\n", (unsigned long long)st.slabs,
 		       (unsigned long long)st.objects, (unsigned long long)st.active_objects,
 		       (unsigned long long)st.barn_full, (unsigned long long)st.barn_empty,

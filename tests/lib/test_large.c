@@ -7,7 +7,7 @@
  * large classes keeping contents, caches of large fixed sizes, names and
  * deferred frees of large objects, and their pages going back to the
  * kernel beyond the pool's large_retain budget (the SHARED memfd's
- * allocated blocks).
+ * allocated blocks), and each node's threads getting that node's memory.
  */
 #include <check.h>
 #include <errno.h>
@@ -405,6 +405,37 @@ START_TEST(large_retained_reused)
 }
 END_TEST
 
+/* A large object lies in its thread's home node, as a small one: each
+ * node's threads get objects whose every frame is of that node. */
+START_TEST(large_home_node)
+{
+	struct sheaf_pool_config cfg = { .nodes = 2, .size = POOL_BYTES };
+	sheaf_pool_t *p = pool_new(&cfg);
+	struct shm_pool *s = &p->shm;
+
+	for (int node = 0; node < 2; node++) {
+		unsigned char *o[4];
+
+		ck_assert_int_eq(sheaf_thread_set_node(p, node), 0);
+		for (int i = 0; i < 4; i++) {
+			uint64_t off;
+
+			o[i] = sheaf_malloc(p, 3 * MIB);
+			ck_assert_ptr_nonnull(o[i]);
+			off = (uint64_t)((char *)o[i] - s->base);
+			ck_assert_uint_eq(pool_node_of_frame(s, pool_frame_of(s, off)), node);
+			ck_assert_uint_eq(pool_node_of_frame(s, pool_frame_of(s, off + 4 * MIB - 1)),
+					  node);
+		}
+		for (int i = 0; i < 4; i++)
+			ck_assert_int_eq(sheaf_free_any(p, o[i]), 0);
+	}
+	sheaf_thread_exit();
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("large");
@@ -416,5 +447,6 @@ int main(void)
 	ADD_ALONE(s, large_names_and_deferred, 120);
 	ADD_ALONE(s, large_memory_goes_back, 120);
 	ADD_ALONE(s, large_retained_reused, 120);
+	ADD_ALONE(s, large_home_node, 120);
 	return run_suite(s);
 }
