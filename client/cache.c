@@ -94,6 +94,9 @@ void tcache_leave(struct tcache *t)
 	at_store_release(&t->tp->lane->in_cache, 0);
 }
 
+_Static_assert(SHEAF_CACHE_MAX_SIZE == SHEAF_MAX_OBJ_SIZE &&
+	       SHEAF_CACHE_LARGE_MIN == SHEAF_LARGE_MIN, "sheaf.h and layout.h agree");
+
 /* The prologue of a create on @pool: a create request from the public
  * arguments into *@cp: 0, -ECHILD (a pool inherited through fork()) or
  * -EINVAL. */
@@ -106,6 +109,9 @@ static int cache_params(const sheaf_pool_t *pool, const char *name, size_t size,
 		return -ECHILD;
 	/* What does not fit the request's 32-bit fields, and flags the
 	 * public API does not know; the engine checks the rest. */
+	if (size <= SHEAF_MAX_OBJ_SIZE && size > SLAB_SIZE &&
+	    slab_frames_of((uint32_t)size) > pool->shm.frames_per_node)
+		return -EFBIG;          /* no slab of it fits a node */
 	if (size > SHEAF_MAX_OBJ_SIZE ||
 	    (cfg != NULL && (cfg->align > SHEAF_MAX_ALIGN || cfg->flags & ~(SHEAF_CACHE_DEBUG |
 					SHEAF_CACHE_OWNED | SHEAF_CACHE_KEEP))))

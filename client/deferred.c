@@ -340,6 +340,33 @@ static int deferred_slow(sheaf_cache_t *c, struct tcache *t, void *obj)
 	return sheaf_free(c, obj);
 }
 
+/*
+ * A debug cache's deferred free: the object is pushed on the deferred
+ * sheaf, then its in-use bit
+ * cleared, in debug_track's order (a death between the two leaves it in
+ * the sheaf with its bit set: still allocatable); a bit already clear is a
+ * double free, refused with the object popped back off.
+ */
+static int deferred_debug(sheaf_cache_t *c, struct tcache *t, void *obj)
+{
+	uint64_t off = (uint64_t)((char *)obj - t->f->base);
+	int rc = tcache_enter(t);
+
+	if (rc != 0)
+		return rc;
+	rc = deferred_slow_in(t, obj);
+	if (rc == 0)
+		rc = debug_track_commit_free(t, t->deferred, off);
+	tcache_leave(t);
+	if (rc != 1)
+		return rc;
+	at_counter_add(&t->stat[ST_FREE_RCU_SHEAF_FAIL], 1);
+	if (t->tp->rcu_nest != 0 ||
+	    sheaf_synchronize(c->pool, (unsigned)(c->pool->wait_ns / 1000000)) != 0)
+		return -EAGAIN;
+	return sheaf_free(c, obj);
+}
+
 int sheaf_free_deferred(sheaf_cache_t *c, void *obj)
 {
 	struct tcache *t;
@@ -356,8 +383,13 @@ int sheaf_free_deferred(sheaf_cache_t *c, void *obj)
 		errno = saved;
 		return rc;
 	}
-	if (unlikely(t->f == &t->own))      /* a debug cache */
-		return -EOPNOTSUPP;
+	if (unlikely(t->f == &t->own)) {    /* a debug or an owned cache */
+		if (c->sc->flags & SHEAF_CACHE_F_OWNED)
+			return -EOPNOTSUPP;
+		rc = deferred_debug(c, t, obj);
+		errno = saved;
+		return rc;
+	}
 	d = t->deferred;
 	/* The fast case: room, and an object of the home node that passes
 	 * the free fast path's test (a plain push, as sheaf_free). */

@@ -79,6 +79,10 @@ struct sheaf_pool {
 	pthread_mutex_t lock;        /* handles[]; before slots_lock */
 	sheaf_cache_t *handles[SHEAF_MAX_CACHES];   /* by cache id < shm.max_caches */
 	struct lane_set lanes;       /* thread.c */
+	/* kmalloc.c: the handles of the size classes above the inline
+	 * table's (head.large[]), by log2 of the class size; atomic
+	 * pointers as there. */
+	sheaf_cache_t *km_large[SHEAF_KMALLOC_LOG_MAX + 1];
 };
 
 /* A handle: one of the process's SHEAF_HANDLES_MAX slots of handles[]

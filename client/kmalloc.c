@@ -28,7 +28,12 @@
 #include "client/internal.h"
 
 _Static_assert(SHEAF_KMALLOC_MAX == SHEAF_MAX_OBJ_SIZE &&
-	       SHEAF_KMALLOC_MAX == 1u << SHEAF__KM_LOG_MAX, "largest class");
+	       SHEAF_KMALLOC_MAX == 1u << SHEAF_KMALLOC_LOG_MAX &&
+	       SHEAF_KMALLOC_CLASSES == 31 + SHEAF_KMALLOC_LOG_MAX - SHEAF__KM_LOG_MAX,
+	       "largest class");
+/* The inline sheaf_malloc's table (head.large[]) ends at 64 KiB: the large
+ * classes above are this file's (pool->km_large[]), a call away. */
+#define KM_INLINE_MAX (1u << SHEAF__KM_LOG_MAX)
 _Static_assert(offsetof(struct sheaf_pool, head) == 0, "the head starts the pool");
 
 /* The head's fields are plain (sheaf.h's inline paths read them with
@@ -47,6 +52,9 @@ static const uint32_t km_size[SHEAF_KMALLOC_CLASSES] = {
 	8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256,
 	320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960, 1024,
 	2048, 4096, 8192, 16384, 32768, 65536,
+	/* large: multi-frame slabs above 256 KiB (slab_geom.h) */
+	1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21, 1u << 22, 1u << 23,
+	1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30,
 };
 
 /* The class of @size (<= SHEAF_KMALLOC_MAX): the smallest that holds it. */
@@ -54,9 +62,21 @@ static uint32_t km_class_of(size_t size)
 {
 	uint32_t k = 0;
 
+	if (size > KM_INLINE_MAX)           /* powers of two: by log2 */
+		return 31 + (uint32_t)(64 - __builtin_clzll((unsigned long long)size - 1)) -
+		       (SHEAF__KM_LOG_MAX + 1);
 	while (km_size[k] < size)
 		k++;
 	return k;
+}
+
+/* The largest size @pool serves: its largest class that fits a node's
+ * data (a power of two of frames), at most SHEAF_KMALLOC_MAX. */
+static size_t km_max(const sheaf_pool_t *pool)
+{
+	uint64_t node = (uint64_t)pool->shm.frames_per_node << SLAB_SHIFT;
+
+	return node < SHEAF_KMALLOC_MAX ? (size_t)node : SHEAF_KMALLOC_MAX;
 }
 
 /*
@@ -103,8 +123,10 @@ static void km_publish(sheaf_pool_t *pool, uint32_t k, sheaf_cache_t *c)
 		for (uint32_t i = 0; i <= SHEAF__KM_SMALL_MAX / 8; i++)
 			if (km_class_of((size_t)i * 8) == k)
 				at_plain_store_release(&h->small[i], c);
-	} else {
+	} else if (km_size[k] <= KM_INLINE_MAX) {
 		at_plain_store_release(&h->large[__builtin_ctz(km_size[k])], c);
+	} else {
+		at_plain_store_release(&pool->km_large[__builtin_ctz(km_size[k])], c);
 	}
 }
 
@@ -124,6 +146,8 @@ static uint32_t kmalloc_capacity(uint32_t size)
 	uint32_t cap = SHEAF_KMALLOC_SHEAF_BYTES / size;
 	uint32_t dflt = cache_default_capacity(size);
 
+	if (slab_is_large(size))            /* 1..4: cache_desc.h */
+		return dflt;
 	if (cap > SHEAF_CAP_MAX)
 		cap = SHEAF_CAP_MAX;
 	return cap > dflt ? cap : dflt;
@@ -132,6 +156,10 @@ static uint32_t kmalloc_capacity(uint32_t size)
 /* The handle of class @k, its cache made or opened; NULL with errno. */
 static sheaf_cache_t *km_class_handle(sheaf_pool_t *pool, uint32_t k)
 {
+	/* No flags: a large class is checked as a small one (the immediate
+	 * double free; every one when made beforehand with
+	 * SHEAF_CACHE_DEBUG).  Made a debug cache, its frees would leave the
+	 * inline path: W10 at 128 KiB, 1000 ns per object against 400. */
 	struct sheaf_cache_config cfg = { .capacity = (int)kmalloc_capacity(km_size[k]) };
 	char name[SHEAF_NAME_MAX];
 	sheaf_cache_t *c;
@@ -144,6 +172,19 @@ static sheaf_cache_t *km_class_handle(sheaf_pool_t *pool, uint32_t k)
 	return c;
 }
 
+/* The handle of class @k from the table when it is live, else made. */
+static sheaf_cache_t *km_handle(sheaf_pool_t *pool, uint32_t k)
+{
+	const struct sheaf__pool_head *h = &pool->head;
+	sheaf_cache_t *c = km_size[k] <= SHEAF__KM_SMALL_MAX ?
+		at_plain_load_acquire(&h->small[km_size[k] / 8]) :
+		km_size[k] <= KM_INLINE_MAX ?
+		at_plain_load_acquire(&h->large[__builtin_ctz(km_size[k])]) :
+		at_plain_load_acquire(&pool->km_large[__builtin_ctz(km_size[k])]);
+
+	return c != NULL && cache_handle_live(c) ? c : km_class_handle(pool, k);
+}
+
 void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size, sheaf_cache_t *failed)
 {
 	sheaf_cache_t *c;
@@ -151,13 +192,21 @@ void *sheaf__malloc_slow(sheaf_pool_t *pool, size_t size, sheaf_cache_t *failed)
 	/* sheaf_alloc's error stands, unless the handle went stale */
 	if (failed != NULL && errno != ESTALE)
 		return NULL;
-	if (size > SHEAF_KMALLOC_MAX) {
+	if (size > km_max(pool)) {
 		errno = EFBIG;
 		return NULL;
 	}
 	if (pool->forked) {
 		errno = ECHILD;
 		return NULL;
+	}
+	if (size > KM_INLINE_MAX) {         /* a large class: not inline */
+		void *p;
+
+		c = km_handle(pool, km_class_of(size));
+		p = c != NULL ? sheaf_alloc(c) : NULL;
+		if (p != NULL || errno != ESTALE)
+			return p;
 	}
 	c = km_class_handle(pool, km_class_of(size));
 	return c != NULL ? sheaf_alloc(c) : NULL;
@@ -221,17 +270,6 @@ static sheaf_cache_t *km_object_of(sheaf_pool_t *pool, const void *obj)
 	return c;
 }
 
-/* The handle of class @k from the table when it is live, else made. */
-static sheaf_cache_t *km_handle(sheaf_pool_t *pool, uint32_t k)
-{
-	const struct sheaf__pool_head *h = &pool->head;
-	sheaf_cache_t *c = km_size[k] <= SHEAF__KM_SMALL_MAX ?
-		at_plain_load_acquire(&h->small[km_size[k] / 8]) :
-		at_plain_load_acquire(&h->large[__builtin_ctz(km_size[k])]);
-
-	return c != NULL && cache_handle_live(c) ? c : km_class_handle(pool, k);
-}
-
 /*
  * @owner: the guessed handle, when the inline path found @obj to be an
  * object of its cache (its main sheaf was full, or @obj on its top): that
@@ -291,7 +329,7 @@ void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size)
 
 	if (obj == NULL)
 		return sheaf_malloc(pool, size);
-	if (size > SHEAF_KMALLOC_MAX) {
+	if (size > km_max(pool)) {
 		errno = EFBIG;
 		return NULL;
 	}

@@ -19,6 +19,7 @@
 #include "shm/names.h"
 #include "shm/engine/names.h"
 #include "shm/huge.h"
+#include "shm/slab_geom.h"
 #include "shm/tune.h"
 #include "client/internal.h"
 #include "client/pool_ops.h"
@@ -150,7 +151,7 @@ static int local_cache_stats(sheaf_cache_t *c, int node, struct pool_cache_stats
 	for (uint32_t n = 0; n < p->nodes; n++)
 		if (node < 0 || n == (uint32_t)node)
 			stats_cache_node(p, c->id, n, &out->sum);
-	out->slab_bytes = out->sum.slabs * SLAB_SIZE;
+	out->slab_bytes = out->sum.slabs * slab_frames_of(p->caches[c->id].slab_bytes) * SLAB_SIZE;
 	return 0;
 }
 

@@ -307,12 +307,19 @@ struct sheaf_cache_config {
  * handle keeps its slot until the pool is closed.
  */
 #define SHEAF_CACHE_HANDLES_MAX 1024
+#define SHEAF_CACHE_MAX_SIZE    (1u << 30)   /* a cache's objects, at most */
+#define SHEAF_CACHE_LARGE_MIN   65536u       /* larger objects are large */
 
 /*
- * Create cache @name (1..SHEAF_CACHE_NAME_MAX bytes) of objects of @size bytes (1..65536,
- * rounded up to the alignment) in @pool; @cfg may be NULL for defaults.
+ * Create cache @name (1..SHEAF_CACHE_NAME_MAX bytes) of objects of @size bytes
+ * (1..SHEAF_CACHE_MAX_SIZE, rounded up to the alignment) in @pool; @cfg may
+ * be NULL for defaults.  Objects above SHEAF_CACHE_LARGE_MIN are large: a
+ * slab of their own above 256 KiB (contiguous frames of one node), sheaves
+ * of 1 to 4 objects (at most 4 MiB of them), small barns, and empty slabs
+ * kept only within the pool's large_retain budget (sheafctl tune --pool).
  * Returns a handle or NULL with errno: EINVAL (size, align, capacity or
- * flags out of range; SHEAF_CACHE_KEEP without SHEAF_CACHE_OWNED), EEXIST (a cache of that name exists; see
+ * flags out of range; SHEAF_CACHE_KEEP without SHEAF_CACHE_OWNED), EFBIG
+ * (@size is larger than one node's data), EEXIST (a cache of that name exists; see
  * sheaf_cache_create_or_open), ENOSPC (max_caches caches exist), EMFILE (too many
  * handles in this process).
  */
@@ -696,7 +703,9 @@ SHEAF_API int sheaf_quiescent(sheaf_pool_t *pool);
  * it waits for a grace period (at most wait_ms) and frees the object
  * directly; inside a read section it cannot wait and returns -EAGAIN.
  * Returns 0 (also for NULL), -EFAULT / -EINVAL (as sheaf_free), -EAGAIN,
- * -EOPNOTSUPP (a SHEAF_CACHE_DEBUG cache), -EMFILE, -ECHILD, -ESTALE.
+ * -EALREADY (a SHEAF_CACHE_DEBUG cache: @obj is not allocated),
+ * -EOPNOTSUPP (a SHEAF_CACHE_OWNED cache),
+ * -EMFILE, -ECHILD, -ESTALE.
  */
 SHEAF_API int sheaf_free_deferred(sheaf_cache_t *cache, void *obj);
 
@@ -860,18 +869,24 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  * at most 256 and never fewer than SHEAF_CAPACITY_DEFAULT's, so 256 up to
  * 1 KiB, 128 for 2 KiB ... 4 for 64 KiB).  Classes, in
  * bytes: 8 16 32 48 64 80 96 112 128 160 192 224 256 320 384 448 512 576
- * 640 704 768 832 896 960 1024 2048 4096 8192 16384 32768 65536.  An
+ * 640 704 768 832 896 960 1024 2048 4096 8192 16384 32768 65536, then the
+ * large classes, every power of two from 128 KiB to 1 GiB
+ * (SHEAF_KMALLOC_MAX), limited to the pool's node size (the data of one
+ * NUMA node: sheafd --size / nodes, a power of two of 256 KiB frames).  A
+ * large class is a cache of large objects (sheaf_cache_create): its
+ * sheaves hold 4 objects up to 1 MiB, 2 of 2 MiB, 1 above.  An
  * object is aligned to the largest power of two dividing its class's
  * size, at most 4096 (8-byte objects: 8; 96: 32).  A cache of one
  * of these names made beforehand with the same size and alignment is used
  * as it is (e.g. with SHEAF_CACHE_DEBUG, to catch every double free).
  * Racing first uses of a class, in any processes, end with one cache.
- * The classes take up to 31 of the pool's max_caches caches and of the
+ * The classes take up to 45 of the pool's max_caches caches and of the
  * process's SHEAF_CACHE_HANDLES_MAX cache handles.  Local pools and pools
  * of sheafd alike.
  */
-#define SHEAF_KMALLOC_MAX     65536u
-#define SHEAF_KMALLOC_CLASSES 31u
+#define SHEAF_KMALLOC_MAX     (1u << 30)
+#define SHEAF_KMALLOC_LOG_MAX 30
+#define SHEAF_KMALLOC_CLASSES 45u
 #define SHEAF_KMALLOC_SHEAF_BYTES (256u << 10)  /* a class's sheaf, at most */
 
 /*
@@ -880,7 +895,8 @@ SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out)
  * sheaf_alloc.  @size 0 allocates from the 8-byte class (a unique
  * pointer, as glibc's malloc(0)).
  * Returns the object, or NULL with errno:
- *   EFBIG   @size > SHEAF_KMALLOC_MAX (no large-object path);
+ *   EFBIG   @size > the largest class the pool serves:
+ *           SHEAF_KMALLOC_MAX, or the pool's node size when smaller;
  *   EINVAL  a cache of the class's name exists with another object size
  *           or alignment;
  *   ENOSPC  the class's cache had to be made and max_caches caches exist;
@@ -896,7 +912,7 @@ SHEAF_API SHEAF__INLINE void *sheaf_malloc(sheaf_pool_t *pool, size_t size);
 /*
  * Allocate @n objects' worth (@n * @size bytes) zeroed, as sheaf_malloc.
  * Returns the object, or NULL with errno EOVERFLOW (@n * @size does not
- * fit a size_t), EFBIG (the product > SHEAF_KMALLOC_MAX), or an error of
+ * fit a size_t), EFBIG (the product above sheaf_malloc's largest), or an error of
  * sheaf_malloc.  @n or @size 0: as sheaf_malloc(pool, 0), zeroed.
  */
 SHEAF_API void *sheaf_calloc(sheaf_pool_t *pool, size_t n, size_t size);
@@ -910,7 +926,7 @@ SHEAF_API void *sheaf_calloc(sheaf_pool_t *pool, size_t n, size_t size);
  * @size 1: the 8-byte class (a valid pointer, never a free: NULL always
  * means failure).  On failure NULL is returned with errno and @obj is left
  * as it was (contents unchanged):
- *   EFBIG           @size > SHEAF_KMALLOC_MAX;
+ *   EFBIG           @size above sheaf_malloc's largest;
  *   EFAULT, EINVAL  @obj is not an object of the pool (not in its data,
  *                   or not on an object boundary of the cache owning its
  *                   frame): checked before anything;

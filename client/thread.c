@@ -491,9 +491,14 @@ static void sheaf_retire(struct tcache *t, struct shm_sheaf *s)
 	if (s == NULL || s == &sheaf_dummy)
 		return;
 	id = sheaf_index(t, s);
-	if (sheaf_size(s) > 0)
-		barn_put_full(p, t->f->cache_id, s->node, id, t->cache->pool->client, in);
-	else
+	/* Over what the barn keeps: ask for a flush, as a free's put does
+	 * (else the surplus, a large cache's memory, waits for the next
+	 * doorbell). */
+	if (sheaf_size(s) > 0) {
+		if (barn_put_full(p, t->f->cache_id, s->node, id, t->cache->pool->client, in) >
+		    barn_flush_limit(p, t->cache->sc, s->node))
+			node_ring_doorbell(p, s->node);
+	} else
 		barn_put_empty(p, t->f->cache_id, s->node, id, t->cache->pool->client, in);
 }
 

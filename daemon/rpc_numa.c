@@ -68,7 +68,9 @@ int rpc_numa_pages(struct daemon *d, struct arena *a, uint32_t c, uint32_t n,
 	for (uint32_t f = first; f < end;) {
 		uint32_t g = f;
 
-		while (g < end && at_load_relaxed(&p->frame_owner[g]) == (uint16_t)c)
+		/* a multi-frame slab's later frames too (FRAME_TAIL) */
+		while (g < end && (at_load_relaxed(&p->frame_owner[g]) == (uint16_t)c ||
+				   at_load_relaxed(&p->frame_owner[g]) == (uint16_t)(FRAME_TAIL | c)))
 			g++;
 		if (g > f)
 			(void)ntopo_pages_by_node(p->shared_fd, pool_frame_off(p, f) - p->hdr->off_rw,

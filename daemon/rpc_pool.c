@@ -5,6 +5,7 @@
  * only.
  */
 #include <errno.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "log.h"
 #include "rpc_handlers.h"
@@ -14,6 +15,7 @@
 #include "shm/stats.h"
 #include "shm/tune.h"
 #include "shm/bounds.h"
+#include "shm/slab_geom.h"
 
 Sheaf__V1__Layout *rpc_layout(struct daemon *d, struct arena *a)
 {
@@ -65,6 +67,29 @@ static int daemon_info_grace(struct daemon *d, struct arena *a,
 	return 0;
 }
 
+/* The large-object figures of DaemonInfo: budget, retained, the bytes of
+ * large caches' slabs, and what SHARED's memfd holds in memory. */
+static void daemon_info_large(struct daemon *d, Sheaf__V1__DaemonInfoResponse *di)
+{
+	struct shm_pool *p = &d->pool;
+	struct stat st;
+
+	di->large_retain = at_load_relaxed(&p->hdr->large_retain);
+	di->large_retained = at_load_relaxed(&p->hdr->large_retained);
+	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++) {
+		struct stats_sum sum = { 0 };
+
+		if (at_load_acquire(&p->caches[c].state) != CACHE_LIVE ||
+		    !slab_is_large(p->caches[c].obj_size))
+			continue;
+		for (uint32_t n = 0; n < p->nodes; n++)
+			stats_cache_node(p, c, n, &sum);
+		di->large_bytes += sum.slabs * slab_frames_of(p->caches[c].slab_bytes) * SLAB_SIZE;
+	}
+	if (fstat(p->shared_fd, &st) == 0)
+		di->shared_allocated = (uint64_t)st.st_blocks * 512;
+}
+
 void rpc_daemon_info(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 {
 	Sheaf__V1__DaemonInfoResponse *di = ARENA_NEW(&rp->a, Sheaf__V1__DaemonInfoResponse,
@@ -84,6 +109,7 @@ void rpc_daemon_info(struct daemon *d, const struct rpc_call *call, struct reply
 	di->max_clients = d->pool.max_clients;
 	di->clients = daemon_live_clients(d);
 	di->max_frame = d->cfg.max_frame;
+	daemon_info_large(d, di);
 	if (daemon_info_grace(d, &rp->a, di) != 0 ||
 	    rpc_numa_nodes(d, &rp->a, &di->numa_policy, &di->numa_nodes, &di->n_numa_nodes) != 0) {
 		rpc_fail(rp, SHEAF__V1__STATUS__STATUS_INTERNAL, "out of memory");
@@ -116,7 +142,7 @@ static Sheaf__V1__NodeStats *node_stats(struct daemon *d, struct arena *a, uint3
 	ns->active_objects = sum.active_objects;
 	ns->slabs = sum.slabs;
 	ns->partial_slabs = sum.partial_slabs;
-	ns->slab_bytes = sum.slabs * SLAB_SIZE;
+	ns->slab_bytes = sum.slabs * slab_frames_of(d->pool.caches[c].slab_bytes) * SLAB_SIZE;
 	ns->barn_full = sum.barn_full;
 	ns->barn_empty = sum.barn_empty;
 	return ns;
@@ -150,7 +176,7 @@ void rpc_stats(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 			if ((cs->nodes[n] = node_stats(d, &rp->a, c, n)) == NULL ||
 			    (rq->placement && rpc_numa_pages(d, &rp->a, c, n, cs->nodes[n]) != 0))
 				goto oom;
-			cs->bytes_mapped += cs->nodes[n]->slabs * SLAB_SIZE;
+			cs->bytes_mapped += cs->nodes[n]->slab_bytes;
 		}
 		cs->n_nodes = p->nodes;
 		cs->owner_freed = at_load_relaxed(&p->caches[c].owner_freed);

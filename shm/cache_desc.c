@@ -18,12 +18,24 @@ uint32_t cache_default_keep(const struct shm_pool *p)
 
 uint32_t cache_default_capacity(uint32_t obj_size)
 {
+	if (slab_is_large(obj_size)) {
+		uint32_t n = SHEAF_LARGE_SHEAF_BYTES / obj_size;
+
+		return n < 1 ? 1 : n > 4 ? 4 : n;
+	}
 	uint32_t kernel = obj_size <= 256 ? 60 : obj_size <= 1024 ? 28 : obj_size <= 4096 ? 12 : 4;
 	uint32_t fill = SHEAF_DEFAULT_BYTES / obj_size;
 
 	if (fill > SHEAF_CAP_MAX)
 		fill = SHEAF_CAP_MAX;
 	return fill > kernel ? fill : kernel;
+}
+
+uint32_t cache_large_barn_limit(uint32_t obj_size, uint32_t capacity)
+{
+	uint64_t n = SHEAF_LARGE_BARN_BYTES / ((uint64_t)obj_size * (capacity ? capacity : 1));
+
+	return n < 2 ? 2 : n > 64 ? 64 : (uint32_t)n;
 }
 
 int pool_cache_find(const struct shm_pool *p, const char *name)

@@ -34,7 +34,14 @@ struct cache_params {
  * a few atomic operations (docs/design.md, "Capacity").
  */
 #define SHEAF_DEFAULT_BYTES 16384u
+/* Large objects (slab_is_large): 1 to 4 objects, at most this many bytes
+ * of them (a thread keeps two sheaves' worth per class), and barns of
+ * at most SHEAF_LARGE_BARN_BYTES of full sheaves, 2 to 64 of them. */
+#define SHEAF_LARGE_SHEAF_BYTES (4u << 20)
+#define SHEAF_LARGE_BARN_BYTES  (16ull << 20)
 uint32_t cache_default_capacity(uint32_t obj_size);
+/* The defaults of a large cache's barn limit and min_partial. */
+uint32_t cache_large_barn_limit(uint32_t obj_size, uint32_t capacity);
 
 /* Default barn_keep (barn.h, barn_flush_limit): a quarter of the pool's
  * sheaves, at most 65536 (the tunable's range). */

@@ -72,7 +72,9 @@
 					 queue record per lane (struct shm_qrec,
 					 in the lane's counter block), lane
 					 grants in META (off_lane_grant,
-					 lanes_hwm), CLIENT_REVOKED */
+					 lanes_hwm), CLIENT_REVOKED,
+					 multi-frame slabs (FRAME_TAIL), the
+					 large-object retain budget */
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_NUMA_F_IDS      0x1u       /* kernel_node[] is set */
@@ -97,12 +99,23 @@
 #define SLAB_MIN_OBJ          8u
 #define SLAB_MAX_OBJS         (SLAB_SIZE / SLAB_MIN_OBJ)
 #define SLAB_BITMAP_WORDS     (SLAB_MAX_OBJS / 64u)
-#define SHEAF_MAX_OBJ_SIZE    (64u * 1024u)
+#define SHEAF_MAX_OBJ_SIZE    (1u << 30)  /* a cache's objects, at most */
 #define SHEAF_MAX_ALIGN       4096u
+/* Objects above this size are large: a cache of them has its own defaults
+ * (small sheaves and barns, no empty slab kept beyond the pool's
+ * large_retain) and, above SLAB_SIZE, multi-frame slabs of one object
+ * (slab_geom.h). */
+#define SHEAF_LARGE_MIN       (64u * 1024u)
+#define SHEAF_LARGE_RETAIN_DIV 4u    /* default large_retain: the data / 4 */
 
 #define SLAB_NONE             0xffffffffu
 #define FRAME_FREE            0xffffu    /* frame_owner[] of an unused frame */
 #define FRAME_QUEUE           0xfffeu    /* frame_owner[] of a queue's storage */
+#define FRAME_TAIL            0x8000u    /* | cache: frame_owner[] of a frame of
+					    a multi-frame slab after its first
+					    (which holds the cache's id): no
+					    object starts there */
+_Static_assert(SHEAF_MAX_CACHES <= FRAME_TAIL, "cache ids below FRAME_TAIL");
 
 /* ---- engine-owned part ------------------------------------------------ */
 
@@ -152,7 +165,12 @@ struct shm_header {
 	 * stop there: their cost follows use, not the limits. */
 	_Atomic uint32_t clients_hwm;
 	_Atomic uint32_t caches_hwm;
-	char pad3[16];
+	/* Layout 7 (former padding): bytes of empty slabs of large caches
+	 * (SHEAF_LARGE_MIN) the engine may keep, a pool tunable; and the
+	 * bytes it keeps now (engine/slab.c, written under the cache-node
+	 * locks).  Beyond the budget an empty large slab is punched at once. */
+	_Atomic uint64_t large_retain;
+	_Atomic uint64_t large_retained;
 	/* Deferred frees (shm/engine/grace.h), engine-written: clients only read
 	 * them, so no client can fake a completed grace period. */
 	uint64_t off_rcu;            /* struct shm_rcu, in SHARED */

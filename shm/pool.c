@@ -466,6 +466,7 @@ static int do_pool_create(struct shm_pool *p, const struct pool_params *pp,
 	at_store_relaxed(&p->hdr->mem_cap,
 			 pp->mem_cap && pp->mem_cap < p->data_len ? pp->mem_cap : p->data_len);
 	at_store_relaxed(&p->hdr->created_at, (uint64_t)time(NULL));
+	at_store_relaxed(&p->hdr->large_retain, p->data_len / SHEAF_LARGE_RETAIN_DIV);
 	pool_init_segments(p);
 	rc = pool_huge_setup(p, pp->huge, err, errlen);
 	if (rc != 0) {

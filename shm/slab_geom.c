@@ -18,7 +18,8 @@ int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
 		a = 8;
 	size = (size + a - 1) & ~(a - 1);
 	*obj_size = size;
-	*objs_per_slab = SLAB_SIZE / size;
+	/* Above a frame: one object per slab of slab_frames() frames. */
+	*objs_per_slab = size > SLAB_SIZE ? 1 : SLAB_SIZE / size;
 	return 0;
 }
 
@@ -33,6 +34,8 @@ int slab_validate(const struct shm_pool *p, uint32_t cache, uint64_t off)
 	f = pool_frame_of(p, off);
 	if (at_load_acquire(&p->frame_owner[f]) != cache)
 		return -EINVAL;
+	/* A multi-frame slab's object starts its first frame: rel is then 0
+	 * (a pointer into a later frame met FRAME_TAIL above). */
 	rel = off - pool_frame_off(p, f);
 	if (rel >= c->slab_bytes || rel % c->obj_size != 0)
 		return -EINVAL;

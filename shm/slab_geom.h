@@ -15,9 +15,25 @@
 #include <stdint.h>
 #include "pool.h"
 
-/* Object geometry of a cache: size rounded to @align; 0 or -EINVAL. */
+/* Object geometry of a cache: size rounded to @align; 0 or -EINVAL.
+ * Objects of up to SLAB_SIZE share a frame; a larger one has a slab of
+ * its own, slab_frames() contiguous frames of one node (the first marked
+ * with the cache's id in the frame owner map, the others FRAME_TAIL|id),
+ * so an object starts a frame and one lookup still validates a free. */
 int slab_geometry(uint32_t size, uint32_t align, uint32_t *obj_size,
 		  uint32_t *objs_per_slab);
+
+/* Frames of one slab of a cache whose slabs hold @slab_bytes. */
+static inline uint32_t slab_frames_of(uint32_t slab_bytes)
+{
+	return (uint32_t)(((uint64_t)slab_bytes + SLAB_SIZE - 1) >> SLAB_SHIFT);
+}
+
+/* A cache of objects above SHEAF_LARGE_MIN (layout.h). */
+static inline int slab_is_large(uint32_t obj_size)
+{
+	return obj_size > SHEAF_LARGE_MIN;
+}
 
 /* Validate one object offset for @cache: 0, or -EFAULT (not in the data
  * region), -EINVAL (not an object of @cache).  The frame map is read with

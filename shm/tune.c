@@ -17,7 +17,9 @@ struct tunable {
 	size_t off;              /* in struct shm_cache; POOL_KEY: the header */
 };
 
-#define POOL_KEY SIZE_MAX
+#define POOL_KEY SIZE_MAX              /* the header's mem_cap */
+#define POOL_KEY_RETAIN (SIZE_MAX - 1) /* the header's large_retain */
+#define IS_POOL_KEY(t) ((t)->off >= POOL_KEY_RETAIN)
 
 static const struct tunable tunables[] = {
 	{ "sheaf_capacity", 0, SHEAF_CAP_MAX, offsetof(struct shm_cache, sheaf_capacity) },
@@ -29,10 +31,11 @@ static const struct tunable tunables[] = {
 	{ "stash_bytes", 0, 1u << 30, offsetof(struct shm_cache, stash_bytes) },
 	{ "min_partial", 0, 1024, offsetof(struct shm_cache, min_partial) },
 	{ "mem_cap", SLAB_SIZE, UINT64_MAX, POOL_KEY },
+	{ "large_retain", 0, UINT64_MAX, POOL_KEY_RETAIN },
 };
 
 #define KNOWN "sheaf_capacity, barn_limit, barn_low, barn_high, barn_keep, " \
-	"stash_sheaves, stash_bytes, min_partial, mem_cap"
+	"stash_sheaves, stash_bytes, min_partial, mem_cap, large_retain"
 
 static const struct tunable *tunable_find(const char *key)
 {
@@ -78,11 +81,11 @@ static int check_one(const struct shm_pool *p, int cache, const struct tune_sett
 	if (t == NULL)
 		return fail(err, errlen, "unknown setting '%s' (known: " KNOWN
 			    "; pool, numa_policy=bind: " NTOPO_CAP_KEY "K)", s->key);
-	if ((t->off == POOL_KEY) != (cache < 0))
-		return fail(err, errlen, t->off == POOL_KEY ?
+	if (IS_POOL_KEY(t) != (cache < 0))
+		return fail(err, errlen, IS_POOL_KEY(t) ?
 			    "'%s' is a pool setting: give no cache" :
 			    "'%s' is a cache setting: name the cache", s->key);
-	hi = t->off == POOL_KEY ? p->data_len : t->hi;
+	hi = IS_POOL_KEY(t) ? p->data_len : t->hi;
 	if (s->value < t->lo || s->value > hi)
 		return fail(err, errlen, "%s=%llu out of range %llu..%llu", s->key,
 			    (unsigned long long)s->value, (unsigned long long)t->lo,
@@ -149,6 +152,8 @@ void tune_apply(struct shm_pool *p, int cache, const struct tune_setting *s)
 		return;
 	if (t->off == POOL_KEY)
 		at_store_relaxed(&p->hdr->mem_cap, s->value);
+	else if (t->off == POOL_KEY_RETAIN)
+		at_store_relaxed(&p->hdr->large_retain, s->value);
 	else
 		at_store_relaxed(cache_field(p, cache, t), (uint32_t)s->value);
 }

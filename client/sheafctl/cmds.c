@@ -76,6 +76,13 @@ static void info_table(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse 
 		printf("%-18s 0x%llx\n", "map_addr", (unsigned long long)l->map_addr);
 		printf("%-18s %u\n", "layout_version", l->layout_version);
 	}
+	printf("%-18s %s (%llu bytes)\n", "large_bytes", fmt_iec(a, sizeof(a), di->large_bytes),
+	       (unsigned long long)di->large_bytes);
+	printf("%-18s %s of %s\n", "large_retained", fmt_iec(a, sizeof(a), di->large_retained),
+	       fmt_iec(b, sizeof(b), di->large_retain));
+	printf("%-18s %s (%llu bytes)\n", "shared_allocated",
+	       fmt_iec(a, sizeof(a), di->shared_allocated),
+	       (unsigned long long)di->shared_allocated);
 	printf("%-18s %u\n", "clients", di->clients);
 	printf("%-18s %u\n", "max_clients", di->max_clients);
 	printf("%-18s %u\n", "max_caches", di->max_caches);
@@ -112,6 +119,10 @@ static void info_json(const struct ctl *c, const Sheaf__V1__DaemonInfoResponse *
 	jw_u64(&w, "region_size", l ? l->region_size : 0);
 	jw_u64(&w, "map_addr", l ? l->map_addr : 0);
 	jw_u64(&w, "layout_version", l ? l->layout_version : 0);
+	jw_u64(&w, "large_bytes", di->large_bytes);
+	jw_u64(&w, "large_retained", di->large_retained);
+	jw_u64(&w, "large_retain", di->large_retain);
+	jw_u64(&w, "shared_allocated", di->shared_allocated);
 	jw_u64(&w, "clients", di->clients);
 	jw_u64(&w, "max_clients", di->max_clients);
 	jw_u64(&w, "max_caches", di->max_caches);
@@ -385,14 +396,15 @@ static int parse_setting(struct ctl *c, char *arg, int pool, Sheaf__V1__Setting 
 		return pool ? numa_cap_setting(c, eq + 1, st, key, keylen)
 			    : ctl_usage(c, "'node_cap' is a pool setting: sheafctl tune --pool "
 					"node_cap=K:BYTES");
-	if (strcmp(arg, "mem_cap") == 0 && !pool)
-		return ctl_usage(c, "'mem_cap' is a pool setting: sheafctl tune --pool mem_cap=BYTES");
+	if ((strcmp(arg, "mem_cap") == 0 || strcmp(arg, "large_retain") == 0) && !pool)
+		return ctl_usage(c, "'%s' is a pool setting: sheafctl tune --pool %s=BYTES",
+				 arg, arg);
 	if (is_cache_key(arg) && pool)
 		return ctl_usage(c, "'%s' is a cache setting: sheafctl tune CACHE %s=N", arg, arg);
-	if (!is_cache_key(arg) && strcmp(arg, "mem_cap") != 0)
+	if (!is_cache_key(arg) && strcmp(arg, "mem_cap") != 0 && strcmp(arg, "large_retain") != 0)
 		return ctl_usage(c, "unknown key '%s' (cache keys: sheaf_capacity, barn_limit, "
 				 "barn_low, barn_high, min_partial, barn_keep, stash_sheaves, "
-				 "stash_bytes; pool keys: mem_cap, node_cap)", arg);
+				 "stash_bytes; pool keys: mem_cap, large_retain, node_cap)", arg);
 	if (ctl_parse_u64(eq + 1, pool, &st->value) != 0)
 		return ctl_usage(c, "bad value '%s' for %s: expected %s", eq + 1, arg,
 				 pool ? "bytes (K, M, G, T suffixes)" : "an unsigned integer");

@@ -60,6 +60,19 @@ static void do_cache_install(const struct shm_pool *p, struct shm_cache *sc, con
 	at_store_relaxed(&sc->stash_bytes, SHEAF_STASH_BYTES);
 	at_store_relaxed(&sc->barn_low, cp->barn_low ? cp->barn_low : 4);
 	at_store_relaxed(&sc->barn_high, cp->barn_high ? cp->barn_high : 16);
+	if (slab_is_large(obj_size)) {
+		/* Large objects: a barn of a few sheaves, no slab kept for
+		 * min_partial (the pool's large_retain budget decides), no
+		 * barn_keep (freed objects reach the slabs, where the budget
+		 * applies, once the barn holds its limit). */
+		uint32_t lim = cp->barn_limit ? cp->barn_limit : cache_large_barn_limit(obj_size, ref);
+
+		at_store_relaxed(&sc->barn_limit, lim);
+		at_store_relaxed(&sc->barn_keep, cp->barn_keep);
+		at_store_relaxed(&sc->min_partial, cp->min_partial);
+		at_store_relaxed(&sc->barn_low, cp->barn_low ? cp->barn_low : 1);
+		at_store_relaxed(&sc->barn_high, cp->barn_high ? cp->barn_high : (lim < 2 ? lim : 2));
+	}
 	/* Release: a client that finds the cache LIVE sees the rest (pairs
 	 * with the acquire loads of state: pool_cache_find, the workers). */
 	at_store_release(&sc->state, CACHE_LIVE);
@@ -76,6 +89,11 @@ int engine_cache_create(struct engine *e, const char *name,
 
 	if (rc != 0)
 		return rc;
+	if (slab_frames_of(per_slab * obj_size) > p->frames_per_node) {
+		snprintf(err, errlen, "object size %u is larger than a node's data (%llu bytes)",
+			 obj_size, (unsigned long long)p->frames_per_node << SLAB_SHIFT);
+		return -EINVAL;
+	}
 	cap = cp->capacity < 0 ? cache_default_capacity(obj_size) : (uint32_t)cp->capacity;
 	lock_acquire(&e->ctl_lock, LOCK_RANK_ENGINE_CTL);
 	if (pool_cache_find(p, name) >= 0) {

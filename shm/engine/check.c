@@ -9,6 +9,7 @@
 #include "shm/bounds.h"
 #include "shm/debug.h"
 #include "shm/engine/check.h"
+#include "shm/slab_geom.h"
 
 enum { M_NONE = 0, M_FREE = 1, M_SHEAF = 2 };
 
@@ -220,6 +221,13 @@ static int check_cache(struct shm_pool *p, uint32_t c, int own_rings,
 					 f, sl->cache, sl->node, sl->list);
 				break;
 			}
+			/* a multi-frame slab's other frames, in its node */
+			for (uint32_t j = 1; j < slab_frames_of(sc->slab_bytes) && rc == 0; j++)
+				if (k + j >= p->frames_per_node ||
+				    at_load_relaxed(&p->frame_owner[f + j]) != (FRAME_TAIL | c))
+					rc = bad(err, errlen, "slab %u: frame %u not its tail", f, j);
+			if (rc != 0)
+				break;
 			mark[f] = calloc(sc->objs_per_slab, 1);
 			if (mark[f] == NULL) {
 				rc = bad(err, errlen, "out of memory");

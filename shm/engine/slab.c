@@ -23,12 +23,31 @@ uint32_t slab_default_min_partial(uint32_t obj_size)
 	return mp < 5 ? 5 : mp > 10 ? 10 : mp;
 }
 
+/* Bytes of empty large slabs the engine keeps (the header's
+ * large_retained): @s enters or leaves the empty list.  Under its
+ * cache-node lock; the header word is shared by the pool's caches. */
+static void retained_note(struct shm_pool *p, const struct shm_slab *sl, int enter)
+{
+	const struct shm_cache *c = &p->caches[sl->cache];
+	uint64_t bytes;
+
+	if (!slab_is_large(c->obj_size))
+		return;
+	bytes = (uint64_t)slab_frames_of(c->slab_bytes) << SLAB_SHIFT;
+	if (enter)
+		at_fetch_add_relaxed(&p->hdr->large_retained, bytes);
+	else
+		at_fetch_sub_relaxed(&p->hdr->large_retained, bytes);
+}
+
 static void list_del(struct shm_pool *p, struct shm_cache_node *cn, uint32_t s)
 {
 	struct shm_slab *sl = &p->slabs[s];
 	struct slab_list_head *h = &cn->lists[sl->list];
 
 	SHEAF_ASSERT(sl->list != SL_NONE && sl->list <= SL_EMPTY && h->count > 0);
+	if (sl->list == SL_EMPTY)
+		retained_note(p, sl, 0);
 	if (sl->prev != SLAB_NONE)
 		p->slabs[sl->prev].next = sl->next;
 	else
@@ -54,6 +73,8 @@ static void list_add(struct shm_pool *p, struct shm_cache_node *cn, uint32_t s,
 		p->slabs[h->first].prev = s;
 	h->first = s;
 	h->count++;
+	if (l == SL_EMPTY)
+		retained_note(p, sl, 1);
 }
 
 static enum slab_list list_for(const struct shm_cache *c, const struct shm_slab *sl)
@@ -74,9 +95,68 @@ static int node_at_cap(const struct shm_pool *p, struct shm_node_alloc *na, uint
 	return 1;
 }
 
-/* New frame for @cache on @node, or SLAB_NONE at the pool's cap, the
- * node's cap (bind) or out of frames. */
-static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
+/* The node's stack of released frames is doubly linked (slab prev and
+ * next), so that a multi-frame slab can take a run out of its middle.
+ * Under na->lock. */
+static void stack_push(struct shm_pool *p, struct shm_node_alloc *na, uint32_t f)
+{
+	p->slabs[f].prev = SLAB_NONE;
+	p->slabs[f].next = na->free_first;
+	if (na->free_first != SLAB_NONE)
+		p->slabs[na->free_first].prev = f;
+	na->free_first = f;
+	na->free_count++;
+}
+
+static void stack_unlink(struct shm_pool *p, struct shm_node_alloc *na, uint32_t f)
+{
+	struct shm_slab *sl = &p->slabs[f];
+
+	if (sl->prev != SLAB_NONE)
+		p->slabs[sl->prev].next = sl->next;
+	else
+		na->free_first = sl->next;
+	if (sl->next != SLAB_NONE)
+		p->slabs[sl->next].prev = sl->prev;
+	sl->prev = sl->next = SLAB_NONE;
+	na->free_count--;
+}
+
+/*
+ * @k contiguous frames of @node from released ones (a run of FRAME_FREE
+ * below the bump pointer, or one that ends at it, completed from the
+ * fresh frames above), or SLAB_NONE.  A walk of the node's owner map:
+ * only a multi-frame slab that the bump pointer cannot serve pays it.
+ * Under na->lock.
+ */
+static uint32_t run_take(struct shm_pool *p, struct shm_node_alloc *na, uint32_t node,
+			 uint32_t k)
+{
+	uint32_t base = node * p->frames_per_node, run = 0, start = 0;
+
+	for (uint32_t i = 0; i < na->next_fresh && run < k; i++) {
+		if (at_load_relaxed(&p->frame_owner[base + i]) != FRAME_FREE) {
+			run = 0;
+			continue;
+		}
+		if (run++ == 0)
+			start = i;
+	}
+	/* @run: k frames, or fewer that end at the bump pointer (or none) */
+	if (run == 0 || (run < k && p->frames_per_node - na->next_fresh < k - run))
+		return SLAB_NONE;
+	for (uint32_t j = 0; j < run; j++)
+		stack_unlink(p, na, base + start + j);
+	if (run < k)
+		na->next_fresh += k - run;
+	return base + start;
+}
+
+/* A new slab of @k contiguous frames for @cache on @node (the first
+ * frame), or SLAB_NONE at the pool's cap, the node's cap (bind) or out of
+ * frames.  The first frame gets the cache's id in the owner map, the
+ * others FRAME_TAIL | id, before it is released (the head last). */
+static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node, uint32_t k)
 {
 	struct shm_node_alloc *na = &p->nalloc[node];
 	uint64_t cap_frames = at_load_relaxed(&p->hdr->mem_cap) >> SLAB_SHIFT;
@@ -84,58 +164,78 @@ static uint32_t frame_alloc(struct shm_pool *p, uint32_t cache, uint32_t node)
 
 	uint64_t used = at_load_relaxed(&p->hdr->frames_used);
 
-	/* Reserve a frame under the cap first: nodes allocate concurrently. */
+	/* Reserve the frames under the cap first: nodes allocate concurrently. */
 	do {
-		if (used >= cap_frames)
+		if (used + k > cap_frames)
 			return SLAB_NONE;
-	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + 1));
+	} while (!at_cas_relaxed(&p->hdr->frames_used, &used, used + k));
 	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
-	if (node_at_cap(p, na, 1)) {
+	if (node_at_cap(p, na, k)) {
 		/* numa_policy=bind: the node gives no more (sheafd logs it). */
-	} else if (na->free_first != SLAB_NONE) {
+	} else if (k == 1 && na->free_first != SLAB_NONE) {
 		f = na->free_first;
-		na->free_first = p->slabs[f].next;
-		na->free_count--;
-	} else if (na->next_fresh < p->frames_per_node) {
-		f = node * p->frames_per_node + na->next_fresh++;
+		stack_unlink(p, na, f);
+	} else if (p->frames_per_node - na->next_fresh >= k) {
+		f = node * p->frames_per_node + na->next_fresh;
+		na->next_fresh += k;
+	} else if (k > 1) {
+		f = run_take(p, na, node, k);
 	}
-	SHEAF_ASSERT(f == SLAB_NONE || (f < p->frames_total &&
+	SHEAF_ASSERT(f == SLAB_NONE || (f + k <= p->frames_total &&
 		     pool_node_of_frame(p, f) == node &&
+		     pool_node_of_frame(p, f + k - 1) == node &&
 		     at_load_relaxed(&p->frame_owner[f]) == FRAME_FREE));
 	if (f == SLAB_NONE) {
-		at_fetch_sub_relaxed(&p->hdr->frames_used, 1);   /* no frame left */
+		at_fetch_sub_relaxed(&p->hdr->frames_used, k);   /* no frame left */
 	} else {
-		at_store_relaxed(&na->used, at_load_relaxed(&na->used) + 1);
-		p->slabs[f].cache = (uint16_t)cache;
-		p->slabs[f].node = (uint8_t)node;
-		/* Clients read frame_owner to validate frees of objects
-		 * they got through the rings, which order after this. */
-		at_store_release(&p->frame_owner[f], (uint16_t)cache);
+		at_store_relaxed(&na->used, at_load_relaxed(&na->used) + k);
+		for (uint32_t j = k; j-- > 0;) {
+			uint16_t o = (uint16_t)(j == 0 ? cache : FRAME_TAIL | cache);
+
+			p->slabs[f + j].cache = o;
+			p->slabs[f + j].node = (uint8_t)node;
+			p->slabs[f + j].list = SL_NONE;
+			/* Clients read frame_owner to validate frees of
+			 * objects they got through the rings, which order
+			 * after this. */
+			at_store_release(&p->frame_owner[f + j], o);
+		}
 	}
 	lock_release(&na->lock);
 	return f;
 }
 
-static void frame_release(struct shm_pool *p, uint32_t f)
+/* Give back slab @f of @k frames: punched, then FRAME_FREE (the first
+ * frame first: an engine that dies half-way leaves tails without their
+ * first frame, which slab_rebuild frees, never a first frame whose tails
+ * went elsewhere). */
+static void frame_release(struct shm_pool *p, uint32_t f, uint32_t k)
 {
 	struct shm_node_alloc *na = &p->nalloc[pool_node_of_frame(p, f)];
 
-	SHEAF_ASSERT(f < p->frames_total && p->slabs[f].list == SL_NONE);
-	pool_punch(p, pool_frame_off(p, f), SLAB_SIZE);
+	SHEAF_ASSERT(f + k <= p->frames_total && p->slabs[f].list == SL_NONE);
+	pool_punch(p, pool_frame_off(p, f), (uint64_t)k << SLAB_SHIFT);
 	lock_acquire(&na->lock, LOCK_RANK_NODE_ALLOC);
-	SHEAF_ASSERT(at_load_relaxed(&p->hdr->frames_used) > 0);
+	SHEAF_ASSERT(at_load_relaxed(&p->hdr->frames_used) >= k);
 	/* Before the owner map: a client that still finds the count it read
 	 * when it allocated an object knows that object's frame stayed its
 	 * cache's (sheaf_free_any's hint, client/sheaf.h). */
 	at_fetch_add_relaxed(&p->hdr->frames_released, 1);
-	at_store_release(&p->frame_owner[f], FRAME_FREE);
-	p->slabs[f].cache = FRAME_FREE;
-	p->slabs[f].next = na->free_first;
-	na->free_first = f;
-	na->free_count++;
-	at_store_relaxed(&na->used, at_load_relaxed(&na->used) - 1);
-	at_fetch_sub_relaxed(&p->hdr->frames_used, 1);
+	for (uint32_t j = 0; j < k; j++) {
+		at_store_release(&p->frame_owner[f + j], FRAME_FREE);
+		p->slabs[f + j].cache = FRAME_FREE;
+		p->slabs[f + j].list = SL_NONE;
+		stack_push(p, na, f + j);
+	}
+	at_store_relaxed(&na->used, at_load_relaxed(&na->used) - k);
+	at_fetch_sub_relaxed(&p->hdr->frames_used, k);
 	lock_release(&na->lock);
+}
+
+/* Frames of one slab of cache @c. */
+static uint32_t cache_frames(const struct shm_cache *c)
+{
+	return slab_frames_of(c->slab_bytes);
 }
 
 /*
@@ -152,7 +252,7 @@ uint32_t slab_frames_take(struct shm_pool *p, uint32_t node, uint32_t n)
 	uint32_t f = SLAB_NONE;
 
 	if (n == 1)
-		return frame_alloc(p, FRAME_QUEUE, node);
+		return frame_alloc(p, FRAME_QUEUE, node, 1);
 	do {
 		if (used + n > cap_frames)
 			return SLAB_NONE;
@@ -178,7 +278,7 @@ uint32_t slab_frames_take(struct shm_pool *p, uint32_t node, uint32_t n)
 void slab_frames_give(struct shm_pool *p, uint32_t first, uint32_t n)
 {
 	for (uint32_t k = 0; k < n; k++)
-		frame_release(p, first + k);
+		frame_release(p, first + k, 1);
 }
 
 /* Set up a fresh slab in frame @f: every object free. */
@@ -226,6 +326,20 @@ static uint32_t do_take_from_slab(struct shm_pool *p, const struct shm_cache *c,
 	return got;
 }
 
+/* Take empty slab @s of @c off its list and out of the counts, before
+ * frame_release gives its frames back.  Under cn->lock. */
+static void do_slab_detach(struct shm_pool *p, struct shm_cache_node *cn,
+			   const struct shm_cache *c, uint32_t s)
+{
+	SHEAF_ASSERT_HELD(&cn->lock);
+	SHEAF_ASSERT(p->slabs[s].nfree == c->objs_per_slab && p->slabs[s].list == SL_EMPTY);
+	list_del(p, cn, s);
+	cn->total_objects -= c->objs_per_slab;
+	cn->free_objects -= c->objs_per_slab;
+	at_counter_add(&cn->stat[ST_FREE_SLAB], 1);
+	SHEAF_ASSERT(cn->free_objects <= cn->total_objects);
+}
+
 /*
  * Out of frames (memory cap, or the node's region is used up): release the
  * empty slabs other caches keep on @node beyond their min_partial.  We hold
@@ -249,12 +363,9 @@ static uint32_t reclaim_empty(struct shm_pool *p, uint32_t cache, uint32_t node)
 		while (cn->lists[SL_EMPTY].first != SLAB_NONE &&
 		       cn->lists[SL_PARTIAL].count + cn->lists[SL_EMPTY].count > keep) {
 			uint32_t s = cn->lists[SL_EMPTY].first;
-			SHEAF_ASSERT(p->slabs[s].nfree == p->caches[c].objs_per_slab);
-			list_del(p, cn, s);
-			cn->total_objects -= p->caches[c].objs_per_slab;
-			cn->free_objects -= p->caches[c].objs_per_slab;
-			at_counter_add(&cn->stat[ST_FREE_SLAB], 1);
-			frame_release(p, s);
+
+			do_slab_detach(p, cn, &p->caches[c], s);
+			frame_release(p, s, cache_frames(&p->caches[c]));
 			released++;
 		}
 		SHEAF_ASSERT(cn->free_objects <= cn->total_objects);
@@ -278,9 +389,9 @@ static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
 		if (s == SLAB_NONE && !fresh)
 			break;
 		if (s == SLAB_NONE) {
-			s = frame_alloc(p, cache, node);
+			s = frame_alloc(p, cache, node, cache_frames(c));
 			if (s == SLAB_NONE && reclaim_empty(p, cache, node) > 0)
-				s = frame_alloc(p, cache, node);
+				s = frame_alloc(p, cache, node, cache_frames(c));
 			if (s == SLAB_NONE)
 				break;
 			slab_init(p, c, s);
@@ -343,6 +454,13 @@ static int do_slab_free_one(struct shm_pool *p, struct shm_cache_node *cn,
 		list_del(p, cn, f);
 		list_add(p, cn, f, list_for(c, sl));
 	}
+	/* An empty large slab beyond the pool's retain budget goes back to
+	 * the kernel now (its pages punched), not at the next shrink. */
+	if (sl->list == SL_EMPTY && slab_is_large(c->obj_size) &&
+	    at_load_relaxed(&p->hdr->large_retained) > at_load_relaxed(&p->hdr->large_retain)) {
+		do_slab_detach(p, cn, c, f);
+		frame_release(p, f, cache_frames(c));
+	}
 	return 0;
 }
 
@@ -401,14 +519,9 @@ uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,
 			lock_release(&cn->lock);
 			break;
 		}
-		SHEAF_ASSERT(p->slabs[s].nfree == c->objs_per_slab);
-		list_del(p, cn, s);
-		cn->total_objects -= c->objs_per_slab;
-		cn->free_objects -= c->objs_per_slab;
-		at_counter_add(&cn->stat[ST_FREE_SLAB], 1);
-		SHEAF_ASSERT(cn->free_objects <= cn->total_objects);
+		do_slab_detach(p, cn, c, s);
 		lock_release(&cn->lock);
-		frame_release(p, s);
+		frame_release(p, s, cache_frames(c));
 		released++;
 	}
 	return released;
@@ -429,6 +542,26 @@ static uint32_t rebuild_bump(struct shm_pool *p, uint32_t node)
 	return fresh;
 }
 
+/* Free the tails of @node (FRAME_TAIL | c) that follow no first frame c
+ * and tails of it: an engine that died in frame_release between a slab's
+ * first frame and its others leaves them so. */
+static void rebuild_tails(struct shm_pool *p, uint32_t node)
+{
+	uint32_t base = node * p->frames_per_node;
+	uint16_t prev = FRAME_FREE;
+
+	for (uint32_t k = 0; k < p->frames_per_node; k++) {
+		uint16_t o = at_load_relaxed(&p->frame_owner[base + k]);
+
+		if ((o & FRAME_TAIL) && o < FRAME_QUEUE &&
+		    prev != (o & ~FRAME_TAIL) && prev != o) {
+			o = FRAME_FREE;
+			at_store_relaxed(&p->frame_owner[base + k], FRAME_FREE);
+		}
+		prev = o;
+	}
+}
+
 /*
  * Bounded whatever the region holds: every loop runs over the pool's own
  * geometry, and a cache is walked only when LIVE, which adoption gives only
@@ -442,6 +575,8 @@ void slab_rebuild(struct shm_pool *p)
 	pthread_mutexattr_t ma;
 	uint64_t used = 0;
 
+	at_store_relaxed(&p->hdr->large_retained, 0);   /* list_add counts again */
+
 	pthread_mutexattr_init(&ma);
 	for (uint32_t n = 0; n < p->nodes; n++) {
 		struct shm_node_alloc *na = &p->nalloc[n];
@@ -450,6 +585,7 @@ void slab_rebuild(struct shm_pool *p)
 		pthread_mutex_init(&na->lock, &ma);
 		na->free_first = SLAB_NONE;
 		na->free_count = 0;
+		rebuild_tails(p, n);
 		na->next_fresh = rebuild_bump(p, n);
 		/* Frames below the bump pointer that no cache owns are free
 		 * (one being taken when the engine died included). */
@@ -459,9 +595,7 @@ void slab_rebuild(struct shm_pool *p)
 
 			if (o == FRAME_FREE) {
 				p->slabs[f].cache = FRAME_FREE;
-				p->slabs[f].next = na->free_first;
-				na->free_first = f;
-				na->free_count++;
+				stack_push(p, na, f);
 			} else if (o >= pool_caches_used(p) ||
 				   at_load_relaxed(&p->caches[o].state) != CACHE_LIVE) {
 				used++;         /* not walked below: left alone */

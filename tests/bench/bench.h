@@ -38,7 +38,7 @@
 
 enum alloc_kind { ALLOC_SHEAF, ALLOC_SHEAF0, ALLOC_MALLOC, ALLOC_MPOOL,
 		  ALLOC_NR };
-enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_NR };
+enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_W10, WL_NR };
 /* How the hot path allocates: one compiled copy of each loop per family. */
 enum family { FAM_SHEAF, FAM_MALLOC, FAM_MPOOL };
 
@@ -132,6 +132,12 @@ struct result run_w6(const struct contender *c, uint64_t samples,
  * operations; sheaf: proves no object of a size class is left in use. */
 struct result run_w8(const struct contender *c, bool batched, size_t batch,
 		     uint64_t count);
+
+/* ---- large.c ----------------------------------------------------------- */
+
+/* w10: rounds of @batch objects of @size bytes (every page written), about
+ * @count objects; sheaf: proves none of the class is left in use. */
+struct result run_w10(const struct contender *c, size_t batch, size_t size, uint64_t count);
 
 /* ---- timing and compiler barriers -------------------------------------- */
 

@@ -126,7 +126,7 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w3p w4 w6 attach w7 w9 idle
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w10 w3p w4 w6 attach w7 w9 idle
 #                        (w4, w6, w7, w8 and w9 stand for their rows, e.g. w4_w1_2);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
@@ -258,6 +258,28 @@ ROW_BETTER[w8p]=lower ROW_BETTER[w8b]=lower
 ROW_COUNT[w8p]=100000000 ROW_COUNT[w8b]=20000000
 ROW_COLS[w8p]="sheaf glibc jemalloc tcmalloc mimalloc"
 ROW_COLS[w8b]="sheaf glibc jemalloc tcmalloc mimalloc"
+# W10: large objects, one thread: alloc, a write per 4 KiB page, free;
+# single (B=1) and in batches of 16, sheaf_malloc against the malloc peers.
+W10_ROWS=()
+declare -A ROW_TAIL=()   # sheafbench arguments after the common ones
+declare -A W10_BYTES=([128k]=131072 [1m]=1048576 [8m]=8388608 [64m]=67108864)
+declare -A W10_LABEL=([128k]="128 KiB" [1m]="1 MiB" [8m]="8 MiB" [64m]="64 MiB")
+# objects per run: a page fault per page (a peer that maps every alloc)
+# costs 100 ms per 64 MiB object on a slow VM
+declare -A W10_COUNT=([128k]=40000 [1m]=4000 [8m]=480 [64m]=64)
+for sz in 128k 1m 8m 64m; do
+	for b in 1 16; do
+		row=w10_$sz
+		[ $b = 16 ] && row=w10_${sz}_b16
+		W10_ROWS+=("$row")
+		ROW_LABEL[$row]="W10 ${W10_LABEL[$sz]} $([ $b = 1 ] && echo single || echo "B=16")"
+		ROW_ARGS[$row]="--workload w10 --batch $b"
+		ROW_TAIL[$row]="--size ${W10_BYTES[$sz]}"   # after the run's --size
+		ROW_METRIC[$row]=ns_per_obj ROW_UNIT[$row]=ns/obj ROW_BETTER[$row]=lower
+		ROW_COUNT[$row]=${W10_COUNT[$sz]}
+		ROW_COLS[$row]="sheaf glibc jemalloc tcmalloc mimalloc"
+	done
+done
 # W7: one w7bench run per contender and round fills every W7
 # row of that contender (each row reads its own field of the JSON line).
 W7_ROWS=(w7_64 w7_1k w7_pp50_64 w7_pp99_64 w7_pp50_1k w7_pp99_1k)
@@ -321,7 +343,7 @@ for m in "${W9_MODES[@]}"; do
 	done
 done
 DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" "${W9_ROWS[@]}" idle)
-ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${DAEMON_ROWS[@]}")
+ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${W10_ROWS[@]}" "${DAEMON_ROWS[@]}")
 declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
@@ -386,6 +408,7 @@ wanted_rows() {
 		w7) printf '%s ' "${W7_ROWS[@]}" ;;
 		attach) printf '%s ' "${ATTACH_ROWS[@]}" ;;
 		w8) printf '%s ' "${W8_ROWS[@]}" ;;
+		w10) printf '%s ' "${W10_ROWS[@]}" ;;
 		w9) printf '%s ' "${W9_ROWS[@]}" ;;
 		*) printf '%s ' "$w" ;;
 		esac
@@ -881,7 +904,7 @@ cell_command() {
 	# shellcheck disable=SC2206
 	CMD=("${TIMEOUT_CMD[@]}" env "${preload[@]}" "$RUN_BIN"
 		--alloc "${ALLOC[$name]}" ${ROW_ARGS[$row]} --count "$count"
-		$EXTRA_ARGS --json)
+		$EXTRA_ARGS ${ROW_TAIL[$row]:-} --json)
 	if [ -n "${ROW_DAEMON[$row]:-}" ] && [ "${ALLOC[$name]}" != mutexpool ]; then
 		CMD+=(--socket "$SOCK")
 	fi
@@ -1077,6 +1100,10 @@ add_target w8p_sheaf_vs_best_peer "W8 mixed sizes pair: sheaf / best peer (goal 
 	"${RATIO[w8p]:-}"
 add_target w8b_sheaf_vs_best_peer "W8 mixed sizes B=4096: sheaf / best peer (goal <= 0.8)" \
 	"${RATIO[w8b]:-}"
+for row in "${W10_ROWS[@]}"; do
+	add_target "${row}_sheaf_vs_best_peer" "${ROW_LABEL[$row]}: sheaf / best peer (goal <= 0.8)" \
+		"${RATIO[$row]:-}"
+done
 # slots (a ring of message slots: no allocator, no pointer queue, no
 # check): the messages alone against each peer, and sheaf against it
 for sz in 64 1k; do

@@ -31,6 +31,10 @@
  *   w8p, w8b  W8 mixed sizes (sizes.c): a fixed seeded sequence of sizes
  *       8..1024 through sheaf_malloc/sheaf_free_any (or malloc/free):
  *       w8p W1-shaped (ns/pair), w8b W2-shaped with --batch B (ns/op).
+ *   w10 W10 large objects (large.c): rounds of --batch B objects of --size
+ *       bytes (up to 1 GiB), the first byte of every 4 KiB page written,
+ *       then freed, through sheaf_malloc/sheaf_free_any (or malloc/free).
+ *       Figure: ns per object.
  *   --procs N  (w1, w2) W4 scaling: N forked processes, each connecting on
  *       its own, run the workload at the same time.  Figure: million
  *       operations per process per second (w1: an operation is an alloc+free
@@ -63,7 +67,7 @@
  *       build/tests/bench/sheafbench --alloc malloc --workload w3 --json
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w3p
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w1 --procs 2
- * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b
+ * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b|w10
  *          --batch B  --size BYTES  --count N  --capacity N  --socket PATH
  *          --procs N  --quick  --json  --owned  --help
  */
@@ -84,7 +88,7 @@
 const char *const alloc_names[ALLOC_NR] = { "sheaf", "sheaf0", "malloc",
 					    "mutexpool" };
 const char *const workload_names[WL_NR] = { "w1", "w2", "w3", "w3p", "w6",
-					       "w8p", "w8b" };
+					       "w8p", "w8b", "w10" };
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -122,6 +126,16 @@ static size_t pool_bytes_for(const struct options *o)
 
 	if (o->workload == WL_W2)  /* the batch, twice over for slab slack */
 		need = 4 * o->batch * o->size;
+	if (o->workload == WL_W10) {  /* the batch in its class, and room to keep it */
+		uint64_t cls = 1;
+
+		while (cls < o->size)
+			cls <<= 1;
+		need = 4 * (o->batch + 4) * cls;
+		while (need & (need - 1))
+			need &= need - 1;
+		need <<= 1;
+	}
 	return need > POOL_MIN_BYTES ? need : POOL_MIN_BYTES;
 }
 
@@ -399,7 +413,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sheafbench [--alloc sheaf|sheaf0|malloc|mutexpool]\n"
-		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b] [--batch B]\n"
+		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b|w10] [--batch B]\n"
 		"                  [--size BYTES] [--count N] [--capacity N]\n"
 		"                  [--socket PATH] [--procs N] [--quick] [--json]\n"
 		"                  [--owned]\n"
@@ -474,7 +488,7 @@ static void parse_one(struct options *o, int ch, const char *arg)
 		o->batch = parse_u64("--batch", arg, 1, 1ull << 30);
 		break;
 	case 's':
-		o->size = parse_u64("--size", arg, 1, 65536);
+		o->size = parse_u64("--size", arg, 1, 1u << 30);
 		break;
 	case 'n':
 		o->count = parse_u64("--count", arg, 1, UINT64_MAX / 4);
@@ -518,6 +532,8 @@ static uint64_t default_count(enum workload w)
 		return W2_DEFAULT_OPS;
 	case WL_W6:
 		return W6_DEFAULT_SAMPLES;
+	case WL_W10:
+		return 20000;
 	default:
 		return W3_DEFAULT_OBJECTS;
 	}
@@ -544,6 +560,10 @@ static void check_options(const struct options *o)
 	if ((o->workload == WL_W8P || o->workload == WL_W8B) &&
 	    o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
 		die("w8p and w8b need --alloc sheaf or malloc (size classes)");
+	if (o->workload == WL_W10 && o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
+		die("w10 needs --alloc sheaf or malloc (size classes)");
+	if (o->workload != WL_W10 && o->size > 65536)
+		die("--size above 65536 applies to --workload w10 only");
 }
 
 static void parse_options(struct options *o, int argc, char **argv)
@@ -580,6 +600,8 @@ static struct result run_workload(const struct options *o,
 	case WL_W8P:
 	case WL_W8B:
 		return run_w8(c, o->workload == WL_W8B, (size_t)o->batch, o->count);
+	case WL_W10:
+		return run_w10(c, (size_t)o->batch, (size_t)o->size, o->count);
 	default:
 		return run_w3(c, o->count);
 	}

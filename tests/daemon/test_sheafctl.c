@@ -92,7 +92,12 @@ START_TEST(test_info)
 	ck_assert_int_eq(ju64(v, "gp_blockers"), 0);      /* "Deferred frees" */
 	ck_assert_int_eq(ju64(v, "rcu_waiting"), 0);
 	ck_assert_uint_ge(ju64(v, "gp_started"), ju64(v, "gp_completed"));
-	ck_assert_int_eq((int)v->n, 24);                 /* no undocumented field */
+	/* the large objects (none yet: the budget is a quarter of the data) */
+	ck_assert_int_eq(ju64(v, "large_bytes"), 0);
+	ck_assert_int_eq(ju64(v, "large_retained"), 0);
+	ck_assert_int_eq(ju64(v, "large_retain"), ju64(v, "pool_size") / 4);
+	ck_assert_uint_gt(ju64(v, "shared_allocated"), 0);
+	ck_assert_int_eq((int)v->n, 28);                 /* no undocumented field */
 	jv_free(v);
 }
 END_TEST
@@ -146,9 +151,13 @@ START_TEST(test_caches_create_destroy)
 	expect(&r, 1, "create an existing cache");
 	ck_assert_msg(starts(r.err, "sheafctl: ") && strstr(r.err, "conn"), "%s", r.err);
 	run_free(&r);
-	CTL(&r, "create", "big", "100000");              /* refused: size */
+	CTL(&r, "create", "big", "2000000000");          /* refused: size */
 	expect(&r, 1, "create too big");
-	ck_assert_msg(strstr(r.err, "65536") != NULL, "%s", r.err);
+	ck_assert_msg(strstr(r.err, "1073741824") != NULL, "%s", r.err);
+	run_free(&r);
+	CTL(&r, "create", "big", "300000000");           /* refused: above a node */
+	expect(&r, 1, "create larger than a node");
+	ck_assert_msg(strstr(r.err, "node") != NULL, "%s", r.err);
 	run_free(&r);
 
 	CTL(&r, "destroy", "conn");

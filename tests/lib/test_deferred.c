@@ -175,15 +175,27 @@ START_TEST(inline_sections_follow_lane)
 }
 END_TEST
 
-START_TEST(debug_cache_refused)
+/* A debug cache defers frees as any cache, and refuses a double free
+ * whichever of the two frees is the deferred one; an owned cache refuses
+ * deferred frees. */
+START_TEST(debug_cache_deferred)
 {
 	sheaf_pool_t *p = pool_new(&small);
 	sheaf_cache_t *c = mkcache(p, "dbg", 64, SHEAF_CAPACITY_DEFAULT, SHEAF_CACHE_DEBUG);
-	void *o = xalloc(c);
+	sheaf_cache_t *own = mkcache(p, "own", 64, SHEAF_CAPACITY_DEFAULT, SHEAF_CACHE_OWNED);
+	void *o = xalloc(c), *q = xalloc(c), *w = xalloc(own);
 
-	ck_assert_int_eq(sheaf_free_deferred(c, o), -EOPNOTSUPP);
-	ck_assert_int_eq(sheaf_free(c, o), 0);
+	ck_assert_int_eq(sheaf_free_deferred(c, o), 0);
+	ck_assert_int_eq(sheaf_free_deferred(c, o), -EALREADY);
+	ck_assert_int_eq(sheaf_free(c, o), -EALREADY);
+	ck_assert_int_eq(sheaf_free(c, q), 0);
+	ck_assert_int_eq(sheaf_free_deferred(c, q), -EALREADY);
+	ck_assert_int_eq(sheaf_free_deferred(own, w), -EOPNOTSUPP);
+	ck_assert_int_eq(sheaf_free(own, w), 0);
+	ck_assert_int_eq(sheaf_synchronize(p, 5000), 0);
 	sheaf_thread_exit();
+	ck_assert_uint_eq(cache_stats_of(c, -1).in_use, 0);
+	require_pool_ok(p);
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -491,7 +503,7 @@ int main(void)
 	require_binaries("test_deferred");
 	ADD_ALONE(s, api_local, 60);
 	ADD_ALONE(s, inline_sections_follow_lane, 60);
-	ADD_ALONE(s, debug_cache_refused, 60);
+	ADD_ALONE(s, debug_cache_deferred, 60);
 	ADD_ALONE(s, reader_holds_grace, 60);
 	ADD_ALONE(s, stopped_reader_reported, 60);
 	ADD_ALONE(s, killed_writer_loses_nothing, 60);

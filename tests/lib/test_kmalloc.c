@@ -34,12 +34,15 @@ static unsigned capacity_of(const sheaf_cache_t *c)
 
 static const size_t classes[] = { 8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224,
 				  256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960,
-				  1024, 2048, 4096, 8192, 16384, 32768, 65536 };
+				  1024, 2048, 4096, 8192, 16384, 32768, 65536,
+				  /* large classes (test_large.c goes further) */
+				  128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
+#define POOL_BYTES (256u << 20)     /* mkpool's: one node */
 
 static sheaf_pool_t *mkpool(void)
 {
-	struct sheaf_pool_config cfg = { .nodes = 1, .size = 256 << 20 };
+	struct sheaf_pool_config cfg = { .nodes = 1, .size = POOL_BYTES };
 
 	return pool_new(&cfg);
 }
@@ -92,11 +95,14 @@ START_TEST(class_boundaries)
 	for (size_t k = 0; k < NCLASSES; k++) {
 		one_size(p, classes[k] - 1);
 		one_size(p, classes[k]);
-		if (classes[k] < SHEAF_KMALLOC_MAX)
+		if (k + 1 < NCLASSES)
 			one_size(p, classes[k] + 1);
 	}
 	errno = 0;
 	ck_assert_ptr_null(sheaf_malloc(p, SHEAF_KMALLOC_MAX + 1));
+	ck_assert_int_eq(errno, EFBIG);
+	errno = 0;                          /* above the node's data */
+	ck_assert_ptr_null(sheaf_malloc(p, POOL_BYTES + 1));
 	ck_assert_int_eq(errno, EFBIG);
 	errno = 0;
 	ck_assert_ptr_null(sheaf_malloc(p, SIZE_MAX));
@@ -105,9 +111,12 @@ START_TEST(class_boundaries)
 	for (size_t k = 0; k < NCLASSES; k++)
 		ck_assert_uint_eq(sheaf_cache_object_size(class_cache(p, classes[k])), classes[k]);
 	/* capacity: the objects of SHEAF_KMALLOC_SHEAF_BYTES, at most 256
-	 * (above the default rule's for every class), tunable as any cache */
+	 * (above the default rule's for every class), tunable as any cache;
+	 * large classes 4 objects of at most 4 MiB in all, at least one */
 	for (size_t k = 0; k < NCLASSES; k++) {
-		size_t want = SHEAF_KMALLOC_SHEAF_BYTES / classes[k];
+		size_t want = classes[k] > SHEAF_CACHE_LARGE_MIN ?
+			((4u << 20) / classes[k] > 4 ? 4 : (4u << 20) / classes[k]) :
+			SHEAF_KMALLOC_SHEAF_BYTES / classes[k];
 
 		REQUIRE(capacity_of(class_cache(p, classes[k])) == (want > 256 ? 256 : want),
 			"kmalloc-%zu: capacity %u", classes[k],
@@ -188,6 +197,9 @@ START_TEST(realloc_across_classes)
 	/* too big: refused, the object unchanged */
 	errno = 0;
 	ck_assert_ptr_null(sheaf_realloc(p, o, SHEAF_KMALLOC_MAX + 1));
+	ck_assert_int_eq(errno, EFBIG);
+	errno = 0;
+	ck_assert_ptr_null(sheaf_realloc(p, o, POOL_BYTES + 1));
 	ck_assert_int_eq(errno, EFBIG);
 	require_fill(o, 8, 3);
 	/* size 0: the 8-byte class, never a free */

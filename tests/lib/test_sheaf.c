@@ -838,8 +838,10 @@ START_TEST(config_errors)
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_ptr_null(sheaf_cache_create(p, "x", 0, NULL));
 	ck_assert_int_eq(errno, EINVAL);
-	ck_assert_ptr_null(sheaf_cache_create(p, "x", 70000, NULL));
+	ck_assert_ptr_null(sheaf_cache_create(p, "x", (size_t)SHEAF_CACHE_MAX_SIZE + 1, NULL));
 	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_null(sheaf_cache_create(p, "x", (16 << 20) + 1, NULL)); /* > the node */
+	ck_assert_int_eq(errno, EFBIG);
 	cc = (struct sheaf_cache_config){ .align = 24, .capacity = -1 };
 	ck_assert_ptr_null(sheaf_cache_create(p, "x", 64, &cc));
 	ck_assert_int_eq(errno, EINVAL);

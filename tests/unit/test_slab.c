@@ -276,7 +276,8 @@ END_TEST
 START_TEST(test_invalid_geometry)
 {
 	static const struct { uint32_t size, align; } bad[] = {
-		{ 0, 8 }, { 0, 0 }, { 65537, 8 }, { 65537, 0 }, { 1u << 20, 8 },
+		{ 0, 8 }, { 0, 0 }, { SHEAF_MAX_OBJ_SIZE + 1, 8 }, { SHEAF_MAX_OBJ_SIZE + 1, 0 },
+		{ 128u << 20, 8 }, { 1u << 31, 8 },      /* larger than a node's 64 MiB */
 		{ UINT32_MAX, 8 }, { 64, 8192 }, { 64, 12 }, { 64, 24 },
 		{ 64, 1u << 31 }, { 64, 4097 }, { 64, 100 },
 	};
@@ -326,12 +327,18 @@ START_TEST(test_invalid_geometry)
 	ck_assert_int_ge(id, 0);
 	ck_assert_uint_eq(P.caches[id].obj_size, 8);
 	ck_assert_uint_eq(P.caches[id].objs_per_slab, SLAB_SIZE / 8);
-	cp.size = SHEAF_MAX_OBJ_SIZE;
+	cp.size = SHEAF_LARGE_MIN;
 	cp.align = SHEAF_MAX_ALIGN;
 	id = engine_cache_create(&E, "edge2", &cp, ERR, sizeof ERR);
 	ck_assert_int_ge(id, 0);
 	ck_assert_uint_eq(P.caches[id].objs_per_slab, 4);
 	ck_assert_int_eq(engine_cache_create(&E, "edge2", &cp, ERR, sizeof ERR), -EEXIST);
+	/* a node's whole data: one object per slab of every frame */
+	cp.size = 64 * MIB;
+	id = engine_cache_create(&E, "edge3", &cp, ERR, sizeof ERR);
+	ck_assert_int_ge(id, 0);
+	ck_assert_uint_eq(P.caches[id].objs_per_slab, 1);
+	ck_assert_uint_eq(P.caches[id].slab_bytes, 64 * MIB);
 	CHECK_POOL(0);
 }
 END_TEST
