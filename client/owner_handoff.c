@@ -42,3 +42,25 @@ void owner_on_dequeue(struct sheaf_pool *pool, void *obj)
 	if (t != NULL)
 		at_store_release(t, owner_tag_client(pool->client));
 }
+
+void owner_on_topic_publish(struct sheaf_pool *pool, void *obj)
+{
+	_Atomic otag_t *t = tag_of_obj(pool, obj);
+	otag_t me = owner_tag_client(pool->client);
+
+	if (t != NULL)
+		at_cas_release(t, &me, (otag_t)OWNER_TAG_QUEUED);
+}
+
+void owner_on_topic_last(struct sheaf_pool *pool, void *obj, int take)
+{
+	_Atomic otag_t *t = tag_of_obj(pool, obj);
+	otag_t me = owner_tag_client(pool->client);
+
+	if (t == NULL)
+		return;
+	if (take)
+		at_store_release(t, me);
+	else
+		at_cas_release(t, &me, (otag_t)OWNER_TAG_QUEUED);
+}

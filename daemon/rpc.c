@@ -68,6 +68,15 @@ static const struct rpc_kind kinds[] = {
 	KIND(QUEUE_DESTROY, queue_destroy, queue_destroy_request, rpc_queue_destroy,
 	     CHANGES_POOL),
 	KIND(QUEUE_LIST, queue_list, queue_list_request, rpc_queue_list, 0),
+	/* Topics (rpc_topics.c). */
+	KIND(TOPIC_CREATE, topic_create, topic_create_request, rpc_topic_create, CHANGES_POOL),
+	KIND(TOPIC_DESTROY, topic_destroy, topic_destroy_request, rpc_topic_destroy,
+	     CHANGES_POOL),
+	KIND(TOPIC_LIST, topic_list, topic_list_request, rpc_topic_list, 0),
+	KIND(TOPIC_SUBSCRIBE, topic_subscribe, topic_subscribe_request, rpc_topic_subscribe,
+	     CHANGES_POOL),
+	KIND(TOPIC_UNSUBSCRIBE, topic_unsubscribe, topic_unsubscribe_request,
+	     rpc_topic_unsubscribe, CHANGES_POOL),
 };
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))

@@ -198,6 +198,7 @@ int engine_reclaim_client(struct engine *e, uint32_t client)
 	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1,
 			      e->ctl_lane);
 	rcu_counts_clear(p, client);
+	engine_topics_reclaim(e, client);    /* before: it retags what it keeps */
 	reclaim_owned(e, client);
 	free_lanes_of(p, client);
 	client_detach(p, client);
@@ -226,6 +227,7 @@ int engine_adopt(struct shm_pool *p)
 	slab_rebuild(p);
 	names_adopt(p);                  /* after the bitmaps are trusted */
 	engine_queues_adopt(p);
+	engine_topics_adopt(p);
 	adopt_vet_shared(p, OWNER_ENGINE);
 	owner_adopt(p);                  /* claims of a repair that died with it */
 	/* The sheaves the dead engine was filling or flushing; their flushes
