@@ -549,3 +549,12 @@ uninstall:
 	rm -f $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf.example
 	rmdir $(DESTDIR)$(SYSCONFDIR)/sheaf 2>/dev/null || true
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig || true; fi
+
+# Topics under SIGKILL, the long form (tests/crash/test_topic_crash.c runs
+# 1000 kills within `make test-crash`): SHEAF_TOPIC_KILLS kills, 20000 by
+# default.
+SHEAF_TOPIC_KILLS ?= 20000
+.PHONY: test-topic-long
+test-topic-long: all
+	SHEAF_TOPIC_KILLS=$(SHEAF_TOPIC_KILLS) CK_DEFAULT_TIMEOUT=3600 \
+		$(BUILD)/tests/crash/test_topic_crash
