@@ -201,19 +201,16 @@ static int make_room(sheaf_topic_t *t, uint64_t pos, uint64_t w)
 	struct topic_ref *r = &t->ref;
 	int32_t d = tw_tag_diff(tw_tag(w), topic_tag_of(r, pos));
 	int64_t lap = (int64_t)(pos >> r->shift) + d;
-	uint64_t old, bits, cleared;
+	uint64_t old, cleared;
 	uint32_t v, dropped;
 	int rc;
 
 	if ((w & TW_CLAIMED) != 0 || lap < 0)
 		return 0;                     /* a publish in flight there */
 	old = ((uint64_t)lap << r->shift) | (pos & r->mask);
-	/* Acquire: after the word (topic_claim's load); a bit not live now
-	 * is no live subscriber's. */
-	bits = TW_HIST | tw_slot_bits(~topic_live(r));
-	if (r->policy == TOPIC_POLICY_DROP)
-		bits |= tw_slot_bits(tw_pend_slots(w));
-	rc = topic_clear(r, old, bits, &v, &cleared, last_hook, t);
+	rc = topic_clear(r, old, TW_HIST, TOPIC_CLEAR_STALE |
+			 (r->policy == TOPIC_POLICY_DROP ? TOPIC_CLEAR_DROP : 0), &v, &cleared,
+			 last_hook, t);
 	dropped = r->policy == TOPIC_POLICY_DROP ? tw_pend_slots(cleared) & topic_live(r) : 0;
 	while (dropped != 0) {
 		uint32_t s = (uint32_t)__builtin_ctz(dropped);
@@ -290,7 +287,7 @@ int sheaf_topic_publish(sheaf_topic_t *t, void *obj, int timeout_ms)
 	if (unlikely(cflags & SHEAF_CACHE_F_OWNED))
 		owner_on_topic_publish(t->pool, obj);
 	if (r->history != 0 && pos >= r->history &&
-	    topic_clear(r, pos - r->history, TW_HIST, &hv, &cleared, last_hook, t) == 2)
+	    topic_clear(r, pos - r->history, TW_HIST, 0, &hv, &cleared, last_hook, t) == 2)
 		free_value(t, hv);
 	topic_wake_subs(r);
 	return 0;
@@ -368,7 +365,7 @@ static int take_once(sheaf_sub_t *s, struct sheaf_msg *m)
 			return 1;
 		}
 		/* A spoiled value: not ours to use; let go of it. */
-		if (topic_clear(r, pos, 1ull << s->slot, &v, &cleared, NULL, NULL) == 2)
+		if (topic_clear(r, pos, 1ull << s->slot, 0, &v, &cleared, NULL, NULL) == 2)
 			topic_wake_pubs(r);
 	}
 	return 0;
@@ -413,7 +410,8 @@ int sheaf_topic_release(sheaf_sub_t *s, const struct sheaf_msg *m)
 {
 	uint32_t v;
 	uint64_t cleared;
-	int rc = topic_clear(&s->t->ref, m->seq, 1ull << s->slot, &v, &cleared, last_hook, s->t);
+	int rc = topic_clear(&s->t->ref, m->seq, 1ull << s->slot, 0, &v, &cleared, last_hook,
+			     s->t);
 
 	if (rc == 0)
 		return -EALREADY;

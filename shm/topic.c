@@ -87,8 +87,8 @@ uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v)
 	return w;
 }
 
-int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, uint32_t *v,
-		uint64_t *cleared, topic_last_hook hook, void *arg)
+int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, unsigned flags,
+		uint32_t *v, uint64_t *cleared, topic_last_hook hook, void *arg)
 {
 	struct shm_topic_rec *r = &t->recs[pos & t->mask];
 	uint32_t tag = topic_tag_of(t, pos), val = 0;
@@ -98,8 +98,14 @@ int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, uint32_t
 
 	*cleared = 0;
 	for (uint32_t i = 0; i < 65536u; i++) {
-		uint64_t c = w & bits, nw;
+		uint64_t want = bits, c, nw;
 		int last;
+
+		if (flags & TOPIC_CLEAR_STALE)
+			want |= tw_slot_bits(~topic_live(t));
+		if (flags & TOPIC_CLEAR_DROP)
+			want |= tw_slot_bits(tw_pend_slots(w));
+		c = w & want;
 
 		if (tw_tag(w) != tag || (w & TW_CLAIMED) != 0 || c == 0)
 			break;

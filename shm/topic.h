@@ -137,17 +137,23 @@ uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v);
 
 /*
  * Clear @bits of the word of message @pos (only while the record holds
- * that message, published), retrying while it changes.  Returns 0: none
- * of @bits was set (or no such message); 1: cleared, references remain;
- * 2: cleared the last reference: *@v is the object's value, the caller
- * frees it.  *@cleared gets the bits cleared.  @hook (may be NULL) is
- * called with (value, 1) before a CAS that would clear the last
+ * that message, published), retrying while it changes; with
+ * TOPIC_CLEAR_STALE also the bits of slots not joined (live loaded after
+ * each load of the word: a joined slot's bits are never taken for stale),
+ * with TOPIC_CLEAR_DROP also REF|PEND of every slot still pending in the
+ * word as loaded (a message taken meanwhile is held: not dropped).
+ * Returns 0: nothing cleared (or no such message); 1: cleared, references
+ * remain; 2: cleared the last reference: *@v is the object's value, the
+ * caller frees it.  *@cleared gets the bits cleared.  @hook (may be NULL)
+ * is called with (value, 1) before a CAS that would clear the last
  * reference, and with (value, 0) when such a CAS then failed and the next
  * try would not: the owned caches' tag hand-over (client/topic.c).
  */
+#define TOPIC_CLEAR_STALE   0x1u
+#define TOPIC_CLEAR_DROP    0x2u
 typedef void (*topic_last_hook)(void *arg, uint32_t v, int take);
-int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, uint32_t *v,
-		uint64_t *cleared, topic_last_hook hook, void *arg);
+int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, unsigned flags,
+		uint32_t *v, uint64_t *cleared, topic_last_hook hook, void *arg);
 
 /*
  * Take the next message for slot @s from *@cursor: 1 with its value in

@@ -171,7 +171,7 @@ static uint32_t sweep(struct topic_ref *t, uint64_t bits, int hist_old, int64_t 
 			clear |= TW_HIST;
 		if ((w & clear) == 0)
 			continue;
-		switch (topic_clear(t, pos, clear, &v, &cleared, NULL, NULL)) {
+		switch (topic_clear(t, pos, clear, 0, &v, &cleared, NULL, NULL)) {
 		case 2:
 			frees_add(f, v);
 			/* fall through */
