@@ -527,6 +527,73 @@ START_TEST(test_waits)
 }
 END_TEST
 
+/* Run sheafctl with @args against @d: its exit status, its output in @out. */
+static int ctl(struct dmn *d, const char *args, char *out, size_t cap)
+{
+	char cmd[512];
+	size_t len;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s 2>&1", sheafctl_bin(), d->sock, args);
+	f = popen(cmd, "r");
+	REQUIRE(f != NULL, "popen");
+	len = fread(out, 1, cap - 1, f);
+	out[len] = '\0';
+	return WEXITSTATUS(pclose(f));
+}
+
+START_TEST(test_sheafctl_topics)
+{
+	struct dmn d;
+	sheaf_pool_t *p;
+	sheaf_cache_t *c;
+	sheaf_topic_t *t;
+	sheaf_sub_t *s;
+	struct sheaf_msg m;
+	char *out = calloc(1, 65536);
+
+	start_sheafd(&d);
+	REQUIRE(ctl(&d, "topics create ticks --capacity 12 --history 2 --policy drop", out,
+		    65536) == 0 && strstr(out, "capacity 16, history 2, policy drop") != NULL,
+		"topics create: %s", out);
+	REQUIRE(ctl(&d, "topics create bad --policy maybe", out, 65536) == 2, "bad policy");
+	REQUIRE(ctl(&d, "topics list --history 3", out, 65536) == 2, "create's option on list");
+	p = parent_pool = child_connect(d.sock, "test");
+	c = sheaf_cache_create(p, "msg", 64, NULL);
+	t = sheaf_topic_open(p, "ticks");
+	REQUIRE(c != NULL && t != NULL, "open");
+	s = sheaf_topic_subscribe(t);
+	REQUIRE(s != NULL, "subscribe");
+	for (int i = 0; i < 3; i++)
+		REQUIRE(sheaf_topic_publish(t, xalloc(c), 0) == 0, "publish");
+	REQUIRE(sheaf_topic_take(s, &m, 0) == 0, "take");
+	REQUIRE(ctl(&d, "topics show ticks -o json", out, 65536) == 0 &&
+		strstr(out, "\"name\": \"ticks\"") != NULL &&
+		strstr(out, "\"published\": 3") != NULL && strstr(out, "\"delivered\": 1") != NULL &&
+		strstr(out, "\"held\": 1") != NULL && strstr(out, "\"depth\": 2") != NULL &&
+		strstr(out, "\"policy\": \"drop\"") != NULL, "topics show -o json: %s", out);
+	REQUIRE(ctl(&d, "topics show ticks", out, 65536) == 0 && strstr(out, "DELIVERED") != NULL,
+		"topics show: %s", out);
+	REQUIRE(ctl(&d, "topics", out, 65536) == 0 && strstr(out, "ticks") != NULL, "topics");
+	REQUIRE(ctl(&d, "stats -o json", out, 65536) == 0 && strstr(out, "\"topics\"") != NULL &&
+		strstr(out, "\"ticks\"") != NULL, "stats -o json has no topics: %s", out);
+	REQUIRE(ctl(&d, "metrics", out, 65536) == 0 &&
+		strstr(out, "sheaf_topic_depth{topic=\"ticks\",slot=\"0\"} 2") != NULL &&
+		strstr(out, "sheaf_topic_published_total{topic=\"ticks\"} 3") != NULL,
+		"metrics have no topic figures: %s", out);
+	REQUIRE(ctl(&d, "topics destroy ticks", out, 65536) == 1, "destroy with a subscriber");
+	REQUIRE(sheaf_topic_release(s, &m) == 0 && sheaf_topic_unsubscribe(s) == 0, "leave");
+	REQUIRE(ctl(&d, "topics destroy ticks", out, 65536) == 0, "destroy: %s", out);
+	REQUIRE(in_use(c) == 0, "destroy freed the history");
+	REQUIRE(ctl(&d, "topics show ticks", out, 65536) == 1, "gone");
+	free(out);
+	sheaf_topic_close(t);
+	sheaf_disconnect(p);
+	parent_pool = NULL;
+	dmn_end(&d);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("topic");
@@ -539,5 +606,6 @@ int main(void)
 	ADD_ALONE(s, test_churn_block, 300);
 	ADD_ALONE(s, test_churn_drop, 300);
 	ADD_ALONE(s, test_waits, 60);
+	ADD_ALONE(s, test_sheafctl_topics, 60);
 	return run_suite(s);
 }
