@@ -934,6 +934,7 @@ struct sheaf_topic_stats {
 	uint64_t published;
 	uint64_t unread;             /* freed at publish: nobody to read them */
 	uint64_t publish_waits;      /* times a publisher slept: full */
+	uint64_t bad;                /* spoiled values skipped, frees refused */
 };
 
 struct sheaf_sub_stats {

@@ -175,8 +175,9 @@ static void free_value(sheaf_topic_t *t, uint32_t v)
 {
 	void *obj = obj_of(t, v);
 
-	if (obj != NULL)
-		(void)sheaf_free_any(t->pool, obj);
+	/* A free refused (freed already: a spoiled log) is counted. */
+	if (obj != NULL && sheaf_free_any(t->pool, obj) != 0)
+		at_fetch_add_relaxed(&t->ref.ctl->bad, 1);
 	topic_wake_pubs(&t->ref);
 }
 
@@ -433,6 +434,7 @@ int sheaf_topic_stats(sheaf_topic_t *t, struct sheaf_topic_stats *out)
 	out->published = at_load_relaxed(&t->ref.ctl->published);
 	out->unread = at_load_relaxed(&t->ref.ctl->unread);
 	out->publish_waits = at_load_relaxed(&t->ref.ctl->pub_waits);
+	out->bad = at_load_relaxed(&t->ref.ctl->bad);
 	return 0;
 }
 

@@ -61,17 +61,48 @@ static int u32_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Mark in @in the candidates (sorted @off[0..n)) that some sheaf of the
+ * pool holds: free objects a spoiled value named. */
+static void in_sheaves(const struct shm_pool *p, const uint64_t *off, uint32_t n, uint8_t *in)
+{
+	for (uint32_t s = 0; s < p->sheaf_count; s++) {
+		const struct shm_sheaf *sh = pool_sheaf(p, s);
+		uint32_t k = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
+
+		k = k < SHEAF_CAP_MAX ? k : SHEAF_CAP_MAX;
+		for (uint32_t i = 0; i < k; i++) {
+			uint64_t o = ut_load64(&sh->objs[i]);
+			const uint64_t *hit = bsearch(&o, off, n, sizeof(uint64_t), u64_cmp);
+
+			if (hit != NULL)
+				in[hit - off] = 1;
+		}
+	}
+}
+
 /*
- * Free the collected objects: each must be an object of a live cache
+ * Free the collected objects.  Each must be an object of a live cache
  * (slab_validate), referenced by no record of any live topic (a value a
- * scribbler copied from another topic stays), and not free already
- * (slab_free_objs).  Booked as slow-path frees on the control lane, as the
- * owned-cache repair's.  Returns the objects freed.
+ * scribbler copied from another topic stays), held by no sheaf (a free
+ * object), of an owned cache only while its tag says QUEUED or names
+ * @dead (>= 0; the tag goes REPAIR during the decision, as in the
+ * owned-cache repair, so a racing free backs off), and not free already
+ * (slab_free_objs).  Booked as slow-path frees on the control lane, as
+ * the owned-cache repair's.  Returns the objects freed.
  */
-static uint64_t frees_run(struct engine *e, struct topic_frees *f)
+static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 {
 	struct shm_pool *p = e->pool;
-	uint64_t freed = 0;
+	uint64_t freed = 0, *off;
+	uint32_t n = 0;
+	uint8_t *in;
 
 	if (f->n == 0)
 		return 0;
@@ -99,31 +130,70 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f)
 			}
 		}
 	}
+	off = malloc((size_t)f->n * sizeof(uint64_t));
+	in = calloc(f->n, 1);
+	if (off == NULL || in == NULL) {
+		untrusted_note(UT_OBJECT, f->n);  /* no memory: stay allocated */
+		goto out;
+	}
 	for (uint32_t i = 0; i < f->n; i++) {
-		uint64_t rel, off;
+		uint64_t rel = queue_rel_at(f->v[i]), o = p->data_off + rel;
+		const struct shm_cache *sc;
 		uint32_t c;
 
 		if (f->v[i] == 0 || (i > 0 && f->v[i] == f->v[i - 1]))
 			continue;                     /* refused, or twice in the batch */
-		rel = queue_rel_at(f->v[i]);
-		if (!queue_rel_ok(p->data_len, rel)) {
-			untrusted_note(UT_OBJECT, 1);
-			continue;
-		}
-		off = p->data_off + rel;
-		c = at_load_acquire(&p->frame_owner[rel >> SLAB_SHIFT]);
+		c = queue_rel_ok(p->data_len, rel) ?
+		    at_load_acquire(&p->frame_owner[rel >> SLAB_SHIFT]) : UINT32_MAX;
 		if (c >= p->max_caches || at_load_acquire(&p->caches[c].state) != CACHE_LIVE ||
-		    slab_validate(p, c, off) != 0) {
+		    slab_validate(p, c, o) != 0) {
 			untrusted_note(UT_OBJECT, 1);
 			continue;
 		}
-		if (p->caches[c].flags & SHEAF_CACHE_F_OWNED)
-			at_store_release(owner_tag(p, &p->caches[c], off), OWNER_TAG_NONE);
-		if (slab_free_objs(p, c, &off, 1) == 0) {
+		sc = &p->caches[c];
+		if (sc->flags & SHEAF_CACHE_F_OWNED) {
+			_Atomic otag_t *tag = owner_tag(p, sc, o);
+			otag_t want = OWNER_TAG_QUEUED;
+
+			if (!at_cas_acqrel(tag, &want, (otag_t)OWNER_TAG_REPAIR) &&
+			    (dead < 0 || want != owner_tag_client((uint32_t)dead) ||
+			     !at_cas_acqrel(tag, &want, (otag_t)OWNER_TAG_REPAIR))) {
+				untrusted_note(UT_OBJECT, 1);
+				continue;             /* someone holds it */
+			}
+		}
+		off[n++] = o;
+	}
+	qsort(off, n, sizeof(uint64_t), u64_cmp);
+	in_sheaves(p, off, n, in);
+	/* Acquire: pairs with owner_alloc's release fence (owner.h). */
+	at_fence_acquire();
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t c = at_load_acquire(&p->frame_owner[(off[i] - p->data_off) >> SLAB_SHIFT]);
+		const struct shm_cache *sc = &p->caches[c];
+		int owned = (sc->flags & SHEAF_CACHE_F_OWNED) != 0;
+
+		if (in[i] || (owned && at_load_acquire(owner_tag(p, sc, off[i])) !=
+				       OWNER_TAG_REPAIR)) {
+			untrusted_note(UT_OBJECT, 1);
+			if (owned) {
+				otag_t want = OWNER_TAG_REPAIR;
+
+				(void)at_cas_acqrel(owner_tag(p, sc, off[i]), &want,
+						    (otag_t)OWNER_TAG_NONE);
+			}
+			continue;
+		}
+		if (slab_free_objs(p, c, &off[i], 1) == 0) {
 			at_counter_add(&lane_stat(p, e->ctl_lane, c)[ST_FREE_SLOWPATH], 1);
 			freed++;
 		}
+		if (owned)
+			at_store_release(owner_tag(p, sc, off[i]), OWNER_TAG_NONE);
 	}
+out:
+	free(off);
+	free(in);
 	f->n = 0;
 	return freed;
 }
@@ -288,7 +358,7 @@ int engine_topic_destroy(struct engine *e, uint32_t id, char *err, size_t errlen
 	 * descriptor goes BUSY so the frees' scan skips it. */
 	sweep(&t, TW_REFS | TW_PEND_MASK, 0, -1, &f);
 	at_store_release(&td->state, TOPIC_BUSY);
-	e->topic_freed += frees_run(e, &f);
+	e->topic_freed += frees_run(e, &f, -1);
 	topic_release(p, td);
 out:
 	lock_release(&e->ctl_lock);
@@ -326,7 +396,7 @@ int engine_topic_join(struct engine *e, uint32_t id, uint32_t client, uint32_t *
 	/* Bits of slots not joined are stale (an earlier holder's): away,
 	 * before the slot goes live. */
 	sweep(&t, tw_slot_bits(~live), 0, -1, &f);
-	e->topic_freed += frees_run(e, &f);
+	e->topic_freed += frees_run(e, &f, -1);
 	memset(&t.subs[s], 0, sizeof(t.subs[s]));
 	td->subs[s].client = client + 1u;
 	td->subs[s].generation++;
@@ -381,7 +451,7 @@ int engine_topic_leave(struct engine *e, uint32_t id, uint32_t slot, uint32_t cl
 		goto out;
 	}
 	leave(e, td, slot, &f);
-	e->topic_freed += frees_run(e, &f);
+	e->topic_freed += frees_run(e, &f, -1);
 out:
 	lock_release(&e->ctl_lock);
 	free(f.v);
@@ -434,7 +504,7 @@ void engine_topics_reclaim(struct engine *e, uint32_t client)
 		}
 		retag(p, &t, client);
 	}
-	e->topic_freed += frees_run(e, &f);
+	e->topic_freed += frees_run(e, &f, client);
 	free(f.v);
 }
 
