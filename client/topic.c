@@ -242,6 +242,18 @@ static int retry_room(void *arg)
 	       (w & (TW_CLAIMED | TW_REFS)) == 0 || make_room(pw->t, pw->pos, w);
 }
 
+struct queued_arg {
+	sheaf_pool_t *pool;
+	void *obj;
+};
+
+static void queued_hook(void *arg)
+{
+	struct queued_arg *q = arg;
+
+	owner_on_topic_publish(q->pool, q->obj);
+}
+
 int sheaf_topic_publish(sheaf_topic_t *t, void *obj, int timeout_ms)
 {
 	struct topic_ref *r = &t->ref;
@@ -249,6 +261,7 @@ int sheaf_topic_publish(sheaf_topic_t *t, void *obj, int timeout_ms)
 	int64_t deadline = 0;
 	uint32_t v, cflags = 0, hv;
 	uint64_t pos, w, cleared;
+	struct queued_arg pw_obj;
 
 	if (unlikely(!topic_ok(t)))
 		return -ESTALE;
@@ -259,7 +272,7 @@ int sheaf_topic_publish(sheaf_topic_t *t, void *obj, int timeout_ms)
 		struct pub_wait pw;
 		int64_t left;
 
-		if (likely(topic_claim(r, t->pool->client, &pos, &w) == 0))
+		if (likely(topic_claim(r, t->pool->client, v, &pos, &w) == 0))
 			break;
 		if (make_room(t, pos, w))
 			continue;
@@ -278,15 +291,20 @@ int sheaf_topic_publish(sheaf_topic_t *t, void *obj, int timeout_ms)
 		(void)topic_sleep(r, 0, left < TOPIC_SLICE_NS ? left : TOPIC_SLICE_NS, retry_room,
 				  &pw);
 	}
-	w = topic_publish_at(r, pos, v);
+	/* An owned object is QUEUED before it is visible: a subscriber's
+	 * death never finds it tagged as a live publisher's (sheafd would
+	 * not free it); a death of ours before the publishing store leaves
+	 * the claim, which sheafd undoes, giving the object back to us. */
+	pw_obj.pool = t->pool;
+	pw_obj.obj = obj;
+	w = topic_publish_at(r, pos, v, unlikely(cflags & SHEAF_CACHE_F_OWNED) ? queued_hook : NULL,
+			     &pw_obj);
 	if (unlikely((w & TW_REFS) == 0)) {
 		/* Nobody to read it (no subscriber, no history). */
 		at_fetch_add_relaxed(&r->ctl->unread, 1);
 		(void)sheaf_free_any(t->pool, obj);
 		return 0;
 	}
-	if (unlikely(cflags & SHEAF_CACHE_F_OWNED))
-		owner_on_topic_publish(t->pool, obj);
 	if (r->history != 0 && pos >= r->history &&
 	    topic_clear(r, pos - r->history, TW_HIST, 0, &hv, &cleared, last_hook, t) == 2)
 		free_value(t, hv);

@@ -31,7 +31,8 @@ static inline void hint_raise(_Atomic uint64_t *h, uint64_t to)
 		;
 }
 
-int topic_claim(const struct topic_ref *t, uint32_t client, uint64_t *pos, uint64_t *wout)
+int topic_claim(const struct topic_ref *t, uint32_t client, uint32_t v, uint64_t *pos,
+		uint64_t *wout)
 {
 	struct shm_topic_ctl *ctl = t->ctl;
 	uint64_t p = at_load_relaxed(&ctl->tail), steps = 4ull * t->size + 4096u, w = 0;
@@ -51,7 +52,7 @@ int topic_claim(const struct topic_ref *t, uint32_t client, uint64_t *pos, uint6
 				return -EAGAIN;       /* an older message: full */
 			}
 			if (at_cas_seqcst(&r->word, &w,
-					  tw_make(cur, TW_CLAIMED | ((client + 1u) & 0xffffu)))) {
+					  tw_make(cur, TW_CLAIMED | tw_claim(client, v)))) {
 				*pos = p;
 				return 0;
 			}
@@ -69,13 +70,16 @@ int topic_claim(const struct topic_ref *t, uint32_t client, uint64_t *pos, uint6
 	return -EAGAIN;
 }
 
-uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v)
+uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v,
+			  void (*hook)(void *), void *arg)
 {
 	struct shm_topic_rec *r = &t->recs[pos & t->mask];
 	uint32_t live;
 	uint64_t w;
 
 	at_store_relaxed(&r->value, v);
+	if (hook != NULL)
+		hook(arg);
 	/* After the claim: a subscriber joined before this load gets it. */
 	live = topic_live(t);
 	w = tw_make(topic_tag_of(t, pos), tw_slot_bits(live) | (t->history ? TW_HIST : 0));

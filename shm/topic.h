@@ -11,8 +11,10 @@
  *   bits 0-15   REF(i): subscriber slot i references the message
  *   bit 16      HIST: the history references it
  *   bits 17-32  PEND(i): slot i has not taken it yet
- *   bit 33      CLAIMED: a publish is in flight; bits 0-15 hold the
- *               publisher's client id + 1
+ *   bit 33      CLAIMED: a publish is in flight; bits 0-12 hold the
+ *               publisher's client id + 1, bits 13-32 the low 20 bits of
+ *               the value it publishes (a dead publisher's repair tells
+ *               its value from the last lap's)
  *   bits 34-63  the lap tag: (position >> log2(capacity)) + 1, mod 2^30
  * Whoever clears the last of REF|HIST frees the object (exactly once).
  *
@@ -42,6 +44,16 @@
 #define TW_TAG_SHIFT        34
 #define TW_TAG_MASK         0x3fffffffu
 #define TW_REFS             (TW_REF_MASK | TW_HIST)
+#define TW_CLAIM_ID         0x1fffull
+#define TW_CLAIM_V_SHIFT    13
+#define TW_CLAIM_V_MASK     0xfffffu
+
+/* The low bits of a CLAIMED word: client id + 1 and the value's low bits. */
+static inline uint64_t tw_claim(uint32_t client, uint32_t v)
+{
+	return ((uint64_t)(client + 1u) & TW_CLAIM_ID) |
+	       (uint64_t)(v & TW_CLAIM_V_MASK) << TW_CLAIM_V_SHIFT;
+}
 
 _Static_assert(TOPIC_SUBS_MAX == 16, "the word has 16 subscriber bits");
 
@@ -123,17 +135,21 @@ static inline uint32_t topic_live(const struct topic_ref *t)
 }
 
 /*
- * Claim the record of the next position for a publish by client id
- * @client: 0 with *@pos (the record is CLAIMED by us), or -EAGAIN: the
- * record of *@pos still holds an older message (its word in *@w): full.
+ * Claim the record of the next position for a publish of value @v by
+ * client id @client: 0 with *@pos (the record is CLAIMED by us), or
+ * -EAGAIN: the record of *@pos still holds an older message (its word in
+ * *@w): full.
  */
-int topic_claim(const struct topic_ref *t, uint32_t client, uint64_t *pos, uint64_t *w);
+int topic_claim(const struct topic_ref *t, uint32_t client, uint32_t v, uint64_t *pos,
+		uint64_t *w);
 
 /* Publish the claimed record of @pos with object value @v to the slots
- * joined now (live, loaded after the claim) and the history: returns the
- * word stored (REF|HIST 0: nobody reads it, the caller frees the
- * object). */
-uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v);
+ * joined now (live, loaded after the claim) and the history; @hook (may
+ * be NULL) runs after the value's store and before the publishing one
+ * (an owned object's tag goes QUEUED there).  Returns the word stored
+ * (REF|HIST 0: nobody reads it, the caller frees the object). */
+uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v,
+			  void (*hook)(void *), void *arg);
 
 /*
  * Clear @bits of the word of message @pos (only while the record holds

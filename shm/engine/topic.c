@@ -209,6 +209,23 @@ static uint64_t rec_pos(const struct topic_ref *t, uint32_t r, uint64_t w, uint6
 	return lap < 0 ? UINT64_MAX : ((uint64_t)lap << t->shift) | r;
 }
 
+/* An owned object @v tagged QUEUED goes back to dead publisher @dead. */
+static void untag_claimed(const struct shm_pool *p, uint32_t v, uint32_t dead)
+{
+	uint64_t rel = queue_rel_at(v);
+	uint32_t c;
+	otag_t want = OWNER_TAG_QUEUED;
+
+	if (v == 0 || !queue_rel_ok(p->data_len, rel))
+		return;
+	c = at_load_acquire(&p->frame_owner[rel >> SLAB_SHIFT]);
+	if (c >= p->max_caches || !(p->caches[c].flags & SHEAF_CACHE_F_OWNED) ||
+	    slab_validate(p, c, p->data_off + rel) != 0)
+		return;
+	(void)at_cas_relaxed(owner_tag(p, &p->caches[c], p->data_off + rel), &want,
+			     owner_tag_client(dead));
+}
+
 /*
  * One pass over @t's log: clear @bits (and HIST on messages more than K
  * behind the tail when @hist_old) from every published record; a record
@@ -229,9 +246,18 @@ static uint32_t sweep(struct topic_ref *t, uint64_t bits, int hist_old, int64_t 
 		if (w == 0)
 			continue;                     /* never used */
 		if ((w & TW_CLAIMED) != 0) {
-			if (dead >= 0 && (w & 0xffffu) == (((uint64_t)dead + 1u) & 0xffffu) &&
-			    at_cas_seqcst(wp, &w, tw_make(tw_tag(w), 0)))
-				changed++;
+			if (dead >= 0 && (w & TW_CLAIM_ID) == (((uint64_t)dead + 1u) & TW_CLAIM_ID)) {
+				v = at_load_relaxed(&t->recs[r].value);
+				if (at_cas_seqcst(wp, &w, tw_make(tw_tag(w), 0))) {
+					changed++;
+					/* Its value stored (the claim's bits match):
+					 * an owned object it tagged QUEUED is its
+					 * own again, for the owned-cache repair. */
+					if (((w >> TW_CLAIM_V_SHIFT) & TW_CLAIM_V_MASK) ==
+					    (v & TW_CLAIM_V_MASK))
+						untag_claimed(t->p, v, (uint32_t)dead);
+				}
+			}
 			continue;
 		}
 		pos = rec_pos(t, r, w, tail);

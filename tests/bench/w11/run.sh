@@ -6,6 +6,7 @@
 # iox-roudi runs or can be started), BENCH_RUNS (default 3) rounds, the
 # contenders alternating within a round; each cell is the median of its
 # runs.  Prints the tables and writes results/w11-STAMP.{txt,json}.
+# W11_SIZES="64" (or "1024") runs one size only.
 # Usage: tests/bench/w11/run.sh BIN_DIR   (BIN_DIR: build/tests/bench)
 set -u -o pipefail
 BIN_DIR=$(readlink -f -- "$1")
@@ -50,7 +51,8 @@ SHEAFD_PID=$!
 for ((i = 0; i < 50; i++)); do [ -S "$TMP/s.sock" ] && break; sleep 0.1; done
 
 declare -A VALS
-for size in 64 1024; do
+SIZES=${W11_SIZES:-64 1024}
+for size in $SIZES; do
 	for n in 1 2 4 8; do
 		for ((r = 0; r < RUNS; r++)); do
 			for p in "${PEERS[@]}"; do
@@ -73,7 +75,7 @@ STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p results
 {
 	echo "W11 (median of $RUNS runs; $(nproc) CPUs; count $COUNT, socket $SOCK_COUNT, latency $LAT messages)"
-	for size in 64 1024; do
+	for size in $SIZES; do
 		for f in rate pub_ns p50 p99; do
 			case $f in
 			rate) what="delivered Mmsg/s per subscriber (slowest)" ;;

@@ -189,7 +189,10 @@ static void pub_setup(struct ctx *x)
 	} else if (strcmp(peer, "iceoryx") == 0) {
 		iox_pub_options_t po;
 
-		iox_runtime_init("w11_publisher");
+		char name[64];
+
+		snprintf(name, sizeof(name), "w11_publisher_%d", (int)getpid());
+		iox_runtime_init(name);
 		iox_pub_options_init(&po);
 		po.historyCapacity = 0;
 		po.subscriberTooSlowPolicy = ConsumerTooSlowPolicy_WAIT_FOR_CONSUMER;
@@ -218,7 +221,7 @@ static void sub_setup(struct ctx *x, unsigned i)
 		char name[64];
 		unsigned spins = 0;
 
-		snprintf(name, sizeof(name), "w11_subscriber_%u", i);
+		snprintf(name, sizeof(name), "w11_subscriber_%u_%d", i, (int)getpid());
 		iox_runtime_init(name);
 		iox_sub_options_init(&so);
 		so.queueCapacity = DEPTH;
@@ -393,6 +396,12 @@ static int publisher(void)
 			wait_once(&s);
 	}
 	barrier(nsubs + 1);
+#ifdef W11_IOX
+	if (x.pub != NULL) {        /* RouDi runs without monitoring: say goodbye */
+		iox_pub_deinit(x.pub);
+		iox_runtime_shutdown();
+	}
+#endif
 	return 0;
 }
 
@@ -422,6 +431,12 @@ static int subscriber(unsigned i)
 	barrier(nsubs + 1);
 	if (x.s != NULL)
 		sheaf_topic_unsubscribe(x.s);
+#ifdef W11_IOX
+	if (x.sub != NULL) {        /* its chunks back to RouDi */
+		iox_sub_deinit(x.sub);
+		iox_runtime_shutdown();
+	}
+#endif
 	return 0;
 }
 
