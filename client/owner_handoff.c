@@ -59,8 +59,14 @@ void owner_on_topic_last(struct sheaf_pool *pool, void *obj, int take)
 
 	if (t == NULL)
 		return;
-	if (take)
-		at_store_release(t, me);
-	else
+	if (take) {
+		/* From what it says (QUEUED, a publisher's id), never over a
+		 * repair's claim or a free object's 0. */
+		otag_t cur = at_load_acquire(t);
+
+		if (cur != OWNER_TAG_REPAIR && cur != OWNER_TAG_KEPT && cur != OWNER_TAG_NONE)
+			(void)at_cas_acqrel(t, &cur, me);
+	} else {
 		at_cas_release(t, &me, (otag_t)OWNER_TAG_QUEUED);
+	}
 }

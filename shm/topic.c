@@ -78,11 +78,13 @@ uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v,
 	uint64_t w;
 
 	at_store_relaxed(&r->value, v);
-	if (hook != NULL)
-		hook(arg);
 	/* After the claim: a subscriber joined before this load gets it. */
 	live = topic_live(t);
 	w = tw_make(topic_tag_of(t, pos), tw_slot_bits(live) | (t->history ? TW_HIST : 0));
+	/* Only for a message someone reads: one nobody reads stays the
+	 * publisher's, which frees it. */
+	if (hook != NULL && (w & TW_REFS) != 0)
+		hook(arg);
 	/* [TR1] seq_cst: release of value and object, pairs with [TA1]; the
 	 * store half of the sleep handshake. */
 	at_store_seqcst(&r->word, w);

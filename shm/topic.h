@@ -146,7 +146,8 @@ int topic_claim(const struct topic_ref *t, uint32_t client, uint32_t v, uint64_t
 /* Publish the claimed record of @pos with object value @v to the slots
  * joined now (live, loaded after the claim) and the history; @hook (may
  * be NULL) runs after the value's store and before the publishing one
- * (an owned object's tag goes QUEUED there).  Returns the word stored
+ * when someone will read the message (an owned object's tag goes QUEUED
+ * there).  Returns the word stored
  * (REF|HIST 0: nobody reads it, the caller frees the object). */
 uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v,
 			  void (*hook)(void *), void *arg);

@@ -15,11 +15,13 @@
  * slab_free_objs' own checks.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "shm/bounds.h"
+#include "shm/futex.h"
 #include "shm/owner.h"
 #include "shm/queue.h"
 #include "shm/slab_geom.h"
@@ -87,6 +89,37 @@ static void in_sheaves(const struct shm_pool *p, const uint64_t *off, uint32_t n
 	}
 }
 
+/* A live client's tag on an object whose last reference sheafd cleared:
+ * that client is in a release that lost the race for it (its CAS failed
+ * after it took the tag) and gives the tag back at once.  Waited for, at
+ * most this long per batch (a client holding it for good, a hostile
+ * value, is refused then). */
+#define TOPIC_TAG_WAIT_NS (20ll * 1000 * 1000)
+
+/* The tag of owned object @o goes REPAIR when it says QUEUED or names
+ * @dead (>= 0), waiting (until *@until) while a live client holds it: 1,
+ * or 0 (refused). */
+static int claim_tag(const struct shm_pool *p, const struct shm_cache *sc, uint64_t o,
+		     int64_t dead, int64_t *until)
+{
+	_Atomic otag_t *tag = owner_tag(p, sc, o);
+
+	for (;;) {
+		otag_t t = at_load_acquire(tag);
+
+		if (t == OWNER_TAG_REPAIR || t == OWNER_TAG_KEPT || t == OWNER_TAG_NONE)
+			return 0;
+		if (t == OWNER_TAG_QUEUED || (dead >= 0 && t == owner_tag_client((uint32_t)dead))) {
+			if (at_cas_acqrel(tag, &t, (otag_t)OWNER_TAG_REPAIR))
+				return 1;
+			continue;
+		}
+		if (clock_ns() >= *until)
+			return 0;
+		sched_yield();
+	}
+}
+
 /*
  * Free the collected objects.  Each must be an object of a live cache
  * (slab_validate), referenced by no record of any live topic (a value a
@@ -103,6 +136,7 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 	uint64_t freed = 0, *off;
 	uint32_t n = 0;
 	uint8_t *in;
+	int64_t wait_until = clock_ns() + TOPIC_TAG_WAIT_NS;
 
 	if (f->n == 0)
 		return 0;
@@ -151,16 +185,9 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 			continue;
 		}
 		sc = &p->caches[c];
-		if (sc->flags & SHEAF_CACHE_F_OWNED) {
-			_Atomic otag_t *tag = owner_tag(p, sc, o);
-			otag_t want = OWNER_TAG_QUEUED;
-
-			if (!at_cas_acqrel(tag, &want, (otag_t)OWNER_TAG_REPAIR) &&
-			    (dead < 0 || want != owner_tag_client((uint32_t)dead) ||
-			     !at_cas_acqrel(tag, &want, (otag_t)OWNER_TAG_REPAIR))) {
-				untrusted_note(UT_OBJECT, 1);
-				continue;             /* someone holds it */
-			}
+		if ((sc->flags & SHEAF_CACHE_F_OWNED) && !claim_tag(p, sc, o, dead, &wait_until)) {
+			untrusted_note(UT_OBJECT, 1);
+			continue;                     /* someone holds it */
 		}
 		off[n++] = o;
 	}

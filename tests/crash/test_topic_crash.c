@@ -22,7 +22,9 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "client/internal.h"
 #include "client/sheaf.h"
+#include "shm/owner.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_daemon.h"
 #include "tests/helpers/util_pool.h"
@@ -187,6 +189,32 @@ static void not_wedged(sheaf_cache_t *c, sheaf_topic_t *t, unsigned policy)
 	REQUIRE(sheaf_topic_unsubscribe(s) == 0, "unsubscribe");
 }
 
+/* What the objects left in use say (their tags), for a failure's report. */
+static void dump_in_use(sheaf_pool_t *pool, sheaf_cache_t *c)
+{
+	struct shm_pool *p = &pool->shm;
+	uint32_t id = c->id;
+	const struct shm_cache *sc = &p->caches[id];
+
+	for (uint32_t f = 0; f < p->frames_total; f++) {
+		const uint64_t *bm = pool_bitmap(p, f);
+
+		if (at_load_relaxed(&p->frame_owner[f]) != id)
+			continue;
+		for (uint32_t i = 0; i < sc->objs_per_slab; i++)
+			if (!(bm[i / 64] & (1ull << (i % 64))) &&
+			    at_load_relaxed(owner_tag(p, sc, pool_frame_off(p, f) +
+						      (uint64_t)i * sc->obj_size)) != 0) {
+				uint64_t off = pool_frame_off(p, f) + (uint64_t)i * sc->obj_size;
+				const struct msg *m = (const void *)(p->base + off);
+
+				printf("  in use: frame %u obj %u tag 0x%x id %llu check %d\n", f, i,
+				       at_load_relaxed(owner_tag(p, sc, off)),
+				       (unsigned long long)m->id, m->check == ~m->id);
+			}
+	}
+}
+
 static void kills_run(unsigned kills_want)
 {
 	const char *argv[] = { NULL, "--foreground", "--socket", NULL, "--nodes", "1",
@@ -258,6 +286,8 @@ static void kills_run(unsigned kills_want)
 		not_wedged(c, t[i], i ? SHEAF_TOPIC_DROP : SHEAF_TOPIC_BLOCK);
 		REQUIRE(sheaf_topic_destroy(t[i]) == 0, "destroy");
 	}
+	if (cache_stats_of(c, -1).in_use != 0)
+		dump_in_use(parent_pool, c);
 	REQUIRE(cache_stats_of(c, -1).in_use == 0, "%llu objects left in use",
 		(unsigned long long)cache_stats_of(c, -1).in_use);
 	REQUIRE(sheaf_pool_check(parent_pool, err, sizeof(err)) == 0, "check: %s", err);
