@@ -15,13 +15,11 @@
  * slab_free_objs' own checks.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "shm/bounds.h"
-#include "shm/futex.h"
 #include "shm/owner.h"
 #include "shm/queue.h"
 #include "shm/slab_geom.h"
@@ -89,35 +87,17 @@ static void in_sheaves(const struct shm_pool *p, const uint64_t *off, uint32_t n
 	}
 }
 
-/* A live client's tag on an object whose last reference sheafd cleared:
- * that client is in a release that lost the race for it (its CAS failed
- * after it took the tag) and gives the tag back at once.  Waited for, at
- * most this long per batch (a client holding it for good, a hostile
- * value, is refused then). */
-#define TOPIC_TAG_WAIT_NS (20ll * 1000 * 1000)
-
 /* The tag of owned object @o goes REPAIR when it says QUEUED or names
- * @dead (>= 0), waiting (until *@until) while a live client holds it: 1,
- * or 0 (refused). */
+ * @dead (>= 0): 1, or 0 (someone holds it: refused). */
 static int claim_tag(const struct shm_pool *p, const struct shm_cache *sc, uint64_t o,
-		     int64_t dead, int64_t *until)
+		     int64_t dead)
 {
 	_Atomic otag_t *tag = owner_tag(p, sc, o);
+	otag_t t = at_load_acquire(tag);
 
-	for (;;) {
-		otag_t t = at_load_acquire(tag);
-
-		if (t == OWNER_TAG_REPAIR || t == OWNER_TAG_KEPT || t == OWNER_TAG_NONE)
-			return 0;
-		if (t == OWNER_TAG_QUEUED || (dead >= 0 && t == owner_tag_client((uint32_t)dead))) {
-			if (at_cas_acqrel(tag, &t, (otag_t)OWNER_TAG_REPAIR))
-				return 1;
-			continue;
-		}
-		if (clock_ns() >= *until)
-			return 0;
-		sched_yield();
-	}
+	if (t != OWNER_TAG_QUEUED && (dead < 0 || t != owner_tag_client((uint32_t)dead)))
+		return 0;
+	return at_cas_acqrel(tag, &t, (otag_t)OWNER_TAG_REPAIR);
 }
 
 /*
@@ -135,12 +115,20 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 	struct shm_pool *p = e->pool;
 	uint64_t freed = 0, *off;
 	uint32_t n = 0;
-	uint8_t *in;
-	int64_t wait_until = clock_ns() + TOPIC_TAG_WAIT_NS;
+	uint8_t *in, *refd;
 
 	if (f->n == 0)
 		return 0;
 	qsort(f->v, f->n, sizeof(uint32_t), u32_cmp);
+	off = malloc((size_t)f->n * sizeof(uint64_t));
+	in = calloc(f->n, 1);
+	refd = calloc(f->n, 1);
+	if (off == NULL || in == NULL || refd == NULL) {
+		untrusted_note(UT_OBJECT, f->n);  /* no memory: stay allocated */
+		goto out;
+	}
+	/* f->v stays sorted for every lookup: a referenced one is marked in
+	 * refd[], not overwritten. */
 	for (uint32_t i = 0; i < SHEAF_MAX_TOPICS; i++) {
 		struct shm_topic *td = &p->topics[i];
 		struct topic_ref t;
@@ -158,25 +146,21 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 			hit = bsearch(&v, f->v, f->n, sizeof(uint32_t), u32_cmp);
 			while (hit != NULL && hit > f->v && hit[-1] == v)
 				hit--;
-			for (; hit != NULL && hit < f->v + f->n && *hit == v; hit++) {
-				*hit = 0;                 /* referenced: not freed */
-				untrusted_note(UT_OBJECT, 1);
-			}
+			for (; hit != NULL && hit < f->v + f->n && *hit == v; hit++)
+				refd[hit - f->v] = 1;     /* referenced: not freed */
 		}
-	}
-	off = malloc((size_t)f->n * sizeof(uint64_t));
-	in = calloc(f->n, 1);
-	if (off == NULL || in == NULL) {
-		untrusted_note(UT_OBJECT, f->n);  /* no memory: stay allocated */
-		goto out;
 	}
 	for (uint32_t i = 0; i < f->n; i++) {
 		uint64_t rel = queue_rel_at(f->v[i]), o = p->data_off + rel;
 		const struct shm_cache *sc;
 		uint32_t c;
 
+		if (refd[i]) {
+			untrusted_note(UT_OBJECT, 1);
+			continue;
+		}
 		if (f->v[i] == 0 || (i > 0 && f->v[i] == f->v[i - 1]))
-			continue;                     /* refused, or twice in the batch */
+			continue;                     /* no object, or twice in the batch */
 		c = queue_rel_ok(p->data_len, rel) ?
 		    at_load_acquire(&p->frame_owner[rel >> SLAB_SHIFT]) : UINT32_MAX;
 		if (c >= p->max_caches || at_load_acquire(&p->caches[c].state) != CACHE_LIVE ||
@@ -185,7 +169,7 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 			continue;
 		}
 		sc = &p->caches[c];
-		if ((sc->flags & SHEAF_CACHE_F_OWNED) && !claim_tag(p, sc, o, dead, &wait_until)) {
+		if ((sc->flags & SHEAF_CACHE_F_OWNED) && !claim_tag(p, sc, o, dead)) {
 			untrusted_note(UT_OBJECT, 1);
 			continue;                     /* someone holds it */
 		}
@@ -221,6 +205,7 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 out:
 	free(off);
 	free(in);
+	free(refd);
 	f->n = 0;
 	return freed;
 }

@@ -4,8 +4,10 @@
  * "bad" (cache "cbad") belongs to hostile processes that write random and
  * targeted values into its records, values, tail hint and subscriber
  * blocks (among them the values of messages another topic's subscriber
- * holds right now, with reference bits set), subscribe, publish and leave
- * at random, and are killed and replaced again and again, so that sheafd
+ * holds right now, with reference bits set, and claims), subscribe and
+ * leave at random (taking and publishing nothing: those would free the
+ * values it planted in its own process, as any client can free any
+ * object), and are killed and replaced again and again, so that sheafd
  * sweeps and repairs the spoiled log each time.  Beside it, topic "good"
  * (cache "cgood") carries a checked stream from one publisher to one
  * subscriber, which holds each message a while and checks it again before
@@ -145,7 +147,6 @@ static int hostile(void *arg)
 	sh->hostile_ready = 1;
 	for (;;) {
 		uint32_t r = (uint32_t)(xorshift(&rng) % bad.size);
-		struct sheaf_msg m;
 
 		switch (xorshift(&rng) % 10) {
 		case 0:                         /* a random word */
@@ -182,10 +183,13 @@ static int hostile(void *arg)
 						 TW_CLAIMED | (xorshift(&rng) % 8)));
 			break;
 		case 6:
+			/* Joined, so that sheafd's leave sweeps its slot.  It
+			 * takes nothing: its own release of a value it planted
+			 * would free that object in this process, as any
+			 * client can free any object (sheaf_free_any); what is
+			 * tested is what sheafd does. */
 			if (s == NULL)
 				s = sheaf_topic_subscribe(t);
-			else if (sheaf_topic_take(s, &m, 0) == 0 && xorshift(&rng) % 2)
-				(void)sheaf_topic_release(s, &m);
 			break;
 		case 7:
 			if (s != NULL) {
@@ -193,13 +197,16 @@ static int hostile(void *arg)
 				s = NULL;
 			}
 			break;
-		default: {
-			void *o = sheaf_alloc(c);
-
-			if (o != NULL && sheaf_topic_publish(t, o, 0) != 0)
-				sheaf_free(c, o);
+		default:
+			/* No publish either: a publish that makes room frees
+			 * what it drops, planted values included, in this
+			 * process.  Claims in its own name, undone by sheafd
+			 * at its death. */
+			at_store_relaxed(&bad.recs[r].word,
+					 tw_make(tw_tag(at_load_relaxed(&bad.recs[r].word)),
+						 TW_CLAIMED | tw_claim(p->client,
+							(uint32_t)xorshift(&rng))));
 			break;
-		}
 		}
 		sh->rounds++;
 	}
