@@ -15,11 +15,13 @@
  * slab_free_objs' own checks.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "shm/bounds.h"
+#include "shm/futex.h"
 #include "shm/owner.h"
 #include "shm/queue.h"
 #include "shm/slab_geom.h"
@@ -87,17 +89,56 @@ static void in_sheaves(const struct shm_pool *p, const uint64_t *off, uint32_t n
 	}
 }
 
+/* A live client's tag on an object whose last reference sheafd cleared is
+ * most often a release that lost its CAS to the sweep and gives the tag
+ * back at once: waited for, at most this long per batch. */
+#define TOPIC_TAG_WAIT_NS (20ll * 1000 * 1000)
+
 /* The tag of owned object @o goes REPAIR when it says QUEUED or names
- * @dead (>= 0): 1, or 0 (someone holds it: refused). */
+ * @dead (>= 0), waiting (until *@until) while a live client holds it: 1,
+ * or 0 (refused). */
 static int claim_tag(const struct shm_pool *p, const struct shm_cache *sc, uint64_t o,
-		     int64_t dead)
+		     int64_t dead, int64_t until)
 {
 	_Atomic otag_t *tag = owner_tag(p, sc, o);
-	otag_t t = at_load_acquire(tag);
 
-	if (t != OWNER_TAG_QUEUED && (dead < 0 || t != owner_tag_client((uint32_t)dead)))
-		return 0;
-	return at_cas_acqrel(tag, &t, (otag_t)OWNER_TAG_REPAIR);
+	for (;;) {
+		otag_t t = at_load_acquire(tag);
+
+		if (t == OWNER_TAG_REPAIR || t == OWNER_TAG_KEPT || t == OWNER_TAG_NONE)
+			return 0;
+		if (t == OWNER_TAG_QUEUED || (dead >= 0 && t == owner_tag_client((uint32_t)dead))) {
+			if (at_cas_acqrel(tag, &t, (otag_t)OWNER_TAG_REPAIR))
+				return 1;
+			continue;
+		}
+		if (clock_ns() >= until)
+			return 0;
+		sched_yield();
+	}
+}
+
+/* Whether a record of a live topic references value @v, or a publish in
+ * flight is storing it (a CLAIMED record holding it: its publisher tags
+ * the object QUEUED after storing the value, before publishing). */
+static int referenced(const struct shm_pool *p, uint32_t v)
+{
+	for (uint32_t i = 0; i < SHEAF_MAX_TOPICS; i++) {
+		struct shm_topic *td = &p->topics[i];
+		struct topic_ref t;
+
+		if (at_load_acquire(&td->state) != TOPIC_LIVE)
+			continue;
+		t = topic_ref_of(p, td);
+		for (uint32_t r = 0; r < t.size; r++) {
+			uint64_t w = at_load_acquire(&t.recs[r].word);
+
+			if (((w & TW_CLAIMED) != 0 || (w & TW_REFS) != 0) &&
+			    at_load_relaxed(&t.recs[r].value) == v)
+				return 1;
+		}
+	}
+	return 0;
 }
 
 /*
@@ -116,6 +157,7 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 	uint64_t freed = 0, *off;
 	uint32_t n = 0;
 	uint8_t *in, *refd;
+	int64_t wait_until = clock_ns() + TOPIC_TAG_WAIT_NS;
 
 	if (f->n == 0)
 		return 0;
@@ -169,9 +211,21 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 			continue;
 		}
 		sc = &p->caches[c];
-		if ((sc->flags & SHEAF_CACHE_F_OWNED) && !claim_tag(p, sc, o, dead)) {
-			untrusted_note(UT_OBJECT, 1);
-			continue;                     /* someone holds it */
+		if (sc->flags & SHEAF_CACHE_F_OWNED) {
+			if (!claim_tag(p, sc, o, dead, wait_until)) {
+				untrusted_note(UT_OBJECT, 1);
+				continue;             /* someone holds it */
+			}
+			/* Claimed: published again meanwhile (a spoiled
+			 * value naming a message in flight)?  Then not ours. */
+			if (referenced(p, f->v[i])) {
+				otag_t want = OWNER_TAG_REPAIR;
+
+				(void)at_cas_acqrel(owner_tag(p, sc, o), &want,
+						    (otag_t)OWNER_TAG_QUEUED);
+				untrusted_note(UT_OBJECT, 1);
+				continue;
+			}
 		}
 		off[n++] = o;
 	}
