@@ -303,6 +303,14 @@ W7_IOX  := $(if $(and $(IOX_INC),$(wildcard $(IOX_INC)/iceoryx_binding_c/publish
 $(BUILD)/tests/bench/w7iox: tests/bench/w7/w7iox.c tests/bench/w7/w7.h
 	$(CC) $(CFLAGS) -isystem $(IOX_INC) -o $@ $< $(LDFLAGS) -liceoryx_binding_c
 
+# W11 (topics: one publisher, N subscribers; tests/bench/w11/), with its
+# iceoryx peer compiled in when the iceoryx C binding is there.
+W11_BENCH := $(BUILD)/tests/bench/w11bench
+W11_IOX_FLAGS := $(if $(W7_IOX),-DW11_IOX -isystem $(IOX_INC))
+W11_IOX_LIBS  := $(if $(W7_IOX),-liceoryx_binding_c)
+$(W11_BENCH): tests/bench/w11/w11bench.c $(BUILD)/libsheaf.a
+	$(CC) $(CFLAGS) $(W11_IOX_FLAGS) -o $@ $< $(BUILD)/libsheaf.a $(LDFLAGS) $(LIBS) $(W11_IOX_LIBS)
+
 # W9 (a shared table read under deferred frees): the bench mode of
 # tests/examples/rcu_table.c linked with libsheaf.a, and its in-process
 # DPDK rte_rcu QSBR peer tests/bench/w9/w9dpdk.c (no EAL; when libdpdk is
@@ -314,7 +322,7 @@ $(W9_BENCH): tests/examples/rcu_table.c tests/examples/rcu_table.h $(BUILD)/libs
 $(BUILD)/tests/bench/w9dpdk: tests/bench/w9/w9dpdk.c tests/examples/rcu_table.h
 	$(CC) $(CFLAGS) $(DPDK_CFLAGS) -o $@ $< $(LDFLAGS) $(DPDK_LIBS)
 
-bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(W7_BENCH) $(W7_DPDK) $(W7_IOX) $(SCALE_BENCH) $(W9_BENCH) $(W9_DPDK)
+bench: check-deps $(BENCH_BIN) $(SHEAFD) $(DPDK_BENCH) $(W7_BENCH) $(W7_DPDK) $(W7_IOX) $(SCALE_BENCH) $(W9_BENCH) $(W9_DPDK) $(W11_BENCH)
 	$(if $(DPDK_BENCH),,@echo "note: pkg-config libdpdk failed: the DPDK peer is not built; the bench runs without it")
 	tests/bench/run.sh $(BENCH_BIN)
 	BENCH_QUICK=1 tests/bench/sweep.sh $(BENCH_BIN)
@@ -561,3 +569,12 @@ uninstall:
 	rm -f $(DESTDIR)$(SYSCONFDIR)/sheaf/sheafd.conf.example
 	rmdir $(DESTDIR)$(SYSCONFDIR)/sheaf 2>/dev/null || true
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig || true; fi
+
+# Topics under SIGKILL, the long form (tests/crash/test_topic_crash.c runs
+# 1000 kills within `make test-crash`): SHEAF_TOPIC_KILLS kills, 20000 by
+# default.
+SHEAF_TOPIC_KILLS ?= 20000
+.PHONY: test-topic-long
+test-topic-long: all
+	SHEAF_TOPIC_KILLS=$(SHEAF_TOPIC_KILLS) CK_DEFAULT_TIMEOUT=3600 \
+		$(BUILD)/tests/crash/test_topic_crash

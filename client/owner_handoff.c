@@ -77,3 +77,31 @@ void owner_on_dequeue(struct sheaf_pool *pool, void *obj)
 	}
 	at_store_release(t, mine);      /* a tag flipping for ever (hostile) */
 }
+
+void owner_on_topic_publish(struct sheaf_pool *pool, void *obj)
+{
+	_Atomic otag_t *t = tag_of_obj(pool, obj);
+	otag_t me = owner_tag_client(pool->client);
+
+	if (t != NULL)
+		at_cas_release(t, &me, (otag_t)OWNER_TAG_QUEUED);
+}
+
+void owner_on_topic_last(struct sheaf_pool *pool, void *obj, int take)
+{
+	_Atomic otag_t *t = tag_of_obj(pool, obj);
+	otag_t me = owner_tag_client(pool->client);
+
+	if (t == NULL)
+		return;
+	if (take) {
+		/* From what it says (QUEUED, a publisher's id), never over a
+		 * repair's claim or a free object's 0. */
+		otag_t cur = at_load_acquire(t);
+
+		if (cur != OWNER_TAG_REPAIR && cur != OWNER_TAG_KEPT && cur != OWNER_TAG_NONE)
+			(void)at_cas_acqrel(t, &cur, me);
+	} else {
+		at_cas_release(t, &me, (otag_t)OWNER_TAG_QUEUED);
+	}
+}

@@ -36,4 +36,15 @@ void owner_on_enqueue(struct sheaf_pool *pool, void *obj);
  */
 void owner_on_dequeue(struct sheaf_pool *pool, void *obj);
 
+/*
+ * Topics (client/topic.c).  After a publish made @obj visible: its tag goes
+ * from this process's to QUEUED (a CAS: a subscriber that freed it first
+ * wins), so the publisher's death leaves it (sheafd retags one whose
+ * publisher died before this).  Around a release that may clear the last
+ * reference: @take 1 makes it this process's (a death before the free
+ * then frees it), @take 0 gives it back to QUEUED (a CAS from ours).
+ */
+void owner_on_topic_publish(struct sheaf_pool *pool, void *obj);
+void owner_on_topic_last(struct sheaf_pool *pool, void *obj, int take);
+
 #endif

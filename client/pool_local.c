@@ -199,6 +199,43 @@ static int local_queue_destroy(sheaf_pool_t *pool, uint32_t id, const char *name
 	return engine_queue_destroy(&pool->engine, id, msg, sizeof(msg));
 }
 
+static int local_topic_create(sheaf_pool_t *pool, const char *name, uint32_t capacity,
+			      uint32_t history, uint32_t policy, uint32_t *gen)
+{
+	char msg[160];
+	int id = engine_topic_create(&pool->engine, name, capacity, history, policy, msg,
+				     sizeof(msg));
+
+	if (id >= 0)
+		*gen = at_load_relaxed(&pool->shm.topics[id].generation);
+	return id;
+}
+
+static int local_topic_destroy(sheaf_pool_t *pool, uint32_t id, const char *name)
+{
+	char msg[160];
+
+	(void)name;
+	return engine_topic_destroy(&pool->engine, id, msg, sizeof(msg));
+}
+
+static int local_topic_join(sheaf_pool_t *pool, uint32_t id, const char *name,
+			    uint32_t *slot, uint32_t *gen)
+{
+	char msg[160];
+
+	(void)name;
+	return engine_topic_join(&pool->engine, id, pool->client, slot, gen, msg, sizeof(msg));
+}
+
+static int local_topic_leave(sheaf_pool_t *pool, uint32_t id, const char *name, uint32_t slot)
+{
+	char msg[160];
+
+	(void)name;
+	return engine_topic_leave(&pool->engine, id, slot, pool->client, msg, sizeof(msg));
+}
+
 /*
  * Stop the engine and release its lanes.  A fork() child has a copy of the
  * engine but not its worker threads, and the lanes in the region are the
@@ -248,6 +285,10 @@ const struct pool_ops local_pool_ops = {
 	.check = local_check,
 	.queue_create = local_queue_create,
 	.queue_destroy = local_queue_destroy,
+	.topic_create = local_topic_create,
+	.topic_destroy = local_topic_destroy,
+	.topic_join = local_topic_join,
+	.topic_leave = local_topic_leave,
 	.close = local_close,
 	.name_set = local_name_set,
 	.name_del = local_name_del,

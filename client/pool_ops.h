@@ -51,6 +51,16 @@ struct pool_ops {
 	int (*queue_create)(sheaf_pool_t *pool, const char *name, uint32_t capacity,
 			    uint32_t flags, uint32_t *gen);
 	int (*queue_destroy)(sheaf_pool_t *pool, uint32_t id, const char *name);
+	/* Create topic @name (topic_params_check passed): its id, and its
+	 * generation in *@gen.  Destroy topic @id (@name): 0.  Join it as
+	 * this client: 0 with the subscriber slot and its generation.  Leave
+	 * slot @slot: 0.  All -errno. */
+	int (*topic_create)(sheaf_pool_t *pool, const char *name, uint32_t capacity,
+			    uint32_t history, uint32_t policy, uint32_t *gen);
+	int (*topic_destroy)(sheaf_pool_t *pool, uint32_t id, const char *name);
+	int (*topic_join)(sheaf_pool_t *pool, uint32_t id, const char *name, uint32_t *slot,
+			  uint32_t *gen);
+	int (*topic_leave)(sheaf_pool_t *pool, uint32_t id, const char *name, uint32_t slot);
 	/*
 	 * Release what this kind of pool holds besides the region (the
 	 * engine; the connection), before pool.c unmaps the region and frees

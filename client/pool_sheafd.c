@@ -332,6 +332,90 @@ static int sheafd_lanes_grant(sheaf_pool_t *pool, uint32_t have, uint32_t *held,
 	return rc;
 }
 
+static int sheafd_topic_create(sheaf_pool_t *pool, const char *name, uint32_t capacity,
+			       uint32_t history, uint32_t policy, uint32_t *gen)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__TopicCreateRequest tc = SHEAF__V1__TOPIC_CREATE_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc, id;
+
+	tc.name = (char *)name;
+	tc.capacity = capacity;
+	tc.history = history;
+	tc.policy = policy;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_TOPIC_CREATE;
+	rq.topic_create = &tc;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_TOPIC_CREATE, &r, NULL, 0);
+	if (rc != 0)
+		return rc;
+	id = r->topic_create->topic && r->topic_create->topic->id < SHEAF_MAX_TOPICS
+		? (int)r->topic_create->topic->id : -EPROTO;
+	if (id >= 0)
+		*gen = r->topic_create->topic->generation;
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return id;
+}
+
+static int sheafd_topic_destroy(sheaf_pool_t *pool, uint32_t id, const char *name)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__TopicDestroyRequest td = SHEAF__V1__TOPIC_DESTROY_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	(void)id;
+	td.name = (char *)name;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_TOPIC_DESTROY;
+	rq.topic_destroy = &td;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_TOPIC_DESTROY, &r, NULL, 0);
+	if (rc == 0)
+		sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+static int sheafd_topic_join(sheaf_pool_t *pool, uint32_t id, const char *name,
+			     uint32_t *slot, uint32_t *gen)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__TopicSubscribeRequest ts = SHEAF__V1__TOPIC_SUBSCRIBE_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	ts.name = (char *)name;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_TOPIC_SUBSCRIBE;
+	rq.topic_subscribe = &ts;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_TOPIC_SUBSCRIBE, &r, NULL, 0);
+	if (rc != 0)
+		return rc;
+	if (r->topic_subscribe->topic != id || r->topic_subscribe->slot >= TOPIC_SUBS_MAX) {
+		rc = -EPROTO;
+	} else {
+		*slot = r->topic_subscribe->slot;
+		*gen = r->topic_subscribe->generation;
+	}
+	sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
+static int sheafd_topic_leave(sheaf_pool_t *pool, uint32_t id, const char *name, uint32_t slot)
+{
+	Sheaf__V1__Request rq = SHEAF__V1__REQUEST__INIT;
+	Sheaf__V1__TopicUnsubscribeRequest tu = SHEAF__V1__TOPIC_UNSUBSCRIBE_REQUEST__INIT;
+	Sheaf__V1__Response *r;
+	int rc;
+
+	(void)id;
+	tu.name = (char *)name;
+	tu.slot = slot;
+	rq.body_case = SHEAF__V1__REQUEST__BODY_TOPIC_UNSUBSCRIBE;
+	rq.topic_unsubscribe = &tu;
+	rc = request(&pool->conn, &rq, SHEAF__V1__RESPONSE__BODY_TOPIC_UNSUBSCRIBE, &r, NULL, 0);
+	if (rc == 0)
+		sheaf__v1__response__free_unpacked(r, NULL);
+	return rc;
+}
+
 /* Close the connection: sheafd counts us detached.  A fork() child closes
  * only its copy of the socket; the parent's connection stays. */
 static void sheafd_close(sheaf_pool_t *pool)
@@ -381,6 +465,10 @@ const struct pool_ops sheafd_pool_ops = {
 	.check = sheafd_check,
 	.queue_create = sheafd_queue_create,
 	.queue_destroy = sheafd_queue_destroy,
+	.topic_create = sheafd_topic_create,
+	.topic_destroy = sheafd_topic_destroy,
+	.topic_join = sheafd_topic_join,
+	.topic_leave = sheafd_topic_leave,
 	.close = sheafd_close,
 	.lanes_grant = sheafd_lanes_grant,
 	.name_set = sheafd_name_set,

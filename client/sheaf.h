@@ -10,6 +10,7 @@
  * Conventions:
  *   - Constructors (functions returning a pointer: sheaf_pool_create,
  *     sheaf_connect, sheaf_cache_create..., sheaf_queue_create...,
+ *     sheaf_topic_create...,
  *     sheaf_prefill, sheaf_alloc, sheaf_malloc...) return NULL and set
  *     errno on failure.
  *   - Functions returning int return 0 (or a count, where said) on success
@@ -856,6 +857,129 @@ struct sheaf_queue_stats {
 
 /* The queue's numbers (read from shared memory, no request): 0, -ESTALE. */
 SHEAF_API int sheaf_queue_stats(sheaf_queue_t *q, struct sheaf_queue_stats *out);
+
+/* ---- topics (publish/subscribe) --------------------------------------- */
+
+/*
+ * A topic passes one object of the pool to every subscriber without
+ * copying: the publisher hands the object over, each subscriber takes it
+ * and releases it, and the last release frees it to its cache, in
+ * whichever process that is.  Found by name; its descriptor is the
+ * engine's, its log of messages in the pool's shared memory.  Objects of
+ * any live cache of the pool can be published, mixed.  A subscriber gets
+ * every message published after it subscribed (in order, numbered by
+ * seq), plus the topic's history (the last K messages) when it joins.
+ * When a subscriber lags by the topic's capacity, the publisher waits
+ * (SHEAF_TOPIC_BLOCK) or drops that subscriber's oldest message
+ * (SHEAF_TOPIC_DROP, counted; a message taken and not yet released is
+ * never dropped).  At most 16 subscribers a topic, 32 topics a pool.
+ *
+ * A process killed at any instruction never wedges the topic for long and
+ * never frees an object another still holds: sheafd releases what a dead
+ * subscriber had queued or held, and undoes a dead publisher's half-done
+ * publish.  An object of a plain cache being published, or being freed by
+ * its last release, when its process dies stays allocated; with
+ * SHEAF_CACHE_OWNED nothing is lost.
+ *
+ * Threads: a topic handle may be shared; a subscription is used by one
+ * thread at a time.
+ */
+typedef struct sheaf_topic sheaf_topic_t;
+typedef struct sheaf_sub sheaf_sub_t;
+
+/* Full policies (sheaf_topic_create). */
+#define SHEAF_TOPIC_BLOCK  0u
+#define SHEAF_TOPIC_DROP   1u
+
+/*
+ * Create topic @name (1..SHEAF_CACHE_NAME_MAX bytes) in @pool: a log of
+ * @capacity messages (rounded up to a power of two, at most 2^20; 0:
+ * 1024), the last @history (< the capacity) kept for new subscribers,
+ * @policy SHEAF_TOPIC_BLOCK or SHEAF_TOPIC_DROP.  The log takes whole slab
+ * frames (16 bytes a message) under the pool's memory cap.  Returns the
+ * topic, or NULL with errno: EINVAL, EEXIST (use sheaf_topic_open),
+ * ENOSPC (all 32 topic slots in use), ENOMEM, EFBIG (pool data of 32 GiB
+ * or more), ECHILD (a fork() child), or a connection error.
+ */
+SHEAF_API sheaf_topic_t *sheaf_topic_create(sheaf_pool_t *pool, const char *name,
+					    unsigned capacity, unsigned history, unsigned policy);
+
+/* Open existing topic @name (no request).  NULL with errno ENOENT,
+ * EINVAL, ECHILD, ENOMEM. */
+SHEAF_API sheaf_topic_t *sheaf_topic_open(sheaf_pool_t *pool, const char *name);
+
+/* Release this process's handle (the topic stays; subscriptions made
+ * through it must be ended first). */
+SHEAF_API void sheaf_topic_close(sheaf_topic_t *t);
+
+/* Destroy the topic and close @t: its history and any message left are
+ * freed.  Refused while a subscriber is joined (-EBUSY); -ESTALE when it
+ * is gone already; a connection error.  Destroy a topic nobody publishes
+ * to. */
+SHEAF_API int sheaf_topic_destroy(sheaf_topic_t *t);
+
+/*
+ * Publish @obj (an object of this pool, allocated) to every subscriber
+ * joined now: on 0 the object is the topic's (do not touch or free it; a
+ * message nobody reads is freed at once).  When the log is full, wait up
+ * to @timeout_ms (-1: no limit; 0: do not wait), sleeping, for a release.
+ * Returns 0, -EAGAIN (full, @timeout_ms 0), -ETIMEDOUT, -EINVAL (@obj is
+ * no object of a live cache of the pool), -ESTALE; on an error the object
+ * stays the caller's.
+ */
+SHEAF_API int sheaf_topic_publish(sheaf_topic_t *t, void *obj, int timeout_ms);
+
+/* Subscribe to @t (a request to sheafd): messages published from now on,
+ * and the history.  NULL with errno ENOSPC (16 subscribers), ESTALE,
+ * ECHILD, ENOMEM, or a connection error. */
+SHEAF_API sheaf_sub_t *sheaf_topic_subscribe(sheaf_topic_t *t);
+
+/* End subscription @s and free it: what it had queued and what it holds
+ * (taken, not released) is released by sheafd; objects it holds must not
+ * be used afterwards.  0, or a connection error (@s is freed anyway). */
+SHEAF_API int sheaf_topic_unsubscribe(sheaf_sub_t *s);
+
+/* A message taken: the object (read-only by convention: every subscriber
+ * sees the same one) and its sequence number in the topic (gaps: messages
+ * dropped for this subscriber). */
+struct sheaf_msg {
+	void *obj;
+	uint64_t seq;
+};
+
+/* Take the next message into *@m, waiting up to @timeout_ms (-1: no
+ * limit; 0: do not wait), sleeping.  0, -EAGAIN (none, @timeout_ms 0),
+ * -ETIMEDOUT, -ESTALE (the topic or the subscription is gone). */
+SHEAF_API int sheaf_topic_take(sheaf_sub_t *s, struct sheaf_msg *m, int timeout_ms);
+
+/* Release message @m taken through @s: the last release frees the object.
+ * 0, or -EALREADY (not held by @s: released already, or @s left). */
+SHEAF_API int sheaf_topic_release(sheaf_sub_t *s, const struct sheaf_msg *m);
+
+struct sheaf_topic_stats {
+	uint32_t capacity;           /* messages in the log */
+	uint32_t history;
+	uint32_t policy;             /* SHEAF_TOPIC_* */
+	uint32_t subscribers;        /* joined now */
+	uint64_t published;
+	uint64_t unread;             /* freed at publish: nobody to read them */
+	uint64_t publish_waits;      /* times a publisher slept: full */
+	uint64_t bad;                /* spoiled values skipped, frees refused */
+};
+
+struct sheaf_sub_stats {
+	uint64_t delivered;          /* messages taken */
+	uint64_t released;
+	uint64_t dropped;            /* its messages a publisher dropped */
+	uint64_t held;               /* taken, not released */
+	uint64_t depth;              /* published, not yet taken */
+	uint64_t lag;                /* the topic's tail minus its cursor */
+};
+
+/* The topic's numbers, and one subscription's (shared memory, no
+ * request): 0, -ESTALE. */
+SHEAF_API int sheaf_topic_stats(sheaf_topic_t *t, struct sheaf_topic_stats *out);
+SHEAF_API int sheaf_sub_stats(sheaf_sub_t *s, struct sheaf_sub_stats *out);
 
 /* ---- size classes (kmalloc) -------------------------------------------- */
 

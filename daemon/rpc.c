@@ -70,6 +70,15 @@ static const struct rpc_kind kinds[] = {
 	KIND(QUEUE_LIST, queue_list, queue_list_request, rpc_queue_list, 0),
 	/* A revocation repairs rings the checker walks. */
 	KIND(LANE_GRANT, lane_grant, lane_grant_request, rpc_lane_grant, CHANGES_POOL),
+	/* Topics (rpc_topics.c). */
+	KIND(TOPIC_CREATE, topic_create, topic_create_request, rpc_topic_create, CHANGES_POOL),
+	KIND(TOPIC_DESTROY, topic_destroy, topic_destroy_request, rpc_topic_destroy,
+	     CHANGES_POOL),
+	KIND(TOPIC_LIST, topic_list, topic_list_request, rpc_topic_list, 0),
+	KIND(TOPIC_SUBSCRIBE, topic_subscribe, topic_subscribe_request, rpc_topic_subscribe,
+	     CHANGES_POOL),
+	KIND(TOPIC_UNSUBSCRIBE, topic_unsubscribe, topic_unsubscribe_request,
+	     rpc_topic_unsubscribe, CHANGES_POOL),
 };
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))

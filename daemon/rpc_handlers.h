@@ -86,4 +86,10 @@ rpc_handler rpc_name_set, rpc_name_del, rpc_name_list;
 rpc_handler rpc_queue_create, rpc_queue_destroy, rpc_queue_list;
 int rpc_queue_infos(struct daemon *d, struct arena *a, Sheaf__V1__QueueInfo ***out, size_t *n);
 
+/* rpc_topics.c: TopicCreate, TopicDestroy, TopicList, TopicSubscribe,
+ * TopicUnsubscribe; every LIVE topic for Stats (0 or -1). */
+rpc_handler rpc_topic_create, rpc_topic_destroy, rpc_topic_list, rpc_topic_subscribe,
+	rpc_topic_unsubscribe;
+int rpc_topic_infos(struct daemon *d, struct arena *a, Sheaf__V1__TopicInfo ***out, size_t *n);
+
 #endif

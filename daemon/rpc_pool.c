@@ -186,6 +186,8 @@ void rpc_stats(struct daemon *d, const struct rpc_call *call, struct reply *rp)
 		cs->bytes_in_use = cs->in_use * p->caches[c].obj_size;
 		sr->caches[sr->n_caches++] = cs;
 	}
+	if (only < 0 && rpc_topic_infos(d, &rp->a, &sr->topics, &sr->n_topics) != 0)
+		goto oom;
 	if (only < 0 && rpc_queue_infos(d, &rp->a, &sr->queues, &sr->n_queues) != 0)
 		goto oom;
 	rp->r.body_case = SHEAF__V1__RESPONSE__BODY_STATS;

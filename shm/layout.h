@@ -74,7 +74,8 @@
 					 grants in META (off_lane_grant,
 					 lanes_hwm), CLIENT_REVOKED,
 					 multi-frame slabs (FRAME_TAIL), the
-					 large-object retain budget */
+					 large-object retain budget, topics
+					 (off_topics) */
 
 #define SHEAF_MAX_NODES       8u
 #define SHEAF_NUMA_F_IDS      0x1u       /* kernel_node[] is set */
@@ -150,7 +151,7 @@ struct shm_header {
 	uint8_t kernel_node[SHEAF_MAX_NODES];
 	uint32_t numa_policy;        /* enum numa_policy (real nodes only) */
 	uint32_t numa_flags;         /* SHEAF_NUMA_F_* */
-	char pad[8];
+	uint64_t off_topics;         /* topic descriptors (META; layout 7; former padding) */
 	/* Layout 4: the pool's limits, fixed at creation (each <= its
 	 * SHEAF_MAX_*), and the segments they size. */
 	uint32_t max_clients, max_lanes, max_caches;
@@ -350,6 +351,42 @@ struct shm_queue {
 };
 _Static_assert(sizeof(struct shm_queue) == 2 * SHEAF_CACHELINE, "queue size");
 
+/*
+ * A topic's descriptor (engine-owned, META; shm/topic.h, docs/design.md
+ * "Topics").  The engine writes it under ctl_lock; clients read it to open
+ * a topic by name and trust it.  @off is the region offset of the topic's
+ * struct shm_topic_ctl, in @nframes whole frames of node 0 marked
+ * FRAME_QUEUE.  @live: bit i set while subscriber slot i is joined (the
+ * engine's release store; a publish loads it after its claim).
+ */
+#define SHEAF_MAX_TOPICS      32u
+#define TOPIC_SUBS_MAX        16u
+enum topic_state { TOPIC_FREE = 0, TOPIC_LIVE = 1, TOPIC_BUSY = 2, TOPIC_BROKEN = 3 };
+
+struct shm_topic_slot {
+	uint32_t client;             /* client id + 1; 0: free */
+	uint32_t generation;         /* bumped at each join of the slot */
+	uint64_t joined_at;          /* CLOCK_REALTIME seconds */
+};
+
+struct shm_topic {
+	_Atomic uint32_t state;
+	uint32_t id;
+	_Atomic uint32_t generation; /* bumped each time the slot is reused */
+	uint32_t capacity;           /* records: a power of two */
+	uint32_t history;            /* K: the last K messages kept for joiners */
+	uint32_t policy;             /* TOPIC_POLICY_* (shm/topic.h) */
+	uint32_t nframes;
+	_Atomic uint32_t live;       /* joined subscriber slots */
+	uint64_t off;                /* struct shm_topic_ctl */
+	uint64_t created_at;         /* CLOCK_REALTIME seconds */
+	char name[SHEAF_NAME_MAX];
+	char pad[32];
+	struct shm_topic_slot subs[TOPIC_SUBS_MAX];
+	char pad2[128];
+};
+_Static_assert(sizeof(struct shm_topic) == 8 * SHEAF_CACHELINE, "topic size");
+
 /* ---- shared part ------------------------------------------------------ */
 
 /*
@@ -377,6 +414,50 @@ struct shm_queue_ctl {
 };
 #define QUEUE_SLOTS_OFF       (8u * SHEAF_CACHELINE)
 _Static_assert(sizeof(struct shm_queue_ctl) <= QUEUE_SLOTS_OFF, "queue ctl size");
+
+/*
+ * A topic's words in client-writable memory (its frames): the tail hint,
+ * the two wait words, counters, one block per subscriber slot, then the
+ * records (from TOPIC_RECS_OFF): word (shm/topic.h's bits) and value.
+ */
+struct shm_topic_ctl {
+	_Atomic uint64_t tail;       /* next position to claim (a hint) */
+	char pad0[SHEAF_CACHELINE - 8];
+	_Atomic uint32_t ne_event;   /* futex: bumped to wake subscribers */
+	_Atomic uint32_t ne_sleep;
+	char pad1[SHEAF_CACHELINE - 8];
+	_Atomic uint32_t nf_event;   /* futex: bumped to wake publishers */
+	_Atomic uint32_t nf_sleep;
+	char pad2[SHEAF_CACHELINE - 8];
+	_Atomic uint64_t published;  /* publishes done */
+	_Atomic uint64_t pub_waits;  /* publishers that slept (full) */
+	_Atomic uint64_t unread;     /* messages freed at publish: no reader */
+	_Atomic uint64_t bad;        /* spoiled values skipped */
+	char pad3[SHEAF_CACHELINE - 32];
+};
+
+struct shm_topic_sub {
+	_Atomic uint64_t cursor;     /* the subscriber's next position */
+	_Atomic uint64_t delivered;  /* takes */
+	_Atomic uint64_t released;   /* releases */
+	_Atomic uint64_t dropped;    /* its messages a publisher dropped */
+	_Atomic uint64_t waits;      /* times it slept */
+	_Atomic uint32_t generation; /* the slot generation these count for */
+	char pad[SHEAF_CACHELINE - 44];
+};
+_Static_assert(sizeof(struct shm_topic_sub) == SHEAF_CACHELINE, "topic sub size");
+
+struct shm_topic_rec {
+	_Atomic uint64_t word;
+	_Atomic uint32_t value;      /* (offset - off_data) / 8 + 1 */
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct shm_topic_rec) == 16, "topic record size");
+
+#define TOPIC_SUBS_OFF        (4u * SHEAF_CACHELINE)
+#define TOPIC_RECS_OFF        (TOPIC_SUBS_OFF + TOPIC_SUBS_MAX * SHEAF_CACHELINE)
+_Static_assert(sizeof(struct shm_topic_ctl) <= TOPIC_SUBS_OFF, "topic ctl size");
+
 
 
 

@@ -66,6 +66,7 @@ static void layout_compute(struct shm_header *h, uint32_t nodes,
 	h->off_names = o;        o += SHEAF_DIR_ENTRIES * sizeof(struct shm_name);
 	h->off_queues = o;       o += SHEAF_MAX_QUEUES * sizeof(struct shm_queue);
 	h->off_lane_grant = o;   o += (uint64_t)h->max_lanes * sizeof(lane_grant_t);
+	h->off_topics = o;       o += SHEAF_MAX_TOPICS * sizeof(struct shm_topic);
 	o = align_up(o, PAGE);
 	h->off_bitmaps = o;      o += frames * SLAB_BITMAP_WORDS * 8;
 	/* frame_owner[] starts half-way into a page and off a cache line's
@@ -173,6 +174,7 @@ static int header_geometry_check(const struct shm_header *h, char *err, size_t e
 	    h->lane_stride != want.lane_stride ||
 	    h->off_rcu != want.off_rcu ||
 	    h->off_queues != want.off_queues ||
+	    h->off_topics != want.off_topics ||
 	    h->off_tags != want.off_tags)
 		return fail(err, errlen, -EINVAL, "pool header: segment offsets do not "
 			    "match its geometry");
@@ -205,6 +207,7 @@ static void pool_bind(struct shm_pool *p)
 	p->clients = (struct shm_client *)(p->base + h->off_clients);
 	p->names = (struct shm_name *)(p->base + h->off_names);
 	p->queues = (struct shm_queue *)(p->base + h->off_queues);
+	p->topics = (struct shm_topic *)(p->base + h->off_topics);
 	p->lanes = (struct shm_lane *)(p->base + h->off_lanes);
 	p->rcu = (struct shm_rcu *)(p->base + h->off_rcu);
 	p->inuse = (_Atomic uint64_t *)(p->base + h->off_inuse);

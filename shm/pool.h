@@ -53,6 +53,7 @@ struct shm_pool {
 	struct shm_client *clients;
 	struct shm_name *names;      /* the name directory (names.h) */
 	struct shm_queue *queues;    /* queue descriptors (META) */
+	struct shm_topic *topics;    /* topic descriptors (META) */
 	struct shm_lane *lanes;
 	struct shm_rcu *rcu;         /* deferred frees (engine/grace.h) */
 	_Atomic uint64_t *inuse;

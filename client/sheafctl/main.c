@@ -132,6 +132,20 @@ static const struct cmd cmds[] = {
 	  "spoiled slots a dequeue skipped (DROPPED).\n\n"
 	  "      --json           same as -o json (an alias)\n"
 	  COMMON_OPTS },
+	{ "topics", cmd_topics,
+	  "Usage: sheafctl topics [list | show NAME | destroy NAME |\n"
+	  "       create NAME [--capacity N] [--history K] [--policy block|drop]]\n"
+	  "List the topics (publish/subscribe): capacity, history, full policy,\n"
+	  "subscribers, messages published and freed unread, times a publisher\n"
+	  "slept on a full log; show one with each subscriber's delivered,\n"
+	  "released, dropped, depth (published to it, not taken), held (taken,\n"
+	  "not released) and lag; create or destroy one.\n\n"
+	  "      --capacity N     create: messages in the log (a power of two;\n"
+	  "                       default 1024)\n"
+	  "      --history K      create: the last K kept for a new subscriber\n"
+	  "      --policy P       create: block (the publisher waits) or drop (a\n"
+	  "                       full subscriber loses its oldest)\n"
+	  COMMON_OPTS },
 	{ "check", cmd_check,
 	  "Usage: sheafctl check [-o json]\n"
 	  "Debug: the daemon pauses its workers and runs the pool checker; exit 1\n"
@@ -170,6 +184,8 @@ static void usage_main(FILE *f)
 		"  metrics                      Prometheus text format (table only)\n"
 		"  queues [--json]              shared queues: depth, counters (--json:\n"
 		"                               same as -o json)\n"
+		"  topics [list|show NAME|destroy NAME|create NAME [--capacity N] [--history K]\n"
+		"         [--policy P]]         topics: subscribers, counters\n"
 		"  check                        run the pool checker (debug)\n\n"
 		"Options (all but -V also after COMMAND):\n"
 		"  -s, --socket PATH    control socket (default: $SHEAF_SOCKET, else\n"

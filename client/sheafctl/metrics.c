@@ -296,6 +296,7 @@ int cmd_metrics(struct ctl *c, int argc, char **argv)
 	node_families(&s);
 	counter_families(&s);
 	metrics_queues(&s);
+	metrics_topics(&s);
 	stats_set_free(&s);
 	ctl_free(info);
 	return CTL_OK;

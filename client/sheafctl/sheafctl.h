@@ -155,6 +155,15 @@ struct stats_set;
 void stats_json_queues(struct jw *w, const struct stats_set *s);
 void metrics_queues(const struct stats_set *s);
 
+/* ---- topics.c: topics --------------------------------------------------- */
+
+int cmd_topics(struct ctl *c, int argc, char **argv);
+/* The "topics" array of `stats -o json`, and the topic families of
+ * `metrics`, from the topics of @s's Stats replies. */
+void jw_topic_info(struct jw *w, const char *key, const Sheaf__V1__TopicInfo *ti);
+void stats_json_topics(struct jw *w, const struct stats_set *s);
+void metrics_topics(const struct stats_set *s);
+
 /* ---- stats.c ------------------------------------------------------------- */
 
 /* Every cache's stats (or one cache's): one Stats request, or one per cache

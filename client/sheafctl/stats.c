@@ -361,6 +361,7 @@ static void stats_print(const struct ctl *c, const struct stats_opts *o,
 	if (c->json) {
 		jw_end(&w, ']');
 		stats_json_queues(&w, cur);
+		stats_json_topics(&w, cur);
 		jw_end(&w, '}');
 		jw_done(&w);
 	} else if (o->interval > 0) {

@@ -64,6 +64,9 @@ struct engine {
 	/* Owned caches (owner.h), under ctl_lock: objects of dead clients
 	 * freed and kept since start, and repairs that ran out of memory. */
 	uint64_t owner_freed, owner_kept, owner_enomem;
+	/* Topics (topic.c), under ctl_lock: objects the engine freed for
+	 * subscribers that left or died, and at destroys. */
+	uint64_t topic_freed;
 	struct ring_rebuild_state *rebuild; /* spoiled-ring rebuilds (ring_rebuild.h) */
 };
 
@@ -174,4 +177,25 @@ int engine_queue_create(struct engine *e, const char *name, uint32_t capacity,
 			uint32_t flags, char *err, size_t errlen);
 int engine_queue_destroy(struct engine *e, uint32_t id, char *err, size_t errlen);
 void engine_queues_adopt(struct shm_pool *p);
+
+/*
+ * Topics (engine/topic.c; the log is shm/topic.c's, and so is the check of
+ * a create request).  Create topic @name: its id.  Destroy topic @id: 0,
+ * -ENOENT, -EBUSY while a subscriber is joined.  Join topic @id for client
+ * @client: 0 with the slot and its generation; -ENOSPC when all slots are
+ * taken.  Leave slot @slot (it must be @client's): 0 or -ENOENT.
+ * engine_topics_reclaim (engine_reclaim_client, under ctl_lock, before the
+ * owned-cache repair): dead @client's subscriptions left, its claims
+ * undone, its objects in topics tagged QUEUED.  engine_topics_adopt
+ * (engine_adopt): as engine_queues_adopt.
+ */
+int engine_topic_create(struct engine *e, const char *name, uint32_t capacity,
+			uint32_t history, uint32_t policy, char *err, size_t errlen);
+int engine_topic_destroy(struct engine *e, uint32_t id, char *err, size_t errlen);
+int engine_topic_join(struct engine *e, uint32_t id, uint32_t client, uint32_t *slot,
+		      uint32_t *gen, char *err, size_t errlen);
+int engine_topic_leave(struct engine *e, uint32_t id, uint32_t slot, uint32_t client,
+		       char *err, size_t errlen);
+void engine_topics_reclaim(struct engine *e, uint32_t client);
+void engine_topics_adopt(struct shm_pool *p);
 #endif

@@ -191,6 +191,7 @@ static int reclaim(struct engine *e, uint32_t client, int revoke, uint64_t now)
 	n = take_back_sheaves(p, client, OWNER_ENGINE, &e->ctl_lane->intent, e->ids, 1,
 			      e->ctl_lane);
 	rcu_counts_clear(p, client);
+	engine_topics_reclaim(e, client);    /* before: it retags what it keeps */
 	/* Its half-done queue operations first: what they leave the dead
 	 * client's is freed or kept with the rest. */
 	(void)owner_queue_reclaim(p, client);
@@ -237,6 +238,7 @@ int engine_adopt(struct shm_pool *p)
 	slab_rebuild(p);
 	names_adopt(p);                  /* after the bitmaps are trusted */
 	engine_queues_adopt(p);
+	engine_topics_adopt(p);
 	adopt_vet_shared(p, OWNER_ENGINE);
 	owner_adopt(p);                  /* claims of a repair that died with it */
 	/* The sheaves the dead engine was filling or flushing; their flushes

@@ -127,6 +127,7 @@
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
 #   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w10 w3p w4 w6 attach w7 w9 idle
+#                        w11 (topics: tests/bench/w11/run.sh, its own tables)
 #                        (w4, w6, w7, w8 and w9 stand for their rows, e.g. w4_w1_2);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
@@ -154,6 +155,17 @@ BIN_DIR=$(dirname -- "$BIN")
 SHEAFD=$(readlink -f -- "$BIN_DIR/../../daemon/sheafd" || true)
 DPDKBENCH=$BIN_DIR/dpdkbench
 W7BENCH=$BIN_DIR/w7bench W7DPDK=$BIN_DIR/w7dpdk W7IOX=$BIN_DIR/w7iox
+
+# ---- W11 (topics): its own driver, tests/bench/w11/run.sh ----
+# BENCH_ROWS naming w11 runs it (first); a full run (no BENCH_ROWS) too.
+# With nothing else named, the run ends there.
+if [ -z "${BENCH_ROWS:-}" ] || [[ " $BENCH_ROWS " == *" w11 "* ]]; then
+	tests/bench/w11/run.sh "$BIN_DIR" || progress "run.sh: W11 failed"
+	if [ -n "${BENCH_ROWS:-}" ]; then
+		BENCH_ROWS=$(sed 's/\bw11\b//g' <<<" $BENCH_ROWS ")
+		[ -n "${BENCH_ROWS// /}" ] || exit 0
+	fi
+fi
 
 QUICK=${BENCH_QUICK:-0}
 SIZE=${BENCH_SIZE:-64}

@@ -35,7 +35,7 @@
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_daemon.h"
 
-#define SET_MAX  64
+#define SET_MAX  128
 #define NAME_LEN 48
 
 struct set {
