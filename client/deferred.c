@@ -249,8 +249,10 @@ static void handover(struct tcache *t)
 	 * (seq_cst fence): grace period stamp + 1 starts after them. */
 	d->gp = gp_target(t->cache->pool) - 1;
 	if (ring_put(&rr, p->owners, s, t->cache->pool->client, &ln->intent) != 0) {
+		/* Refused: the ring holds every sheaf, so it is spoiled; the
+		 * sheaf stays the thread's until the engine rebuilt it. */
 		at_store_release(&ln->rcu_fold_cache, 0);
-		t->deferred = d;          /* never: the ring holds every sheaf */
+		t->deferred = d;
 		return;
 	}
 	at_store_relaxed(&t->stat[ST_FREE_RCU_SHEAF], v);
@@ -310,8 +312,11 @@ static int deferred_slow_in(struct tcache *t, void *obj)
 		return rc;
 	}
 	node = pool_node_of_frame(p, pool_frame_of(p, off));
-	if (t->deferred != NULL && sheaf_size(t->deferred) >= t->deferred->capacity)
+	if (t->deferred != NULL && sheaf_size(t->deferred) >= t->deferred->capacity) {
 		handover(t);
+		if (t->deferred != NULL)
+			return 1;        /* refused: the fallback below */
+	}
 	if (t->deferred == NULL && (t->deferred = deferred_new(t)) == NULL)
 		return 1;
 	d = t->deferred;
@@ -411,6 +416,8 @@ int sheaf_barrier(sheaf_pool_t *pool, unsigned timeout_ms)
 		return -ECHILD;
 	if (tp != NULL && tp->rcu_nest != 0)
 		return -EDEADLK;
+	int64_t end = clock_ns() + (int64_t)timeout_ms * 1000000;
+
 	for (uint32_t i = 0; ts != NULL && i < SHEAF_HANDLES_MAX; i++) {
 		struct tcache *t = ts->tc[i];
 
@@ -418,7 +425,23 @@ int sheaf_barrier(sheaf_pool_t *pool, unsigned timeout_ms)
 		    t->gen != pool->gen || tcache_enter(t) != 0)
 			continue;
 		deferred_flush(t);
+		/* The rcu ring refused it (spoiled): wait for the engine's
+		 * rebuild (it publishes every barn with a waiter), try again. */
+		while (t->deferred != NULL && clock_ns() < end) {
+			int64_t left = end - clock_ns();
+
+			barn_wait_rebuild(&pool->shm, t->f->cache_id, t->node,
+					  left < 50000000 ? left : 50000000);
+			deferred_flush(t);
+		}
 		tcache_leave(t);
+		if (t->deferred != NULL)
+			return -ETIMEDOUT;
 	}
-	return gp_wait(pool, gp_target(pool), 1, timeout_ms);
+	{
+		int64_t left = end - clock_ns();
+
+		return gp_wait(pool, gp_target(pool), 1,
+			       left > 0 ? (unsigned)((left + 999999) / 1000000) : 0);
+	}
 }

@@ -700,9 +700,10 @@ SHEAF_API int sheaf_quiescent(sheaf_pool_t *pool);
  * grace period; returns at once.  The object goes into the thread's
  * deferred sheaf; a full one is handed to the engine whole and goes to the
  * barn once its grace period has passed (counted: free_rcu_sheaf per
- * object).  When no empty sheaf is to be had at once (free_rcu_sheaf_fail)
- * it waits for a grace period (at most wait_ms) and frees the object
- * directly; inside a read section it cannot wait and returns -EAGAIN.
+ * object).  When no empty sheaf is to be had at once, or the engine's ring
+ * refuses a full one (spoiled, until sheafd rebuilds it)
+ * (free_rcu_sheaf_fail), it waits for a grace period (at most wait_ms) and
+ * frees the object directly; inside a read section it cannot wait and returns -EAGAIN.
  * Returns 0 (also for NULL), -EFAULT / -EINVAL (as sheaf_free), -EAGAIN,
  * -EALREADY (a SHEAF_CACHE_DEBUG cache: @obj is not allocated),
  * -EOPNOTSUPP (a SHEAF_CACHE_OWNED cache),

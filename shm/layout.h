@@ -769,6 +769,8 @@ _Static_assert(sizeof(struct shm_rcu) == SHEAF_CACHELINE, "rcu size");
 #define SHEAF_F_DEFERRED 0x1u   /* holds deferred frees: never to the slabs
 				   before its grace period (repair included) */
 #define SHEAF_F_MIXED    0x2u   /* objects of several nodes: flushed, not barned */
+#define SHEAF_F_WAITING  0x4u   /* the grace-period thread counts its objects in
+				   rcu_waiting (engine-set while it holds it) */
 
 /* Ring numbering: 0 is the depot of unused sheaves, 1 holds deferred
  * sheaves waiting for the grace-period thread (engine/grace.h); then each

@@ -32,6 +32,7 @@
 #include "shm/lanes.h"
 #include "shm/engine/grace.h"
 #include "shm/engine/internal.h"
+#include "shm/engine/ring_rebuild.h"
 
 #define POLL_MIN_NS   20000L       /* first wait for a blocking reader */
 #define POLL_MAX_NS   1000000L     /* then doubling up to this */
@@ -58,13 +59,17 @@ int grace_init(struct engine *e)
 	g->e = e;
 	g->ids = calloc(p->sheaf_count, sizeof(*g->ids));
 	g->ep = calloc(p->sheaf_count, sizeof(*g->ep));
+	g->orig = calloc(p->sheaf_count, sizeof(*g->orig));
+	g->hold = calloc(p->sheaf_count, sizeof(*g->hold));
+	g->seen = calloc(p->sheaf_count, sizeof(*g->seen));
 	g->node = calloc(p->sheaf_count, 1);
 	g->lane = client_lane_acquire(p, OWNER_ENGINE, 0);
 	g->done_ns = clock_ns();
 	/* 0, not the word: a request left by an engine before an adoption
 	 * is served by the first pass. */
 	g->req_seen = 0;
-	if (g->ids == NULL || g->ep == NULL || g->node == NULL || g->lane == NULL) {
+	if (g->ids == NULL || g->ep == NULL || g->orig == NULL || g->hold == NULL ||
+	    g->seen == NULL || g->node == NULL || g->lane == NULL) {
 		e->grace = g;
 		grace_fini(e);
 		return -ENOMEM;
@@ -89,6 +94,9 @@ void grace_fini(struct engine *e)
 		client_lane_free(e->pool, g->lane);
 	free(g->ids);
 	free(g->ep);
+	free(g->orig);
+	free((void *)g->hold);
+	free(g->seen);
 	free(g->node);
 	free(g);
 	e->grace = NULL;
@@ -112,6 +120,11 @@ static void drain(struct grace *g)
 		struct shm_sheaf *sh = pool_sheaf(p, s);
 		uint64_t ep = ut_load64(&sh->gp);
 		uint32_t c = ut_sheaf_cache(p, sh), n = ut_sheaf_node(p, sh);
+		/* A rebuild's hold (grace_hold): acq_rel pairs with its CAS. */
+		uint64_t held = at_exchange_acqrel(&g->hold[s], 0);
+
+		if (held != 0)
+			at_fetch_sub_relaxed(&g->nhold, 1);
 
 		if (c >= p->max_caches || n >= p->nodes) {
 			/* A scribbled sheaf: its objects name no cache. */
@@ -122,10 +135,16 @@ static void drain(struct grace *g)
 		/* A stamp from the future is taken as now: the sheaf waits
 		 * for the next grace period, never less. */
 		g->ids[g->n] = s;
-		g->ep[g->n] = ep < seq ? ep : seq;
+		g->orig[g->n] = ep < seq ? ep : seq;
+		/* Held: it waits for a grace period that started after the
+		 * claim too (never less than its own stamp says). */
+		g->ep[g->n] = held > g->orig[g->n] ? held : g->orig[g->n];
 		g->node[g->n] = (uint8_t)n;
 		g->n++;
 		stat_waiting(p, c, n, ut_sheaf_size(sh));
+		/* For an adoption's requeue, which takes the count back. */
+		at_plain_store_relaxed(&sh->flags,
+				       (uint8_t)(at_plain_load_relaxed(&sh->flags) | SHEAF_F_WAITING));
 	}
 }
 
@@ -144,6 +163,7 @@ static void release(struct grace *g, uint32_t i)
 
 	g->ids[i] = g->ids[g->n - 1];
 	g->ep[i] = g->ep[g->n - 1];
+	g->orig[i] = g->orig[g->n - 1];
 	g->node[i] = g->node[g->n - 1];
 	g->n--;
 	if (c >= p->max_caches) {       /* changed since the drain */
@@ -165,8 +185,13 @@ static void release(struct grace *g, uint32_t i)
 	if ((flags & SHEAF_F_MIXED) || size == 0 ||
 	    ring_count(&full) >= at_load_relaxed(&p->caches[c].barn_limit)) {
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
-	} else {
-		barn_put_full(p, c, n, s, OWNER_ENGINE, in);
+	} else if (barn_put_full_try(p, c, n, s, OWNER_ENGINE, in) != 0) {
+		/* The full ring refused it (spoiled: rings hold every sheaf
+		 * of the pool): the objects go to the slabs, not lost, and
+		 * the next look at the rings comes sooner. */
+		untrusted_note(UT_RING, 1);
+		ring_rebuild_symptom(g->e);
+		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
 	}
 }
 
@@ -231,29 +256,72 @@ static int scan(struct grace *g)
 	return ok;
 }
 
+/* The sheaves the owner table places in the rcu ring (before a drain):
+ * into g->seen; returns how many. */
+static uint32_t rcu_placed(struct grace *g)
+{
+	const struct shm_pool *p = g->e->pool;
+	const uint32_t mine = OWNER_RING(ring_rcu_id(p->nodes));
+	uint32_t k = 0;
+
+	for (uint32_t s = 0; s < p->sheaf_count; s++)
+		if (at_load_relaxed(&p->owners[s]) == mine)
+			g->seen[k++] = s;
+	return k;
+}
+
+/* Whether a sheaf placed in the rcu ring before the drain is there still
+ * (out of reach: a spoiled ring, or a put between its owner and slot
+ * CAS), or one a rebuild claimed back waits to be drained. */
+static int rcu_stuck(struct grace *g, uint32_t k)
+{
+	const struct shm_pool *p = g->e->pool;
+	const uint32_t mine = OWNER_RING(ring_rcu_id(p->nodes));
+
+	if (at_load_acquire(&g->nhold) != 0)
+		return 1;
+	for (uint32_t i = 0; i < k; i++)
+		if (at_load_relaxed(&p->owners[g->seen[i]]) == mine)
+			return 1;
+	return 0;
+}
+
 /* One pass: drain, release what is due, advance the grace period.
  * Returns 1 when it did something. */
 static int pass(struct grace *g)
 {
 	struct shm_pool *p = g->e->pool;
 	struct shm_header *h = p->hdr;
-	uint64_t done, seq;
+	uint64_t done, seq, rel;
+	uint32_t placed = 0;
 	int work = 0;
+	/* gp_released may move: then check first that the drain reaches
+	 * every sheaf in the ring (one read of the owner table). */
+	int publish = at_load_relaxed(&h->gp_done) > at_load_relaxed(&h->gp_released);
 
+	if (publish)
+		placed = rcu_placed(g);
 	drain(g);
+	publish = publish && !rcu_stuck(g, placed);
 	done = at_load_acquire(&h->gp_done);
+	rel = done;
 	for (uint32_t i = 0; i < g->n;) {
 		if (g->ep[i] < done) {
 			release(g, i);
 			work = 1;
 		} else {
+			/* A held sheaf waits past its own stamp: gp_released
+			 * stays at that stamp until it is released. */
+			if (g->orig[i] < rel)
+				rel = g->orig[i];
 			i++;
 		}
 	}
-	/* Everything drained above and stamped below @done is released
-	 * (sheaf_barrier waits for it). */
-	if (at_load_relaxed(&h->gp_released) != done) {
-		at_store_release(&h->gp_released, done);
+	/* Everything drained above and stamped below @rel is released
+	 * (sheaf_barrier waits for it), and nothing in the ring was out of
+	 * the drain's reach. */
+	if (publish && rel > at_load_relaxed(&h->gp_released)) {
+		at_store_release(&h->gp_released, rel);
 		at_fetch_add_seqcst(&h->gp_wake, 1);
 		futex_wake(&h->gp_wake, 1 << 30);
 	}
@@ -352,15 +420,64 @@ int grace_requeue(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_inten
 	struct shm_sheaf *sh = pool_sheaf(p, s);
 	struct ring_ref rr = rcu_ref(p);
 
-	if (!(at_plain_load_relaxed(&sh->flags) & SHEAF_F_DEFERRED) ||
-	    ut_sheaf_size(sh) == 0)
+	uint8_t flags = at_plain_load_relaxed(&sh->flags);
+	uint32_t c = ut_sheaf_cache(p, sh), n = ut_sheaf_node(p, sh);
+
+	if (!(flags & SHEAF_F_DEFERRED) || ut_sheaf_size(sh) == 0)
 		return 0;
+	/* A dead engine's pending sheaf: counted waiting by its drain, and
+	 * again by the next one. */
+	if ((flags & SHEAF_F_WAITING) && c < p->max_caches && n < p->nodes) {
+		stat_waiting(p, c, n, -(int64_t)ut_sheaf_size(sh));
+		at_plain_store_relaxed(&sh->flags, (uint8_t)(flags & ~SHEAF_F_WAITING));
+	}
 	/* seq_cst: the writer's death (seen by the caller) came before. */
 	sh->gp = at_load_seqcst(&p->hdr->gp_seq);
-	if (ring_put(&rr, p->owners, s, me, in) != 0)
-		return 0;                  /* never: the ring holds every sheaf */
+	if (ring_put(&rr, p->owners, s, me, in) != 0) {
+		/* Refused (the ring holds every sheaf: spoiled).  Never to
+		 * the slabs: placed in the rcu ring by its owner entry alone
+		 * (release: publishes the stamp), for the look to find it out
+		 * of reach and the rebuild to claim it back (ring_rebuild.c);
+		 * gp_released waits for it meanwhile. */
+		uint32_t held = me;
+
+		untrusted_note(UT_RING, 1);
+		if (!at_cas_release(&p->owners[s], &held, OWNER_RING(rr.id)))
+			return 1;          /* passed on meanwhile: not ours */
+	}
 	grace_bell_ring(p);
 	return 1;
+}
+
+/* gp_seq now, never 0 (a hold of 0 is none: 1 only waits longer). */
+static uint64_t hold_seq(struct engine *e)
+{
+	/* seq_cst: a grace period that starts after this load starts after
+	 * the claim that follows. */
+	uint64_t seq = at_load_seqcst(&e->pool->hdr->gp_seq);
+
+	return seq != 0 ? seq : 1;
+}
+
+void grace_hold(struct engine *e, uint32_t s)
+{
+	struct grace *g = e->grace;
+	uint64_t zero = 0;
+
+	if (g == NULL || s >= e->pool->sheaf_count)
+		return;
+	if (at_cas_acqrel(&g->hold[s], &zero, hold_seq(e)))
+		at_fetch_add_relaxed(&g->nhold, 1);
+}
+
+void grace_unhold(struct engine *e, uint32_t s)
+{
+	struct grace *g = e->grace;
+
+	if (g == NULL || s >= e->pool->sheaf_count)
+		return;
+	if (at_exchange_acqrel(&g->hold[s], 0) != 0)
+		at_fetch_sub_relaxed(&g->nhold, 1);
 }
 
 uint64_t grace_cache_waiting(struct engine *e, uint32_t cache)

@@ -21,7 +21,11 @@
  *     fence); scan the lanes of clients until each rcu_ctr is 0 or
  *     stamped >= cur; gp_done := cur;
  *   - hands a sheaf stamped e to its barn (or flushes it to the slabs)
- *     once gp_done > e, and publishes gp_released.
+ *     once gp_done > e, and publishes gp_released: only once every sheaf
+ *     the owner table placed in the rcu ring before the drain was drained
+ *     (a spoiled ring's sheaves out of reach hold it back until the
+ *     rebuild, engine/ring_rebuild.c, claims them back), and never past
+ *     the stamp of a sheaf a rebuild held (grace_hold) that waits still.
  * The algorithm and its crash argument: docs/design.md, "Deferred frees".
  */
 #ifndef SHEAF_SHM_ENGINE_GRACE_H
@@ -46,7 +50,15 @@ struct grace {
 	uint32_t n;                      /* pending sheaves */
 	uint32_t *ids;                   /* [sheaf_count] */
 	uint64_t *ep;                    /* their stamps */
+	uint64_t *orig;                  /* their stamps before a rebuild's hold */
 	uint8_t *node;                   /* the node their waiting count is on */
+	/* Per sheaf: the gp_seq at which a rcu ring rebuild claimed it back,
+	 * 0 none (grace_hold); read and cleared by the drain.  nhold: how
+	 * many are set.  Written by the rebuilding worker, so atomics. */
+	_Atomic uint64_t *hold;
+	_Atomic uint32_t nhold;
+	uint32_t *seen;                  /* [sheaf_count] sheaves in the rcu
+					    ring before a drain (stuck check) */
 	/* Per lane: since when (CLOCK_MONOTONIC ns) it holds the grace
 	 * period in progress back, 0 when it does not (grace_report). */
 	_Atomic int64_t block_since[SHEAF_MAX_LANES];
@@ -74,10 +86,20 @@ void grace_stop(struct engine *e);
  * A repair took back sheaf @s (owned by @me now): if it holds deferred
  * frees (SHEAF_F_DEFERRED, client-written), stamp it with gp_seq now (its
  * writer is dead: every unlink it made came before) and put it in the rcu
- * ring.  Returns 1 when it did so (the caller forgets the sheaf), 0 when
- * the sheaf is not deferred.
+ * ring (a spoiled ring that refuses it: placed there by its owner entry
+ * alone, for the rebuild to claim back).  Returns 1 when it did so (the
+ * caller forgets the sheaf), 0 when the sheaf is not deferred.
  */
 int grace_requeue(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *in);
+
+/*
+ * A rebuild of the rcu ring (engine/ring_rebuild.c) is about to claim
+ * sheaf @s back: it waits for a grace period that starts after now, on top
+ * of its own stamp, and gp_released stays below its stamp until the drain
+ * took it again.  grace_unhold: the claim failed.  Any engine thread.
+ */
+void grace_hold(struct engine *e, uint32_t s);
+void grace_unhold(struct engine *e, uint32_t s);
 
 /* Objects of @cache that wait for a grace period in @e (the thread
  * stopped: engine_cache_destroy refuses the destroy while any do). */

@@ -1,6 +1,6 @@
 /*
- * ring_rebuild.c - the engine verifies the depot and every live barn ring
- * in full, and rebuilds a spoiled one from its own knowledge
+ * ring_rebuild.c - the engine verifies the depot, the rcu ring and every
+ * live barn ring in full, and rebuilds a spoiled one from its own knowledge
  * (ring_rebuild.h).
  *
  * Why: every ring lives in client-writable memory.  The ring code bounds
@@ -20,7 +20,8 @@
  * refill that found no empty sheaf or whose put was refused) or while a
  * suspicion waits for its second look.  A waiter is no symptom: a waiters
  * count that never falls would keep the looks at one per gap.  One look walks
- * each verified ring (the depot, both rings of every live cache-node) from
+ * each verified ring (the depot, the rcu ring, both rings of every live
+ * cache-node) from
  * head as ring_get would (a full slot of head's lap: its sheaf reachable
  * when its owner entry names the ring; consumed or later: skipped; not yet
  * filled: the end), at most the ring's private size, and from tail as
@@ -51,7 +52,12 @@
  * sheaves are put back empty (a full ring's objects go back to the slabs
  * first, each validated): into the ring itself, or for a full ring into
  * the depot (put_back), for the next pass to refill.
- * A depot rebuild also takes in the orphans.  Every value read is bounded
+ * A depot rebuild also takes in the orphans.  The rcu ring's sheaves hold
+ * deferred frees: each is held first (grace_hold: it waits for a grace
+ * period that starts after the claim, on top of its own stamp, and
+ * gp_released waits for it), keeps its objects, and goes back into the rcu
+ * ring itself; one it refuses stays the engine's (rstray), put into the
+ * rcu ring again by each look, never the depot.  Every value read is bounded
  * by the pool's private geometry (bounds.h); the sheaf ids come from the
  * engine's own loop.  Counted in UT_REBUILT (sheafd logs it, rate-limited).
  * A sheaf no ring takes back (another ring spoiled meanwhile) stays the
@@ -90,6 +96,8 @@
 #include <string.h>
 #include "shm/barn.h"
 #include "shm/futex.h"
+#include "shm/grace_bell.h"
+#include "shm/engine/grace.h"
 #include "shm/engine/internal.h"
 
 /* Least time between two rebuilds of one ring. */
@@ -130,6 +138,9 @@ struct ring_rebuild_state {
 	uint8_t *bad;            /* per ring: found spoiled in this look */
 	uint32_t *stray;         /* sheaves the engine holds that no ring took */
 	uint32_t nstray;
+	uint32_t *rstray;        /* deferred sheaves claimed from the rcu ring
+				    that it did not take back */
+	uint32_t nrstray;
 };
 
 int ring_rebuild_init(struct engine *e)
@@ -145,6 +156,7 @@ int ring_rebuild_init(struct engine *e)
 	m->where = calloc(ns, sizeof(*m->where));
 	m->mark = calloc(ns, sizeof(*m->mark));
 	m->stray = calloc(ns, sizeof(*m->stray));
+	m->rstray = calloc(ns, sizeof(*m->rstray));
 	m->blocked = calloc(nr, sizeof(*m->blocked));
 	m->stopped = calloc(nr, sizeof(*m->stopped));
 	m->owned = calloc(nr, sizeof(*m->owned));
@@ -153,7 +165,7 @@ int ring_rebuild_init(struct engine *e)
 	pthread_mutex_init(&m->lock, NULL);
 	e->rebuild = m;
 	if (m->ids == NULL || m->next_vet == NULL || m->where == NULL || m->mark == NULL ||
-	    m->stray == NULL || m->blocked == NULL || m->stopped == NULL || m->owned == NULL ||
+	    m->stray == NULL || m->rstray == NULL || m->blocked == NULL || m->stopped == NULL || m->owned == NULL ||
 	    m->active == NULL ||
 	    m->bad == NULL) {
 		ring_rebuild_fini(e);
@@ -174,6 +186,7 @@ void ring_rebuild_fini(struct engine *e)
 	free(m->where);
 	free(m->mark);
 	free(m->stray);
+	free(m->rstray);
 	free(m->blocked);
 	free(m->stopped);
 	free(m->owned);
@@ -254,6 +267,25 @@ static void stray_retry(struct ring_rebuild_state *m, struct shm_pool *p,
 	m->nstray -= k;
 }
 
+/* The deferred sheaves claimed from the rcu ring back into it (never the
+ * depot: their objects wait for a grace period); those it refuses stay
+ * (counted), each still held (grace_hold). */
+static void rstray_retry(struct ring_rebuild_state *m, struct shm_pool *p,
+			 struct ring_intent *in)
+{
+	struct ring_ref rr = pool_ring_ref(p, RING_RCU);
+	uint32_t k = 0;
+
+	while (k < m->nrstray && ring_put(&rr, p->owners, m->rstray[k], OWNER_ENGINE, in) == 0)
+		k++;
+	if (k < m->nrstray)
+		untrusted_note(UT_RING, 1);
+	if (k > 0)
+		grace_bell_ring(p);
+	memmove(m->rstray, m->rstray + k, (m->nrstray - k) * sizeof(*m->rstray));
+	m->nrstray -= k;
+}
+
 /*
  * Put the @n claimed (empty) sheaves @ids of rebuilt ring @id back: into
  * the ring itself when it holds empty sheaves (the depot, a barn's empty
@@ -280,8 +312,14 @@ static void put_back(struct ring_rebuild_state *m, struct shm_pool *p, uint32_t 
 			k++;
 	if (k < n)
 		untrusted_note(UT_RING, n - k);
-	for (; k < n; k++)
-		stray_keep(m, p, ids[k]);
+	if (id == RING_RCU && k > 0)
+		grace_bell_ring(p);              /* drain them now */
+	for (; k < n; k++) {
+		if (id != RING_RCU)
+			stray_keep(m, p, ids[k]);
+		else if (m->nrstray < p->sheaf_count)
+			m->rstray[m->nrstray++] = ids[k];
+	}
 }
 
 /* Publish every barn with a waiter or a verdict (a ring was rebuilt:
@@ -318,10 +356,23 @@ static uint32_t rebuild_ring(struct engine *e, uint32_t id, struct ring_intent *
 		uint32_t o = at_load_relaxed(&p->owners[s]);
 		int orphan = id == RING_DEPOT && owner_orphan(p, o);
 
+		if (o != mine && !orphan)
+			continue;
+		/* A deferred sheaf keeps waiting: for its own stamp's grace
+		 * period and for one that starts after this claim. */
+		if (id == RING_RCU)
+			grace_hold(e, s);
 		/* [RB1] acq_rel: acquires [R1] of the put that placed
 		 * the sheaf; arbitrates against a live [A3]. */
-		if ((o == mine || orphan) &&
-		    at_cas_acqrel(&p->owners[s], &o, OWNER_ENGINE)) {
+		if (!at_cas_acqrel(&p->owners[s], &o, OWNER_ENGINE)) {
+			/* Not ours (the grace thread drained it): a hold the
+			 * drain took is harmless (a longer wait), one left
+			 * would hold gp_released back. */
+			if (id == RING_RCU)
+				grace_unhold(e, s);
+			continue;
+		}
+		{
 			/* At once: a sheaf the engine holds is the checker's
 			 * to walk (an empty one carries no objects).  Not a
 			 * depot sheaf's header: every taker blanks it
@@ -330,7 +381,7 @@ static uint32_t rebuild_ring(struct engine *e, uint32_t id, struct ring_intent *
 			 * (77 ms of a rebuild, a starved client's wait). */
 			if (orphan || ring_is_full_barn(id))    /* objects */
 				objects_home(p, s);
-			else if (id != RING_DEPOT)
+			else if (id != RING_DEPOT && id != RING_RCU)
 				sheaf_set_size(pool_sheaf(p, s), 0);
 			m->ids[n++] = s;
 		}
@@ -405,11 +456,13 @@ static void look(struct engine *e, struct ring_intent *in)
 	int64_t now;
 
 	stray_retry(m, p, in);
+	rstray_retry(m, p, in);
 	memset(m->active, 0, m->nrings);
 	memset(m->bad, 0, m->nrings);
 	memset(m->owned, 0, m->nrings * sizeof(*m->owned));
 	memset(m->where, 0, p->sheaf_count * sizeof(*m->where));
 	m->active[RING_DEPOT] = 1;
+	m->active[RING_RCU] = 1;
 	for (uint32_t r = RING_FIRST_BARN; r < nr; r++)
 		/* Acquire: pairs with the release store of CACHE_LIVE. */
 		m->active[r] = at_load_acquire(&p->caches[ring_cache_of(r, p->nodes)].state) ==
@@ -425,7 +478,11 @@ static void look(struct engine *e, struct ring_intent *in)
 		 * rate-limited): no suspicion here that keeps looks coming
 		 * every VERIFY_GAP_NS beside a ring spoiled again and again. */
 		if (positions_impossible(p, &rr)) {
-			m->active[r] = 0;
+			/* No worker glances at the rcu ring: rebuilt here. */
+			if (r == RING_RCU)
+				m->bad[r] = 2;
+			else
+				m->active[r] = 0;
 			continue;
 		}
 		b = walk_ring(m, p, &rr, &st);
@@ -489,6 +546,7 @@ static void look(struct engine *e, struct ring_intent *in)
 		if (rebuilt)
 			wake_waiters(p);
 	}
+	pending |= m->nrstray != 0;
 	m->pending = pending;
 	m->last_look = clock_ns();
 }
@@ -533,12 +591,9 @@ int ring_rebuild_glance(struct engine *e, uint32_t id, struct ring_intent *in)
 	struct ring_rebuild_state *m = e->rebuild;
 	struct ring_ref rr = pool_ring_ref(e->pool, id);
 
-	/* Never the rcu ring: its sheaves wait for a grace period, which a
-	 * rebuild (objects straight back to the slabs) would skip. */
 	if (!positions_impossible(e->pool, &rr))
 		return 0;
-	if (m == NULL || id >= m->nrings || id == RING_RCU ||
-	    pthread_mutex_trylock(&m->lock) != 0)
+	if (m == NULL || id >= m->nrings || pthread_mutex_trylock(&m->lock) != 0)
 		return 1;
 	if (clock_ns() >= m->next_vet[id] && positions_impossible(e->pool, &rr))
 		rebuild_ring(e, id, in);
@@ -562,6 +617,7 @@ void ring_rebuild_reset(struct engine *e)
 	m->last_look = 0;
 	m->pending = 0;
 	m->nstray = 0;
+	m->nrstray = 0;
 	at_store_relaxed(&m->symptom, 0);
 	pthread_mutex_unlock(&m->lock);
 }

@@ -1,9 +1,10 @@
 /*
  * ring_rebuild.h - finding a spoiled ring (one whose client-writable words
  * no longer let it work) and rebuilding it from the owner table: the
- * engine's node workers verify the depot and every live barn ring in full
- * on a rotation and on symptoms; a ring found spoiled is reset and its
- * sheaves claimed and put back; orphaned sheaves go back to the depot.
+ * engine's node workers verify the depot, the rcu ring and every live barn
+ * ring in full on a rotation and on symptoms; a ring found spoiled is reset
+ * and its sheaves claimed and put back (the rcu ring's held for a grace
+ * period past the claim, grace.h); orphaned sheaves go back to the depot.
  *
  * Who may call: the engine only: ring_rebuild_init/fini from engine_init
  * and engine_fini, ring_rebuild_glance, ring_rebuild_verify and

@@ -277,6 +277,7 @@ uint32_t engine_node_pass(struct engine *e, uint32_t node, struct ring_intent *i
 
 	(void)ring_rebuild_verify(e, in);
 	ring_rebuild_glance(e, RING_DEPOT, in);
+	ring_rebuild_glance(e, RING_RCU, in);
 	for (uint32_t c = 0, used = pool_caches_used(p); c < used; c++)
 		/* Acquire: pairs with the release store of CACHE_LIVE in
 		 * engine_cache_create (the cache's fields are then seen). */

@@ -1,8 +1,8 @@
 /*
- * test_spoiled_rings.c - nothing a client writes into the depot or a barn
- * ring stops a client of another cache for longer than a bound, before
- * and after an adoptive restart (docs/design.md, "What sheafd checks" and
- * "Spoiled rings are rebuilt").
+ * test_spoiled_rings.c - nothing a client writes into the depot, a barn
+ * ring or the rcu ring stops a client of another cache for longer than a
+ * bound, before and after an adoptive restart (docs/design.md, "What sheafd
+ * checks" and "Spoiled rings are rebuilt").
  *
  * A real sheafd (run as systemd would, its memfds in the fd store), a
  * hostile client process with a cache of its own ("h"), and this process
@@ -23,7 +23,28 @@
  *   barn_full     the full ring of each of the good cache's barns made
  *                 full by its positions (tail = head + size): every put
  *                 is refused, and a client's full sheaf must wait for the
- *                 rebuild rather than lose its objects.
+ *                 rebuild rather than lose its objects;
+ *   rcu_7th       the rcu ring (deferred sheaves, drained at once by the
+ *                 grace-period thread, so the spoil is of the positions
+ *                 puts go to): every 7th slot of the next 2048 written as
+ *                 depot_7th and tail moved 7 on (gets stop short of it);
+ *   rcu_random    its head moved a few positions and tail a few more (a
+ *                 gap never filled), 300 random slots after tail random;
+ *   rcu_full      its tail = head + size (every handover refused), and,
+ *                 as the read section ends, the good cache's full rings
+ *                 empty by their positions with every slot a later lap's
+ *                 (the grace thread's release into them refused).
+ * An rcu case (rcu_case) holds a read section over 8192 patterned objects
+ * through their deferred frees, the spoil (and the adoption) and the
+ * rebuild, while a thread allocates the good cache: no object handed out
+ * early, none changed under the reader; then a barrier within the bound
+ * after which every object handed over in a sheaf is released (none
+ * waiting) and nothing is in use; then a spoil and a barrier at once.
+ * Without the fix (main before the rcu ring joined the looks) the barrier
+ * returns in a few ms with 1500-4100 of 8192 objects never released; with
+ * only the grace thread's release unfixed, the checker fails ("in use 170
+ * by the walk"); with only the adoption's requeue unfixed, objects are
+ * handed out inside the read section (freed early).
  * Each case runs against the running sheafd, then again spoiled just
  * before a SIGKILL of sheafd and an adoptive restart (the outage then
  * counts from the new sheafd's READY=1).  After each: every allocation and
@@ -75,7 +96,8 @@
 #define BATCH       8192          /* objects per good batch: ~48 sheaves */
 
 enum spoil { SPOIL_DEPOT_7TH = 'a', SPOIL_DEPOT_RANDOM = 'b', SPOIL_BARN = 'c',
-	     SPOIL_BARN_FULL = 'd', SPOIL_QUIT = 'q' };
+	     SPOIL_BARN_FULL = 'd', SPOIL_RCU_7TH = 'e', SPOIL_RCU_RANDOM = 'f',
+	     SPOIL_RCU_FULL = 'g', SPOIL_FULL_LATER = 'h', SPOIL_QUIT = 'q' };
 
 struct hostile_arg {
 	const char *sock;
@@ -130,6 +152,44 @@ static void spoil_random(const struct ring_ref *rr, uint64_t *rng)
 				 rng_next(rng));
 }
 
+/* The rcu ring's next positions, every 7th slot written as spoil_7th does,
+ * and tail moved past the first: the grace thread's gets stop short of
+ * tail, and every sheaf put after it is out of their reach. */
+static void spoil_rcu_7th(const struct ring_ref *rr, uint64_t *rng)
+{
+	uint32_t t = at_load_relaxed(&rr->r->tail), size = ring_size(rr);
+
+	for (uint32_t k = 0, turn = 0; k < 2048 && k < size; k += 7, turn++) {
+		uint32_t pos = t + k, base = pos - (pos & rr->mask);
+		uint32_t id = (uint32_t)(rng_next(rng) % rr->nsheaves);
+		uint64_t v;
+
+		switch (turn % 3) {
+		case 0: v = (uint64_t)base << 32 | 0xdeadbeefu; break;
+		case 1: v = (uint64_t)(base + 1) << 32 | id; break;
+		default: v = (uint64_t)(base + size + 1) << 32 | id; break;
+		}
+		at_store_relaxed(&rr->r->slots[pos & rr->mask], v);
+	}
+	at_store_relaxed(&rr->r->tail, t + 7);
+}
+
+/* The rcu ring's head moved a few positions and its tail a few more (a
+ * gap never filled: gets stop there, short of tail), then 300 random slots
+ * of the 2048 after tail set to random words. */
+static void spoil_rcu_random(const struct ring_ref *rr, uint64_t *rng)
+{
+	uint32_t h = at_load_relaxed(&rr->r->head), t = at_load_relaxed(&rr->r->tail);
+	uint32_t a = (uint32_t)(rng_next(rng) % 24), b = a + 1 + (uint32_t)(rng_next(rng) % 24);
+
+	at_store_relaxed(&rr->r->head, h + a);
+	at_store_relaxed(&rr->r->tail, t + b);
+	t += b;
+	for (int k = 0; k < 300; k++)
+		at_store_relaxed(&rr->r->slots[(t + rng_next(rng) % 2048) & rr->mask],
+				 rng_next(rng));
+}
+
 /* The hostile client: a cache of its own, in use; on each command byte
  * it spoils what the command names and answers a byte. */
 static int hostile(void *arg)
@@ -159,6 +219,34 @@ static int hostile(void *arg)
 
 				at_store_relaxed(&rr.r->tail,
 						 at_load_relaxed(&rr.r->head) + ring_size(&rr));
+			}
+		} else if (c == SPOIL_RCU_7TH || c == SPOIL_RCU_RANDOM || c == SPOIL_RCU_FULL) {
+			struct ring_ref rcu = pool_ring_ref(sp, ring_rcu_id(sp->nodes));
+
+			if (c == SPOIL_RCU_7TH)
+				spoil_rcu_7th(&rcu, &rng);
+			else if (c == SPOIL_RCU_RANDOM)
+				spoil_rcu_random(&rcu, &rng);
+			else
+				at_store_relaxed(&rcu.r->tail,
+						 at_load_relaxed(&rcu.r->head) + ring_size(&rcu));
+		} else if (c == SPOIL_FULL_LATER && good >= 0) {
+			/* The good cache's full rings empty by their positions
+			 * and every slot a later lap's: a put there helps tail
+			 * on to its step limit and is refused, the count below
+			 * the barn's limit (the grace thread's release of a
+			 * deferred sheaf into its barn). */
+			for (uint32_t n = 0; n < sp->nodes; n++) {
+				struct ring_ref rr = pool_full_ref(sp, (uint32_t)good, n);
+				uint32_t h = at_load_relaxed(&rr.r->head);
+
+				for (uint32_t k = 0; k < ring_size(&rr); k++) {
+					uint32_t pos = h + k, base = pos - (pos & rr.mask);
+
+					at_store_relaxed(&rr.r->slots[pos & rr.mask],
+							 (uint64_t)(base + 0x40000000u) << 32 | 1u);
+				}
+				at_store_relaxed(&rr.r->tail, h);
 			}
 		} else if (c == SPOIL_BARN && good >= 0) {
 			for (uint32_t n = 0; n < sp->nodes; n++) {
@@ -363,6 +451,257 @@ static void one_case(struct run *R, char what, int adopt, const char *label)
 	require_exact(R, label);
 }
 
+/* ---- the rcu ring --------------------------------------------------------- */
+
+#define RCU_OBJS 4096              /* objects deferred-freed per half */
+
+static uint64_t pattern(unsigned i, unsigned k)
+{
+	return 0x5a00000000000000ull | (uint64_t)i << 16 | k;
+}
+
+static void fill(void *o, unsigned i)
+{
+	uint64_t *w = o;
+
+	for (unsigned k = 0; k < GOOD_SIZE / 8; k++)
+		w[k] = pattern(i, k);
+}
+
+static int intact(const void *o, unsigned i)
+{
+	const volatile uint64_t *w = o;
+
+	for (unsigned k = 0; k < GOOD_SIZE / 8; k++)
+		if (w[k] != pattern(i, k))
+			return 0;
+	return 1;
+}
+
+/* A reader: one read section over @o[0..n) from before their deferred
+ * frees until told to stop, checking their contents all along. */
+struct reader {
+	sheaf_pool_t *pool;
+	void **o;
+	unsigned n;
+	_Atomic int ready, stop;
+	int lock_rc, changed;
+	unsigned bad;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	r->lock_rc = sheaf_read_lock(r->pool);
+	at_store_release(&r->ready, 1);
+	for (int last = 0; !last && !r->changed;) {
+		last = at_load_acquire(&r->stop);
+		for (unsigned i = 0; i < r->n; i++)
+			if (!intact(r->o[i], i)) {
+				r->changed = 1;
+				r->bad = i;
+			}
+	}
+	sheaf_read_unlock(r->pool);
+	return NULL;
+}
+
+/* A churner: allocations of the good cache while the reader reads, each
+ * written over and freed; one of the reader's objects handed out is a
+ * free before its grace period. */
+struct churner {
+	sheaf_cache_t *c;
+	void **sorted;
+	unsigned n;
+	_Atomic int stop;
+	int early;
+	unsigned rounds;
+};
+
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void *churn_main(void *arg)
+{
+	struct churner *w = arg;
+	void *o[512];
+
+	while (!at_load_acquire(&w->stop)) {
+		unsigned k = 0;
+
+		/* NULLs (sheafd restarting) end a round early. */
+		for (; k < 512 && (o[k] = sheaf_alloc(w->c)) != NULL; k++) {
+			if (bsearch(&o[k], w->sorted, w->n, sizeof(*o), cmp_ptr) != NULL)
+				w->early = 1;
+			memset(o[k], 0xee, GOOD_SIZE);
+		}
+		for (unsigned i = 0; i < k; i++)
+			while (sheaf_free(w->c, o[i]) == -EAGAIN)
+				sleep_ms(1);
+		w->rounds++;
+		if (k < 512)
+			sleep_ms(2);
+	}
+	return NULL;
+}
+
+static void kill_and_adopt(struct run *R, const char *label)
+{
+	notify_drainer_stop(&R->drainer);
+	svc_stop(&R->d, &R->n, SIGKILL);
+	svc_start(&R->d, &R->n, -1, 1, 0);
+	notify_drainer_start(&R->drainer, &R->n);
+	REQUIRE(file_contains(R->d.log, "adopted the pool from the fd store"),
+		"%s: the new sheafd did not adopt the pool", label);
+}
+
+static void spoil(struct run *R, char what, const char *label)
+{
+	char c = what;
+
+	REQUIRE(write(R->a.cmd[1], &c, 1) == 1, "%s: command", label);
+	REQUIRE(read_full(R->a.done[0], &c, 1, 10000) == 0, "%s: the hostile client did not "
+		"answer", label);
+}
+
+/* After a barrier: every deferred sheaf handed over is released
+ * (released objects == objects handed over in sheaves, none waiting), and
+ * the good cache has nothing in use, at once. */
+static void require_released(struct run *R, uint64_t sh0, uint64_t rel0, const char *label)
+{
+	uint64_t sh = stat_count(R->good, -1, "free_rcu_sheaf") - sh0;
+	uint64_t rel = stat_count(R->good, -1, "rcu_released") - rel0;
+	uint64_t wait = stat_count(R->good, -1, "rcu_waiting");
+	uint64_t in_use = cache_stats_of(R->good, -1).in_use;
+
+	printf("%s: handed over %llu, released %llu, waiting %llu, in use %llu\n", label,
+	       (unsigned long long)sh, (unsigned long long)rel, (unsigned long long)wait,
+	       (unsigned long long)in_use);
+	REQUIRE(sh > 0 && rel == sh && wait == 0, "%s: after the barrier %llu deferred objects "
+		"handed over in sheaves, %llu released, %llu waiting", label,
+		(unsigned long long)sh, (unsigned long long)rel, (unsigned long long)wait);
+	REQUIRE(in_use == 0, "%s: the good cache has %llu in use, its client holds none", label,
+		(unsigned long long)in_use);
+}
+
+/*
+ * One rcu case.  Phase 1: a reader's section over 2 x RCU_OBJS patterned
+ * objects; their deferred frees, half before the spoil and half after it
+ * (all before it for SPOIL_RCU_FULL, whose ring refuses every put); the
+ * spoil (and the kill and adoption); a churner allocating the good cache
+ * until the rcu ring was rebuilt (its head a lap on) and 100 ms more: no
+ * object of the reader's handed out, none changed under it.  Then the
+ * section ends and a barrier must return within the bound with every
+ * deferred sheaf released.  Phase 2: the spoil again, RCU_OBJS deferred
+ * frees and a barrier at once: within the bound, all released.
+ */
+static void rcu_case(struct run *R, char what, int adopt, const char *label)
+{
+	struct shm_pool *sp = &R->pool->shm;
+	struct ring_ref rcu = pool_ring_ref(sp, ring_rcu_id(sp->nodes));
+	const unsigned n = 2 * RCU_OBJS;
+	void **o = calloc(n, sizeof(*o)), **sorted = calloc(n, sizeof(*o));
+	struct reader *rd = calloc(1, sizeof(*rd));
+	struct churner *w = calloc(1, sizeof(*w));
+	uint64_t sh0 = stat_count(R->good, -1, "free_rcu_sheaf");
+	uint64_t rel0 = stat_count(R->good, -1, "rcu_released");
+	pthread_t rt, wt;
+	struct good g;
+	int64_t t0, dt;
+	uint32_t h1;
+	int rebuilt = 0, rc;
+
+	REQUIRE(o != NULL && sorted != NULL && rd != NULL && w != NULL, "calloc");
+	g = run_batch(R->good, BATCH);
+	REQUIRE(!g.failed, "%s: preparing: %s", label, g.msg);
+	REQUIRE(sheaf_cache_shrink(R->good) >= 0, "%s: shrink", label);
+	for (unsigned i = 0; i < n; i++) {
+		o[i] = xalloc(R->good);
+		fill(o[i], i);
+	}
+	memcpy(sorted, o, n * sizeof(*o));
+	qsort(sorted, n, sizeof(*o), cmp_ptr);
+	*rd = (struct reader){ .pool = R->pool, .o = o, .n = n };
+	REQUIRE(pthread_create(&rt, NULL, reader_main, rd) == 0, "pthread_create");
+	while (!at_load_acquire(&rd->ready))
+		sleep_ms(1);
+	REQUIRE(rd->lock_rc == 0, "%s: sheaf_read_lock: %d", label, rd->lock_rc);
+	for (unsigned i = 0; i < (what == SPOIL_RCU_FULL ? n : RCU_OBJS); i++)
+		REQUIRE((rc = sheaf_free_deferred(R->good, o[i])) == 0,
+			"%s: sheaf_free_deferred: %s", label, strerror(-rc));
+	spoil(R, what, label);
+	h1 = at_load_acquire(&rcu.r->head);
+	t0 = now_ms();
+	if (adopt)
+		kill_and_adopt(R, label);
+	for (unsigned i = RCU_OBJS; what != SPOIL_RCU_FULL && i < n; i++)
+		REQUIRE((rc = sheaf_free_deferred(R->good, o[i])) == 0,
+			"%s: sheaf_free_deferred after the spoil: %s", label, strerror(-rc));
+	w->c = R->good;
+	w->sorted = sorted;
+	w->n = n;
+	REQUIRE(pthread_create(&wt, NULL, churn_main, w) == 0, "pthread_create");
+	while (!(rebuilt = (int32_t)(at_load_acquire(&rcu.r->head) - h1) >=
+			   (int32_t)ring_size(&rcu)) && now_ms() - t0 < bound_ms())
+		sleep_ms(5);
+	printf("%s: rcu ring %s after %lld ms\n", label, rebuilt ? "rebuilt" : "NOT rebuilt",
+	       (long long)(now_ms() - t0));
+	sleep_ms(100);
+	at_store_release(&w->stop, 1);
+	pthread_join(wt, NULL);
+	/* The deferred sheaves go to the full rings as the section ends:
+	 * those refuse them now. */
+	if (what == SPOIL_RCU_FULL)
+		spoil(R, SPOIL_FULL_LATER, label);
+	at_store_release(&rd->stop, 1);
+	pthread_join(rt, NULL);
+	REQUIRE(rebuilt, "%s: the rcu ring was not rebuilt within %lld ms", label,
+		(long long)bound_ms());
+	REQUIRE(!w->early, "%s: an object freed deferred was handed out inside a read section "
+		"begun before its free", label);
+	REQUIRE(!rd->changed, "%s: object %u changed under a read section begun before its "
+		"deferred free", label, rd->bad);
+	REQUIRE(w->rounds > 0, "%s: the churner never ran", label);
+	t0 = now_ms();
+	rc = sheaf_barrier(R->pool, DEADLINE_MS);
+	dt = now_ms() - t0;
+	printf("%s: barrier after the section: %lld ms (churner rounds %u)\n", label,
+	       (long long)dt, w->rounds);
+	REQUIRE(rc == 0, "%s: sheaf_barrier: %s", label, strerror(-rc));
+	REQUIRE(dt <= bound_ms(), "%s: the barrier took %lld ms, bound %lld ms", label,
+		(long long)dt, (long long)bound_ms());
+	require_released(R, sh0, rel0, label);
+	require_exact(R, label);
+
+	/* Phase 2: the barrier right after the spoil. */
+	sh0 = stat_count(R->good, -1, "free_rcu_sheaf");
+	rel0 = stat_count(R->good, -1, "rcu_released");
+	for (unsigned i = 0; i < RCU_OBJS; i++)
+		o[i] = xalloc(R->good);
+	spoil(R, what, label);
+	t0 = now_ms();
+	for (unsigned i = 0; i < RCU_OBJS; i++)
+		REQUIRE((rc = sheaf_free_deferred(R->good, o[i])) == 0,
+			"%s: sheaf_free_deferred, again: %s", label, strerror(-rc));
+	rc = sheaf_barrier(R->pool, DEADLINE_MS);
+	dt = now_ms() - t0;
+	printf("%s: frees and barrier right after a spoil: %lld ms\n", label, (long long)dt);
+	REQUIRE(rc == 0, "%s: sheaf_barrier, again: %s", label, strerror(-rc));
+	REQUIRE(dt <= bound_ms(), "%s: frees and barrier took %lld ms, bound %lld ms", label,
+		(long long)dt, (long long)bound_ms());
+	require_released(R, sh0, rel0, label);
+	require_exact(R, label);
+	free(o);
+	free(sorted);
+	free(rd);
+	free(w);
+}
+
 static void run_start(struct run *R)
 {
 	make_test_dir();
@@ -375,6 +714,7 @@ static void run_start(struct run *R)
 
 static void run_cases(char what, const char *name)
 {
+	int rcu = what == SPOIL_RCU_7TH || what == SPOIL_RCU_RANDOM || what == SPOIL_RCU_FULL;
 	struct run *R = calloc(1, sizeof(*R));
 	char err[256] = "", label[96];
 	const char *seed_env = getenv("SHEAF_SEED");
@@ -398,9 +738,9 @@ static void run_cases(char what, const char *name)
 	R->good = mkcache(R->pool, "good", GOOD_SIZE, 0, 0);
 
 	snprintf(label, sizeof(label), "%s, sheafd running", name);
-	one_case(R, what, 0, label);
+	(rcu ? rcu_case : one_case)(R, what, 0, label);
 	snprintf(label, sizeof(label), "%s, across an adoptive restart", name);
-	one_case(R, what, 1, label);
+	(rcu ? rcu_case : one_case)(R, what, 1, label);
 
 	{
 		char q = SPOIL_QUIT;
@@ -442,6 +782,24 @@ START_TEST(barn_full)
 }
 END_TEST
 
+START_TEST(rcu_7th)
+{
+	run_cases(SPOIL_RCU_7TH, "the rcu ring, every 7th slot");
+}
+END_TEST
+
+START_TEST(rcu_random)
+{
+	run_cases(SPOIL_RCU_RANDOM, "the rcu ring, random positions and slots");
+}
+END_TEST
+
+START_TEST(rcu_full)
+{
+	run_cases(SPOIL_RCU_FULL, "the rcu ring full by positions, the full rings refusing");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("spoiled_rings");
@@ -453,5 +811,8 @@ int main(void)
 	ADD_ALONE(s, depot_random, 120);
 	ADD_ALONE(s, barn_rings, 120);
 	ADD_ALONE(s, barn_full, 120);
+	ADD_ALONE(s, rcu_7th, 120);
+	ADD_ALONE(s, rcu_random, 120);
+	ADD_ALONE(s, rcu_full, 120);
 	return run_suite(s);
 }
