@@ -408,7 +408,8 @@ FUZZ_LINK = $(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ -levent $
 $(FUZZ_BUILD)/fuzz_rpc: $(FUZZ_BUILD)/tests/fuzz/fuzz_rpc.o $(FUZZ_DMN_OBJ) $(FUZZ_NOCOV_OBJ) \
 		$(FUZZ_BUILD)/proto/sheaf.pb-c.o $(FUZZ_BUILD)/proto/text.o
 	$(FUZZ_LINK) -Wl,--wrap=engine_start
-$(FUZZ_BUILD)/fuzz_shm: $(FUZZ_BUILD)/tests/fuzz/fuzz_shm.o $(FUZZ_SHM_OBJ)
+$(FUZZ_BUILD)/fuzz_shm: $(FUZZ_BUILD)/tests/fuzz/fuzz_shm.o $(FUZZ_BUILD)/tests/fuzz/snap.o \
+		$(FUZZ_SHM_OBJ)
 	$(FUZZ_LINK)
 
 # The corpus generator is a plain program (no fuzzer runtime).
