@@ -18,9 +18,9 @@
  * stopping it (Check's) call engine_start, which this target links wrapped
  * (-Wl,--wrap=engine_start, Makefile): __wrap_engine_start below starts
  * nothing.  A Check still runs the checker on its own thread (check.c),
- * joined before the input ends.  With the threads running, each input cost
- * about 170 us more (their joins and restarts, and the TLB shootdowns that
- * every unmap and copy-on-write fault of this thread sent them).
+ * joined before the input ends.  (Running threads would cost each input
+ * their joins and restarts, and the TLB shootdowns that every unmap and
+ * copy-on-write fault of this thread sends them.)
  *
  * State between inputs: what an input leaves that would make later inputs
  * fail for the wrong reason is undone after it (the attached client is

@@ -64,8 +64,8 @@
 #define FUZZ_LANES      16u          /* the workers', control's and clients' */
 
 /* Flag byte: bits 0-2 the engine operation an input runs over the
- * patched region (one per input: each walks the whole pool, and running
- * all of them made every input cost the sum), bit 3 no stocking passes
+ * patched region (one per input: each walks the whole pool, so an input
+ * that ran them all would cost their sum), bit 3 no stocking passes
  * before it (the operation meets the patches as written), bits 4-5 the
  * cache destroyed, bits 6-7 the cache whose stats are read (both modulo
  * FUZZ_CACHES). */
