@@ -366,11 +366,14 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------------------
-# Fuzzing (tests/fuzz/, README "Testing").  Two libFuzzer targets
+# Fuzzing (tests/fuzz/, README "Testing").  Three libFuzzer targets
 # built with clang under ASan+UBSan into build-fuzz/ (whatever SAN= says):
-#   fuzz_rpc  a connection's bytes -> consume_frames -> rpc_handle (sheafd)
-#   fuzz_shm  client-writable region contents -> the engine's pass, repair,
-#             checker and stats
+#   fuzz_rpc     a connection's bytes -> consume_frames -> rpc_handle (sheafd)
+#   fuzz_shm     client-writable region contents -> the engine's pass, repair,
+#                checker and stats
+#   fuzz_engine  writes into named SHARED fields interleaved with engine
+#                steps (passes, rebuilds, repair, grace, adoption, checker,
+#                destroy, queues), the engine built with SHEAF_DEBUG=1
 # `make fuzz-build` builds them; `make fuzz-regress` replays the inputs that
 # once crashed them (tests/fuzz/crashes_*); `make fuzz [FUZZ_SECONDS=60]`
 # does that, then runs each target for that long on its seed corpus (new
@@ -395,7 +398,11 @@ FUZZ_NOCOV_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/nocov/%.o,$(SHM_SRC))
 FUZZ_DMN_OBJ   := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out daemon/main.c,$(DAEMON_SRC)))
 FUZZ_LIB_OBJ   := $(FUZZ_SHM_OBJ) $(FUZZ_NOCOV_OBJ) $(FUZZ_DMN_OBJ) $(FUZZ_BUILD)/proto/sheaf.pb-c.o \
                   $(FUZZ_BUILD)/proto/text.o
-FUZZ_TARGETS   := $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_BUILD)/fuzz_shm
+# fuzz_engine links shm/ built with SHEAF_DEBUG=1 (build-fuzz/debug/): an
+# assertion a client-writable value reaches is a finding (shm/debug.h).
+FUZZ_DBG_OBJ   := $(patsubst %.c,$(FUZZ_BUILD)/debug/%.o,$(SHM_SRC))
+FUZZ_LIB_OBJ   += $(FUZZ_DBG_OBJ)
+FUZZ_TARGETS   := $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_BUILD)/fuzz_shm $(FUZZ_BUILD)/fuzz_engine
 # fuzz_shm: the readers that walk every lane, sheaf and object each input
 # (checker, stats, lane counts, the owner tags' and the names' scans) keep edge coverage but lose comparison
 # tracing, which cost fuzz_shm half its time in their loops.
@@ -403,6 +410,8 @@ FUZZ_SHM_NOCMP := $(FUZZ_BUILD)/shm/engine/check.o $(FUZZ_BUILD)/shm/stats.o $(F
                   $(FUZZ_BUILD)/shm/engine/clients.o $(FUZZ_BUILD)/shm/engine/owner.o \
                   $(FUZZ_BUILD)/shm/names.o $(FUZZ_BUILD)/shm/engine/names.o
 $(FUZZ_SHM_NOCMP): FUZZ_CFLAGS += -fno-sanitize-coverage=trace-cmp
+$(patsubst $(FUZZ_BUILD)/%,$(FUZZ_BUILD)/debug/%,$(FUZZ_SHM_NOCMP)): FUZZ_CFLAGS += \
+	-fno-sanitize-coverage=trace-cmp
 
 .PHONY: fuzz fuzz-build fuzz-corpus fuzz-regress
 .SECONDARY: $(FUZZ_LIB_OBJ) $(patsubst $(FUZZ_BUILD)/%,$(FUZZ_BUILD)/tests/fuzz/%.o,$(FUZZ_TARGETS))
@@ -416,6 +425,10 @@ $(FUZZ_BUILD)/%.o: %.c | $(FUZZ_BUILD)/proto/sheaf.pb-c.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 
+$(FUZZ_BUILD)/debug/%.o: %.c | $(FUZZ_BUILD)/proto/sheaf.pb-c.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DSHEAF_DEBUG=1 -MMD -MP -c $< -o $@
+
 $(FUZZ_BUILD)/nocov/%.o: %.c | $(FUZZ_BUILD)/proto/sheaf.pb-c.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_BASE) -MMD -MP -c $< -o $@
@@ -424,10 +437,16 @@ $(FUZZ_BUILD)/proto/sheaf.pb-c.o: $(FUZZ_BUILD)/proto/sheaf.pb-c.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
 FUZZ_LINK = $(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ -levent $(LIBS)
+# fuzz_rpc runs no engine thread: engine_start is wrapped (fuzz_rpc.c).
 $(FUZZ_BUILD)/fuzz_rpc: $(FUZZ_BUILD)/tests/fuzz/fuzz_rpc.o $(FUZZ_DMN_OBJ) $(FUZZ_NOCOV_OBJ) \
 		$(FUZZ_BUILD)/proto/sheaf.pb-c.o $(FUZZ_BUILD)/proto/text.o
+	$(FUZZ_LINK) -Wl,--wrap=engine_start
+$(FUZZ_BUILD)/fuzz_shm: $(FUZZ_BUILD)/tests/fuzz/fuzz_shm.o $(FUZZ_BUILD)/tests/fuzz/snap.o \
+		$(FUZZ_SHM_OBJ)
 	$(FUZZ_LINK)
-$(FUZZ_BUILD)/fuzz_shm: $(FUZZ_BUILD)/tests/fuzz/fuzz_shm.o $(FUZZ_SHM_OBJ)
+$(FUZZ_BUILD)/tests/fuzz/fuzz_engine.o: FUZZ_CFLAGS += -DSHEAF_DEBUG=1
+$(FUZZ_BUILD)/fuzz_engine: $(FUZZ_BUILD)/tests/fuzz/fuzz_engine.o $(FUZZ_BUILD)/tests/fuzz/snap.o \
+		$(FUZZ_DBG_OBJ)
 	$(FUZZ_LINK)
 
 # The corpus generator is a plain program (no fuzzer runtime).
@@ -439,9 +458,15 @@ fuzz-corpus: $(FUZZ_BUILD)/gen_corpus_rpc
 	$(FUZZ_BUILD)/gen_corpus_rpc tests/fuzz/corpus_rpc
 
 # Each target: new inputs go to build-fuzz/corpus_NAME (the seeds in
-# tests/fuzz/ are read, never written); a crash stops it and fails make.
-# fuzz_rpc's inputs stay short (512 bytes: a few dozen requests) so that it
-# runs fast; fuzz_shm's are patches, up to 4 KiB of them.
+# tests/fuzz/corpus_NAME are read, never written); a crash stops it and
+# fails make.  fuzz_rpc's inputs stay short (512 bytes: a few dozen
+# requests) so that it runs fast; fuzz_shm's are patches, up to 4 KiB of
+# them; fuzz_engine's programs up to 512 bytes (about 12 steps and 30
+# writes).  FUZZ_NAMES=engine (say) runs one target.
+FUZZ_NAMES ?= rpc shm engine
+FUZZ_OPTS_rpc    = -max_len=512 -dict=tests/fuzz/rpc.dict
+FUZZ_OPTS_shm    = -max_len=4096
+FUZZ_OPTS_engine = -max_len=512
 FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # FUZZ_RUNS=N: N inputs per target instead of FUZZ_SECONDS (the long form,
 # e.g. `make fuzz FUZZ_RUNS=10000000`: 10^7 inputs each).
@@ -449,25 +474,34 @@ FUZZ_LIMIT = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS
 
 # The inputs that once crashed a target, run once each: any crash, sanitizer
 # report or hang (5 s) fails.  `make fuzz` starts with it.
-FUZZ_CRASHES_SHM := $(wildcard tests/fuzz/crashes_shm/*)
+FUZZ_CRASHES_SHM    := $(wildcard tests/fuzz/crashes_shm/*)
+FUZZ_CRASHES_ENGINE := $(wildcard tests/fuzz/crashes_engine/*)
 fuzz-regress: fuzz-build
 	$(if $(FUZZ_CRASHES_SHM),$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm -timeout=5 $(FUZZ_CRASHES_SHM))
+	$(if $(FUZZ_CRASHES_ENGINE),$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_engine -timeout=5 \
+		$(FUZZ_CRASHES_ENGINE))
+
+define fuzz_one
+	@mkdir -p $(FUZZ_BUILD)/corpus_$(1) tests/fuzz/corpus_$(1) $(FUZZ_BUILD)/artifacts
+	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_$(1) $(FUZZ_LIMIT) -timeout=10 $(FUZZ_OPTS_$(1)) \
+		-print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$(1)- \
+		$(FUZZ_BUILD)/corpus_$(1) tests/fuzz/corpus_$(1)
+
+endef
+define fuzz_merge_one
+	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_$(1) -merge=1 -timeout=10 $(FUZZ_OPTS_$(1)) \
+		tests/fuzz/corpus_$(1) $(FUZZ_BUILD)/corpus_$(1)
+
+endef
 
 fuzz: fuzz-regress
-	@mkdir -p $(FUZZ_BUILD)/corpus_rpc $(FUZZ_BUILD)/corpus_shm $(FUZZ_BUILD)/artifacts
-	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_rpc $(FUZZ_LIMIT) -timeout=10 \
-		-max_len=512 -dict=tests/fuzz/rpc.dict -print_final_stats=1 \
-		-artifact_prefix=$(FUZZ_BUILD)/artifacts/rpc- \
-		$(FUZZ_BUILD)/corpus_rpc tests/fuzz/corpus_rpc
-	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm $(FUZZ_LIMIT) -timeout=10 \
-		-max_len=4096 -print_final_stats=1 \
-		-artifact_prefix=$(FUZZ_BUILD)/artifacts/shm- \
-		$(FUZZ_BUILD)/corpus_shm tests/fuzz/corpus_shm
+	$(foreach n,$(FUZZ_NAMES),$(call fuzz_one,$(n)))
 
-# The long form: FUZZ_LONG_RUNS (10^7) inputs per target, then the inputs
-# that found new coverage merged into the seed corpora under tests/fuzz/
-# (fuzz-merge, libFuzzer's -merge=1: the seeds only grow by what adds
-# coverage).  About an hour on two cores.
+# The long form: FUZZ_LONG_RUNS (10^7) inputs per target, one target at a
+# time, then the inputs that found new coverage merged into the seed
+# corpora under tests/fuzz/ (fuzz-merge, libFuzzer's -merge=1: the seeds
+# only grow by what adds coverage).  Each run prints its execs and exec/s
+# (-print_final_stats).
 FUZZ_LONG_RUNS ?= 10000000
 .PHONY: fuzz-long fuzz-merge
 fuzz-long:
@@ -475,10 +509,7 @@ fuzz-long:
 	@$(MAKE) --no-print-directory fuzz-merge
 
 fuzz-merge: fuzz-build
-	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_rpc -merge=1 -max_len=512 -timeout=10 \
-		tests/fuzz/corpus_rpc $(FUZZ_BUILD)/corpus_rpc
-	$(FUZZ_RUN) $(FUZZ_BUILD)/fuzz_shm -merge=1 -max_len=4096 -timeout=10 \
-		tests/fuzz/corpus_shm $(FUZZ_BUILD)/corpus_shm
+	$(foreach n,$(FUZZ_NAMES),$(call fuzz_merge_one,$(n)))
 
 -include $(shell find $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 

@@ -259,20 +259,22 @@ static void do_cache_release(struct shm_pool *p, uint32_t cache, struct ring_int
 	}
 }
 
-/* How long destroy waits for a client thread to leave the cache's barns. */
-#define QUIESCE_MS 250
+/* How long destroy waits for a client thread to leave the cache's barns
+ * (engine.h: a variable for the fuzzer, whose inputs scribble lanes that
+ * look busy in a cache). */
+uint32_t engine_quiesce_ms = 250;
 
 /*
  * @cache is DYING: wait until no busy lane's thread is inside its barns
  * (in_cache, set by a client before it loads the state: with this side's
  * DYING store before its loads of in_cache, one of the two sees the other,
- * all seq_cst), at most QUIESCE_MS.  Every thread that enters later sees
+ * all seq_cst), at most engine_quiesce_ms.  Every thread that enters later sees
  * DYING and leaves again.  0, or -EBUSY with the client that stayed.
  */
 static int do_cache_quiesce(struct shm_pool *p, uint32_t cache, uint32_t *client)
 {
 	struct timespec nap = { 0, 100000 };
-	int64_t end = clock_ns() + (int64_t)QUIESCE_MS * 1000000;
+	int64_t end = clock_ns() + (int64_t)engine_quiesce_ms * 1000000;
 
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
@@ -281,7 +283,7 @@ static int do_cache_quiesce(struct shm_pool *p, uint32_t cache, uint32_t *client
 		 * nobody can be inside through it; nor through one no live
 		 * client owns (its fields are leftovers or a client's
 		 * scribbles: waiting on them made every destroy of the cache
-		 * fail with EBUSY after QUIESCE_MS). */
+		 * fail with EBUSY after engine_quiesce_ms). */
 		while (at_load_seqcst(&ln->in_cache) == cache + 1 &&
 		       at_load_acquire(&ln->busy) && ut_lane_live(p, ln)) {
 			if (clock_ns() >= end) {

@@ -112,6 +112,9 @@ int engine_cache_create(struct engine *e, const char *name,
  * there gets a new generation).  0 or -errno with @err.
  */
 int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t errlen);
+/* How long (ms) a destroy waits for a client thread to leave the cache's
+ * barns: 250; the fuzzer (tests/fuzz/fuzz_engine.c) sets 0. */
+extern uint32_t engine_quiesce_ms;
 
 /* Objects of @cache allocated and not freed, by the lanes' counters. */
 int64_t engine_counted_in_use(const struct shm_pool *p, uint32_t cache);

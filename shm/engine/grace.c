@@ -415,6 +415,11 @@ void grace_stop(struct engine *e)
 	g->running = 0;
 }
 
+int grace_step(struct engine *e)
+{
+	return e->grace != NULL && !e->grace->running ? pass(e->grace) : 0;
+}
+
 int grace_requeue(struct shm_pool *p, uint32_t s, uint32_t me, struct ring_intent *in)
 {
 	struct shm_sheaf *sh = pool_sheaf(p, s);

@@ -82,6 +82,12 @@ void grace_fini(struct engine *e);
 int grace_start(struct engine *e);
 void grace_stop(struct engine *e);
 
+/* One pass of the grace-period thread (drain the rcu ring, release what is
+ * due, start or finish a grace period), run by the caller while the thread
+ * is stopped: for the fuzzer (tests/fuzz/fuzz_engine.c).  1 when it did
+ * something. */
+int grace_step(struct engine *e);
+
 /*
  * A repair took back sheaf @s (owned by @me now): if it holds deferred
  * frees (SHEAF_F_DEFERRED, client-written), stamp it with gp_seq now (its

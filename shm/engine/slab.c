@@ -627,8 +627,15 @@ void slab_rebuild(struct shm_pool *p)
 
 				if (at_load_relaxed(&p->frame_owner[f]) != c)
 					continue;
-				for (uint32_t i = 0; i < sc->objs_per_slab; i++)
-					pop += (uint32_t)(bm[i / 64] >> (i % 64) & 1);
+				/* Word by word: the bits of objects 0..objs-1. */
+				for (uint32_t i = 0; i < sc->objs_per_slab; i += 64) {
+					uint32_t left = sc->objs_per_slab - i;
+					uint64_t w = bm[i / 64];
+
+					if (left < 64)
+						w &= (1ull << left) - 1;
+					pop += (uint32_t)__builtin_popcountll(w);
+				}
 				sl->cache = (uint16_t)c;
 				sl->node = (uint8_t)n;
 				sl->nfree = pop;

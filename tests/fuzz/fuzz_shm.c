@@ -2,34 +2,30 @@
  * fuzz_shm.c - libFuzzer target over what a hostile client can write: the
  * client-writable part of a pool region, [off_rw, off_data) (owners,
  * sheaves, rings, barns, node doorbells, lanes, debug in-use bits), filled
- * with fuzzed bytes and then handed to everything sheafd runs over it: the
- * stocking pass of each node (refill and flush), the dead-client repair,
- * the checker, the stats readers, and (as flags ask) the repair of the last
- * client (which reconciles the counters), a pool-wide shrink, a cache
- * destroy and an adoption as after a daemon restart.  Expected: no crash,
- * no hang (libFuzzer -timeout), no sanitizer report, whatever the bytes.
+ * with fuzzed bytes and then handed to what sheafd runs over it: the
+ * stocking pass of each node (refill and flush), then one of (as the flag
+ * byte asks) the dead-client repair, the repair of the last client (which
+ * reconciles the counters), a pool-wide shrink, a cache destroy, an
+ * adoption as after a daemon restart, the checker, the stats readers, or
+ * all of them.  Expected: no crash, no hang (libFuzzer -timeout), no
+ * sanitizer report, whatever the bytes.
  *
  * Set up once: a small pool on two simulated nodes, its engine (no worker
  * thread: each pass is called here), three caches (plain, debug, large
- * objects; small sheaves and barn watermarks, so that a pass, a flush or a
+ * objects, all of 0.5 KiB or more: the walks over every object of a slab
+ * stay short; small sheaves and barn watermarks, so that a pass, a flush or a
  * shrink moves a few hundred objects, not thousands), two attached clients
  * that took sheaves from the barns and allocated from them, as a running
  * client leaves the region.  Then the engine-owned and client-writable
- * parts, [0, off_data), are copied to a second memfd, the snapshot, and
- * mapped over the region privately (MAP_PRIVATE|MAP_FIXED, same address).
- * Before each input, restore() puts back the pages the last one changed:
- * /proc/self/pagemap names the pages that became private copies, and only
- * those are compared with the snapshot and copied back where they differ
- * (pages only read stay mapped; pages the last input wrote stay private
- * and writable, so neither faults again; private pages already equal to
- * the snapshot are dropped).  Each input starts from the same state.
- * The object data stays the pool's shared mapping (nothing here reads it).
+ * parts, [0, off_data), become a snapshot (snap.h) that is put back before
+ * each input: each input starts from the same state.  The object data
+ * stays the pool's shared mapping (nothing here reads it).
  *
  * Speed (one core, ASan+UBSan): the pool's limits are small (FUZZ_LANES,
  * ...), since every walk is bounded by them: an input takes about 0.2 ms
  * (20 ms with the default limits).  The walks over every lane, sheaf and
  * object (checker, stats, owner tags, names) are built without comparison
- * tracing for this target (Makefile).  FUZZ_SHM_VERIFY set in the
+ * tracing for this target (Makefile).  FUZZ_SNAP_VERIFY set in the
  * environment compares the whole range with the snapshot after each
  * restore.
  *
@@ -57,8 +53,9 @@
 #include "shm/engine/engine.h"
 #include "shm/engine/ring_rebuild.h"
 #include "shm/stats.h"
+#include "snap.h"
 
-#define FUZZ_POOL_BYTES (4u << 20)   /* 16 slabs over 2 nodes */
+#define FUZZ_POOL_BYTES (2u << 20)   /* 8 slabs over 2 nodes */
 #define FUZZ_NODES      2u
 #define FUZZ_SHEAVES    64u
 #define FUZZ_CACHES     3u
@@ -66,14 +63,23 @@
 #define FUZZ_CLIENTS    4u
 #define FUZZ_LANES      16u          /* the workers', control's and clients' */
 
-/* Flag byte: what runs after the passes, the repair of client 0, the
- * checker and the stats (always). */
+/* Flag byte: bits 0-2 the engine operation an input runs over the
+ * patched region (one per input: each walks the whole pool, so an input
+ * that ran them all would cost their sum), bit 3 no stocking passes
+ * before it (the operation meets the patches as written), bits 4-5 the
+ * cache destroyed, bits 6-7 the cache whose stats are read (both modulo
+ * FUZZ_CACHES). */
 enum {
-	FZ_RECLAIM_LAST = 1 << 0,   /* repair client 1 too: no client left */
-	FZ_SHRINK       = 1 << 1,   /* engine_shrink(all caches) */
-	FZ_DESTROY      = 1 << 2,   /* engine_cache_destroy(cache bits 4-5) */
-	FZ_ADOPT        = 1 << 3,   /* last: engine_adopt, as a restart would */
-	/* bits 6-7: the cache whose stats are read (modulo FUZZ_CACHES) */
+	FZ_OP_RECLAIM   = 0,        /* engine_reclaim_client(client 0) */
+	FZ_OP_RECLAIM2  = 1,        /* both clients: no client left, counts reconciled */
+	FZ_OP_SHRINK    = 2,        /* engine_shrink(all caches) */
+	FZ_OP_DESTROY   = 3,        /* engine_cache_destroy(cache bits 4-5) */
+	FZ_OP_ADOPT     = 4,        /* engine_adopt, as a restart would */
+	FZ_OP_CHECK     = 5,        /* pool_check */
+	FZ_OP_STATS     = 6,        /* the Stats and Clients readers (bits 6-7) */
+	FZ_OP_ALL       = 7,        /* all of them, in that order, adoption last */
+	FZ_OP_MASK      = 7,
+	FZ_NO_PASS      = 1 << 3,
 };
 
 /* Client-writable segments an input patches. */
@@ -83,12 +89,9 @@ enum seg { SEG_OWNERS, SEG_SHEAVES, SEG_RINGS, SEG_BARNS, SEG_NODES, SEG_LANES,
 static struct shm_pool pool;
 static struct engine eng;
 static uint32_t client[2];
-static int snap_fd = -1;
-static uint64_t snap_len;            /* off_data */
+static struct snap snap;             /* [0, off_data) */
 static uint64_t seg_off[SEG_NR], seg_len[SEG_NR];
 static int verbose;                  /* FUZZ_SHM_VERBOSE set: say each patch */
-static int verify;                   /* FUZZ_SHM_VERIFY set: compare each restore */
-static uint8_t *snap_copy;           /* with verify: the snapshot's bytes */
 static const char *const seg_name[SEG_NR] = {
 	"owners", "sheaves", "rings", "barns", "nodes", "lanes", "inuse", "all",
 };
@@ -102,9 +105,9 @@ static void die(const char *what, const char *err)
 static void make_caches(void)
 {
 	static const struct { const char *name; struct cache_params cp; } c[FUZZ_CACHES] = {
-		{ "plain", { .size = 64, .capacity = 16, .barn_low = 2, .barn_high = 4,
+		{ "plain", { .size = 512, .capacity = 16, .barn_low = 2, .barn_high = 4,
 			     .barn_limit = 8 } },
-		{ "debug", { .size = 200, .align = 8, .capacity = 8, .flags = SHEAF_CACHE_F_DEBUG,
+		{ "debug", { .size = 1000, .align = 8, .capacity = 8, .flags = SHEAF_CACHE_F_DEBUG,
 			     .barn_low = 2, .barn_high = 4, .barn_limit = 8 } },
 		{ "large", { .size = 8192, .capacity = 4, .barn_high = 4, .barn_limit = 8 } },
 	};
@@ -167,103 +170,6 @@ static void segments(void)
 	seg_off[SEG_ALL] = h->off_rw;          seg_len[SEG_ALL] = h->off_data - h->off_rw;
 }
 
-/* Copy [0, off_data) to the snapshot memfd. */
-static void snapshot(void)
-{
-	snap_len = pool.data_off;
-	snap_fd = memfd_create("fuzz-shm-snapshot", MFD_CLOEXEC);
-	if (snap_fd < 0 || ftruncate(snap_fd, (off_t)snap_len) != 0)
-		die("snapshot memfd", strerror(errno));
-	for (uint64_t off = 0; off < snap_len; ) {
-		ssize_t k = pwrite(snap_fd, pool.base + off, snap_len - off, (off_t)off);
-		if (k <= 0)
-			die("writing the snapshot", strerror(errno));
-		off += (uint64_t)k;
-	}
-}
-
-/* Map the snapshot over [0, off_data) again: every page is dropped, those
- * an input wrote and those it only read (which fault in again). */
-static void remap(void)
-{
-	void *at = mmap(pool.base, snap_len, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_FIXED, snap_fd, 0);
-
-	if (at != pool.base)
-		die("mapping the snapshot", strerror(errno));
-}
-
-/*
- * Back to the snapshot, dropping only the pages the last input wrote.  A
- * page of the private mapping that was written is an anonymous copy; one
- * only read is still the snapshot's (shmem) page.  /proc/self/pagemap
- * tells them apart (bit 63 present, bit 62 swapped, bit 61 file or shared
- * page), so one read of it finds the written pages, and MADV_DONTNEED
- * drops exactly those (the next access faults the snapshot's page in).
- * Read pages stay mapped: the lanes alone are 3.5 MB, which every input
- * reads and which the kernel would otherwise fault in again each time.
- * Without pagemap (no /proc): the whole range is mapped again.
- */
-static int pagemap_fd = -1;
-static uint64_t *pagemap;
-static size_t page_size, snap_pages;
-
-static void restore_setup(void)
-{
-	page_size = (size_t)sysconf(_SC_PAGESIZE);
-	snap_pages = (snap_len + page_size - 1) / page_size;
-	pagemap = malloc(snap_pages * sizeof(*pagemap));
-	pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (pagemap == NULL)
-		die("pagemap buffer", strerror(errno));
-}
-
-static void drop(size_t first, size_t n)
-{
-	if (n && madvise(pool.base + first * page_size, n * page_size, MADV_DONTNEED) != 0)
-		die("madvise", strerror(errno));
-}
-
-/* Not traced (its loop compares every page's entry, every input). */
-__attribute__((no_sanitize("coverage")))
-static void restore(void)
-{
-	off_t at = (off_t)((uintptr_t)pool.base / page_size * sizeof(uint64_t));
-	size_t want = snap_pages * sizeof(uint64_t), run = 0;
-
-	if (pagemap_fd < 0 || pread(pagemap_fd, pagemap, want, at) != (ssize_t)want) {
-		remap();
-		return;
-	}
-	for (size_t i = 0; i < snap_pages; i++) {
-		uint64_t e = pagemap[i];
-		size_t at = i * page_size, len = snap_len - at < page_size ? snap_len - at : page_size;
-
-		/* A private copy (bit 63 present, bit 61 clear) that this
-		 * input wrote: the snapshot's bytes go back, and the page stays
-		 * private and writable (no fault when written again: the
-		 * engine writes the same few pages every input).  One that
-		 * holds the snapshot's bytes already (an earlier input's patch,
-		 * or a write of the same value) is dropped like a swapped one
-		 * (bit 62), so that the private set, which each input compares,
-		 * does not grow with every page that patches ever touched. */
-		if ((e >> 63 & 1) && !(e >> 61 & 1) &&
-		    memcmp(pool.base + at, snap_copy + at, len) != 0) {
-			drop(i - run, run);
-			run = 0;
-			memcpy(pool.base + at, snap_copy + at, len);
-		} else if ((e >> 62 & 1) || ((e >> 63 & 1) && !(e >> 61 & 1))) {
-			run++;
-		} else {
-			drop(i - run, run);
-			run = 0;
-		}
-	}
-	drop(snap_pages - run, run);
-	if (verify && memcmp(pool.base, snap_copy, snap_len) != 0)
-		die("restore", "the region differs from the snapshot");
-}
-
 static void setup(void)
 {
 	struct pool_params pp = {
@@ -303,14 +209,7 @@ static void setup(void)
 		for (int k = 0; k < SEG_NR; k++)
 			fprintf(stderr, "fuzz_shm: segment %s at %llu, %llu bytes\n", seg_name[k],
 				(unsigned long long)seg_off[k], (unsigned long long)seg_len[k]);
-	snapshot();
-	verify = getenv("FUZZ_SHM_VERIFY") != NULL;
-	snap_copy = malloc(snap_len);
-	if (snap_copy == NULL)
-		die("snapshot copy", strerror(errno));
-	memcpy(snap_copy, pool.base, snap_len);
-	remap();
-	restore_setup();
+	snap_take(&snap, pool.base, pool.data_off);
 }
 
 /* Apply the patches of @data (see the header comment). */
@@ -365,7 +264,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static int ready;
 	struct check_report rep;
 	char err[256];
-	uint8_t flags;
+	uint8_t flags, op;
 
 	if (!ready) {
 		setup();
@@ -373,23 +272,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size < 1)
 		return 0;
-	restore();
+	snap_restore(&snap);
 	ring_rebuild_reset(&eng);
 	flags = data[0];
 	apply(data + 1, size - 1);
 
-	for (uint32_t n = 0; n < pool.nodes; n++)
-		engine_node_pass(&eng, n, &eng.worker_lane[n]->intent);
-	engine_reclaim_client(&eng, client[0]);
-	if (flags & FZ_RECLAIM_LAST)
+	if (!(flags & FZ_NO_PASS))
+		for (uint32_t n = 0; n < pool.nodes; n++)
+			engine_node_pass(&eng, n, &eng.worker_lane[n]->intent);
+	op = flags & FZ_OP_MASK;
+	if (op == FZ_OP_RECLAIM || op == FZ_OP_RECLAIM2 || op == FZ_OP_ALL)
+		engine_reclaim_client(&eng, client[0]);
+	if (op == FZ_OP_RECLAIM2 || op == FZ_OP_ALL)
 		engine_reclaim_client(&eng, client[1]);
-	if (flags & FZ_SHRINK)
+	if (op == FZ_OP_SHRINK || op == FZ_OP_ALL)
 		engine_shrink(&eng, -1, 1);
-	if (flags & FZ_DESTROY)
+	if (op == FZ_OP_DESTROY || op == FZ_OP_ALL)
 		engine_cache_destroy(&eng, (flags >> 4) % FUZZ_CACHES, err, sizeof(err));
-	pool_check(&pool, -1, -1, &rep, err, sizeof(err));
-	read_stats((flags >> 6) % FUZZ_CACHES);
-	if (flags & FZ_ADOPT)
+	if (op == FZ_OP_CHECK || op == FZ_OP_ALL)
+		pool_check(&pool, -1, -1, &rep, err, sizeof(err));
+	if (op == FZ_OP_STATS || op == FZ_OP_ALL)
+		read_stats((flags >> 6) % FUZZ_CACHES);
+	if (op == FZ_OP_ADOPT || op == FZ_OP_ALL)
 		engine_adopt(&pool);
 	return 0;
 }
