@@ -127,8 +127,9 @@ void lane_live_install(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 
 	/* Only after a fold (or none ever): a death inside leaves @sheaf's
 	 * operations since it was installed, which are none yet. */
-	SHEAF_ASSERT(sheaf < p->sheaf_count &&
-		     at_load_relaxed(&lv->sheaf) == SHEAF_ID_NONE);
+	/* @sheaf is the caller's; the record's old sheaf is SHARED (a peer
+	 * may have written it), so it is overwritten, never asserted on. */
+	SHEAF_ASSERT(sheaf < p->sheaf_count);
 	seq = live_begin(lv);
 	STEP(LF_INSTALL_OPEN);
 	at_store_release(&lv->word, at_load_relaxed(&pool_sheaf(p, sheaf)->word));
@@ -200,11 +201,14 @@ void lane_count_stage(struct shm_pool *p, struct shm_lane *l, uint32_t cache,
 
 void lane_count_commit(struct shm_pool *p, struct shm_lane *l)
 {
+	/* Staged by this thread, but in SHARED: a peer may have rewritten
+	 * them since, so both are bounded again (a scribbled count is
+	 * dropped, never stored out of the lane's block). */
 	uint32_t cache = at_load_relaxed(&l->count_cache) - 1;
+	uint32_t stat = at_load_relaxed(&l->count_stat);
 
-	SHEAF_ASSERT(cache < p->max_caches);     /* staged by this thread */
-	at_store_relaxed(&lane_stat(p, l, cache)[at_load_relaxed(&l->count_stat)],
-			 at_load_relaxed(&l->count_val));
+	if (cache < p->max_caches && stat < SHEAF_STAT_ENGINE_FIRST)
+		at_store_relaxed(&lane_stat(p, l, cache)[stat], at_load_relaxed(&l->count_val));
 	STEP(LC_COUNTED);
 	at_store_release(&l->count_cache, 0);
 	STEP(LC_DONE);

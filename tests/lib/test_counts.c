@@ -437,6 +437,47 @@ START_TEST(bad_watermarks_idle)
 }
 END_TEST
 
+/*
+ * A peer rewrites a thread's staged count and live record between its
+ * stores (all in SHARED): the thread's commit and install stay inside its
+ * lane's block and never assert (DEBUG=1 builds too); the scribbled count
+ * is dropped.
+ */
+START_TEST(scribbled_lane_words)
+{
+	sheaf_pool_t *p = mkpool();
+	sheaf_cache_t *c = mkcache(p, "scrib", 64, 16, 0);
+	struct shm_pool *sp = &p->shm;
+	static const uint32_t bad[] = { 0xffffffffu, 0x80000000u, SHEAF_STAT_NR, 0x10000u };
+	int id = client_attach(sp, (uint32_t)getpid(), (uint32_t)getuid(), "scribbled");
+	struct shm_lane *l;
+	uint64_t before;
+
+	ck_assert_int_ge(id, 0);
+	l = client_lane_acquire(sp, (uint32_t)id, 0);
+	ck_assert_ptr_nonnull(l);
+	before = at_load_relaxed(&lane_stat(sp, l, c->id)[ST_ALLOC_SLOWPATH]);
+	for (unsigned k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		lane_count_stage(sp, l, c->id, ST_ALLOC_SLOWPATH, 0, 1);
+		at_store_relaxed(&l->count_stat, bad[k]);
+		lane_count_commit(sp, l);
+		ck_assert_uint_eq(at_load_relaxed(&l->count_cache), 0);
+		lane_count_stage(sp, l, c->id, ST_ALLOC_SLOWPATH, 0, 1);
+		at_store_relaxed(&l->count_cache, bad[k]);
+		lane_count_commit(sp, l);
+		ck_assert_uint_eq(at_load_relaxed(&l->count_cache), 0);
+	}
+	ck_assert_uint_eq(at_load_relaxed(&lane_stat(sp, l, c->id)[ST_ALLOC_SLOWPATH]), before);
+	/* A live record whose sheaf a peer set: installing over it works. */
+	at_store_relaxed(&lane_live(sp, l, c->id)->sheaf, 7);
+	lane_live_install(sp, l, c->id, 0);
+	ck_assert_uint_eq(at_load_relaxed(&lane_live(sp, l, c->id)->sheaf), 0);
+	at_store_relaxed(&lane_live(sp, l, c->id)->sheaf, SHEAF_ID_NONE);
+	client_lane_free(sp, l);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("counts");
@@ -446,5 +487,6 @@ int main(void)
 	ADD_ALONE(s, destroy_by_slabs, 60);
 	ADD_ALONE(s, reconcile_counts, 60);
 	ADD_ALONE(s, bad_watermarks_idle, 120);
+	ADD_ALONE(s, scribbled_lane_words, 60);
 	return run_suite(s);
 }
