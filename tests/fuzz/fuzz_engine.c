@@ -93,7 +93,7 @@ enum kind {
 	K_LANE32,        /* lane a, 32-bit word b of struct shm_lane */
 	K_LANE64,        /* lane a, 64-bit word b */
 	K_LANE_BLOCK,    /* lane a, 64-bit word a >> 4 .. of its counter block */
-	K_HWM,           /* the lanes' high-water mark */
+	K_HWM,           /* a lane's copy of its grant (never trusted) */
 	K_RCU,           /* b: bell, sleeping, req */
 	K_BARN,          /* barn a, word b */
 	K_NODE,          /* node a, b: doorbell, sleeping, cpu */
@@ -175,7 +175,7 @@ static struct queue_ref qref(void)
  */
 static void client_activity(uint32_t id, uint32_t node)
 {
-	struct shm_lane *l = lane_acquire(&pool, id, node);
+	struct shm_lane *l = client_lane_acquire(&pool, id, node);
 
 	if (l == NULL)
 		die("lane_acquire", "no lane");
@@ -347,7 +347,7 @@ static struct field field_of(enum kind k, uint32_t a, uint32_t b)
 				    ((uint32_t)b << 4 | a >> 12) % words, 8 };
 		break;
 	}
-	case K_HWM: f = (struct field){ &pool.lane_hwm->hwm, 4 }; break;
+	case K_HWM: f = (struct field){ &pool.lanes[lane].client, 4 }; break;
 	case K_RCU:
 		switch (b % 3) {
 		case 0: f = (struct field){ &pool.rcu->bell, 4 }; break;
@@ -529,7 +529,10 @@ static int step(enum step s, uint8_t x)
 		uint32_t id = x % rings_used();
 		struct ring_intent *in = &eng.worker_lane[0]->intent;
 
-		ring_rebuild_suspect(&eng, id, in);
+		/* A look now (the rate limit forgotten): its walks and, when
+		 * an earlier look of this input agreed, the rebuild. */
+		ring_rebuild_reset(&eng);
+		(void)ring_rebuild_verify(&eng, in);
 		(void)ring_rebuild_glance(&eng, id, in);
 		break;
 	}
@@ -571,7 +574,7 @@ static int step(enum step s, uint8_t x)
 			struct queue_ref q = qref();
 			uint32_t v[4];
 
-			(void)queue_get(&q, v, 1 + x % 4);
+			(void)queue_get(&q, v, 1 + x % 4, NULL);
 		}
 		break;
 	case ST_ADOPT:
