@@ -7,6 +7,8 @@
 #include <sched.h>
 #include "barn.h"
 #include "bounds.h"
+#include "cache_desc.h"
+#include "slab_geom.h"
 #include "futex.h"
 
 int pool_under_pressure(const struct shm_pool *p, uint32_t node)
@@ -23,6 +25,27 @@ int pool_under_pressure(const struct shm_pool *p, uint32_t node)
 	       (uint64_t)ring_count(&depot) * 4 < (uint64_t)p->sheaf_count;
 }
 
+/* A large cache without a barn_keep of its own keeps what the unused
+ * part of the pool's large_retain covers, in its sheaves, at most
+ * SHEAF_LARGE_BARN_KEEP_MAX of them: freed objects the flush would leave
+ * in retained slabs anyway (barn.h).  Both figures are hints in the
+ * header (clients may write them): clamped. */
+static uint32_t large_barn_keep(const struct shm_pool *p, const struct shm_cache *sc)
+{
+	uint64_t retain = at_load_relaxed(&p->hdr->large_retain);
+	uint64_t kept = at_load_relaxed(&p->hdr->large_retained);
+	uint32_t cap = at_load_relaxed(&sc->sheaf_capacity);
+	uint64_t per, n;
+
+	if (kept >= retain)
+		return 0;
+	if (cap == 0 || cap > SHEAF_CAP_MAX)
+		cap = cache_default_capacity(sc->obj_size);
+	per = (uint64_t)sc->obj_size * cap;
+	n = per > 0 ? (retain - kept) / per : 0;
+	return n > SHEAF_LARGE_BARN_KEEP_MAX ? SHEAF_LARGE_BARN_KEEP_MAX : (uint32_t)n;
+}
+
 uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc, uint32_t node)
 {
 	uint32_t limit = at_load_relaxed(&sc->barn_limit);
@@ -30,6 +53,8 @@ uint32_t barn_flush_limit(const struct shm_pool *p, const struct shm_cache *sc, 
 
 	if (limit == 0)
 		limit = 1;
+	if (keep == 0 && slab_is_large(sc->obj_size))
+		keep = large_barn_keep(p, sc);
 	return keep > limit && !pool_under_pressure(p, node) ? keep : limit;
 }
 

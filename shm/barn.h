@@ -31,6 +31,11 @@
  * refilling one costs a slab round trip through the engine (bitmap writes,
  * then a bitmap scan, and a wake-up between); while memory is plentiful,
  * a large working set's frees are kept in sheaves for its next allocs.
+ * A large cache (objects above 64 KiB) with barn_keep 0 keeps, while the
+ * pool is far from its cap, as many full sheaves as the unused part of the
+ * pool's large_retain budget covers (at most SHEAF_LARGE_BARN_KEEP_MAX):
+ * what its flush would leave in retained slabs anyway, without the round
+ * trip through the engine; under pressure, barn_limit.
  * Read by the engine (what it flushes) and by clients (when to ring for a
  * flush); the depot's count is a hint, so the two may differ for a moment.
  */

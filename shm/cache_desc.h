@@ -39,6 +39,10 @@ struct cache_params {
  * at most SHEAF_LARGE_BARN_BYTES of full sheaves, 2 to 64 of them. */
 #define SHEAF_LARGE_SHEAF_BYTES (4u << 20)
 #define SHEAF_LARGE_BARN_BYTES  (16ull << 20)
+/* While the pool is far from its memory cap, a large barn keeps up to
+ * this many full sheaves more, as the unused large_retain covers
+ * (barn_flush_limit). */
+#define SHEAF_LARGE_BARN_KEEP_MAX 64u
 uint32_t cache_default_capacity(uint32_t obj_size);
 /* The defaults of a large cache's barn limit and min_partial. */
 uint32_t cache_large_barn_limit(uint32_t obj_size, uint32_t capacity);

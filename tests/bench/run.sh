@@ -84,6 +84,24 @@
 #                     messages alone, moving between the two CPUs.
 #                     All wait alike: spin, then sched_yield.  One w7bench
 #                     run per contender and round gives all six W7 cells.
+#   W7 large messages `w7bench --large`, the same two processes and
+#                     contenders one message at a time (sheaf, dpdk_mp,
+#                     iceoryx, socket, slots; no bulk) at 64 KiB, 1 MiB and
+#                     4 MiB, the producer at most 32 MiB of messages ahead
+#                     of the consumer's frees (8 to 512 messages); one run
+#                     per contender and round fills the rows
+#                     w7_<sz>_whole  (every byte written and read) and
+#                     w7_<sz>_pages  (one cache line per 4 KiB page written
+#                                    and read), thousand messages/s, and
+#                     w7_<sz>_pp / w7_<sz>_pp99  ping-pong writing and
+#                                    reading the first line only, p50/p99
+#                                    round trip (us); <sz> is 64k, 1m, 4m;
+#                     w7_64_pp is the same run's first-line ping-pong at
+#                     64 B (the reference of the goal that a large message
+#                     costs the transport no more).  BENCH_ROWS=w7l: all of
+#                     them.  Goals (targets below the table): whole >= 0.9x
+#                     the slot ring; pages at 1 MiB >= 2x iceoryx and >= 50x
+#                     the socket; ping-pong p50 at 1 MiB <= 1.5x that at 64 B.
 # Counts per run: W1 10^8 pairs, W2 2*10^7 operations, W3 10^7 objects;
 # sheaf0 runs a tenth and mutex-pool half of that; figures are per operation
 # or per second, so they compare all the same.
@@ -126,9 +144,10 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w10 w3p w4 w6 attach w7 w9 idle
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w10 w3p w4 w6 attach w7 w7l w9 idle
 #                        w11 (topics: tests/bench/w11/run.sh, its own tables)
-#                        (w4, w6, w7, w8 and w9 stand for their rows, e.g. w4_w1_2);
+#                        (w4, w6, w7, w7l, w8 and w9 stand for their rows, e.g. w4_w1_2,
+#                        w7_1m_pages);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
 #                        mimalloc mutexpool dpdk dpdk_spsc dpdk_bulk sheaf_b32
@@ -354,9 +373,43 @@ for m in "${W9_MODES[@]}"; do
 		ROW_DAEMON[$row]=1 ROW_RATIO[$row]=none ROW_FIELD[$row]=${ROW_METRIC[$row]}
 	done
 done
-DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" "${W9_ROWS[@]}" idle)
+# W7 large messages: one `w7bench --large` run per contender and round
+# fills every row below (64 KiB, 1 MiB, 4 MiB; whole, pages, ping-pong).
+W7L_ROWS=()
+W7L_COLS="sheaf dpdk_mp iceoryx socket slots"
+declare -A W7L_BYTES=([64k]=65536 [1m]=1048576 [4m]=4194304)
+declare -A W7L_LABEL=([64k]="64 KiB" [1m]="1 MiB" [4m]="4 MiB")
+for sz in 64k 1m 4m; do
+	for f in whole pages; do
+		row=w7_${sz}_$f
+		W7L_ROWS+=("$row")
+		ROW_LABEL[$row]="W7 ${W7L_LABEL[$sz]} $f"
+		ROW_FIELD[$row]=ktput_${f}_${W7L_BYTES[$sz]}
+		ROW_METRIC[$row]=kmsgs_per_s ROW_UNIT[$row]=kmsg/s ROW_BETTER[$row]=higher
+	done
+done
+for sz in 64 64k 1m 4m; do
+	for q in 50 99; do
+		row=w7_${sz}_pp$([ $q = 99 ] && echo 99)
+		[ $sz = 64 ] && [ $q = 99 ] && continue
+		W7L_ROWS+=("$row")
+		ROW_LABEL[$row]="W7 ping-pong first line ${W7L_LABEL[$sz]:-64 B} p$q"
+		ROW_FIELD[$row]=p${q}_${W7L_BYTES[$sz]:-64}
+		ROW_METRIC[$row]=rtt_us ROW_UNIT[$row]=us ROW_BETTER[$row]=lower
+	done
+done
+for row in "${W7L_ROWS[@]}"; do
+	ROW_GROUP[$row]=w7l ROW_DAEMON[$row]=1 ROW_ARGS[$row]="" ROW_COUNT[$row]=0
+	ROW_RATIO[$row]=none ROW_COLS[$row]=$W7L_COLS
+done
+# the large run's count is of 64 KiB messages (16x fewer of 1 MiB, 64x
+# fewer of 4 MiB, in each form); ping-pong round trips per size
+declare -A W7L_COUNT=([sheaf]=20000 [dpdk_mp]=20000 [iceoryx]=20000 [socket]=5000
+	[slots]=20000)
+declare -A W7L_PP=([sheaf]=5000 [dpdk_mp]=5000 [iceoryx]=5000 [socket]=300 [slots]=5000)
+DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" "${W7L_ROWS[@]}" "${W9_ROWS[@]}" idle)
 ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${W10_ROWS[@]}" "${DAEMON_ROWS[@]}")
-declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [idle]=1)
+declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [w7l]=5 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
 ALL_CONTENDERS=(sheaf sheaf0 glibc jemalloc tcmalloc mimalloc mutexpool dpdk
@@ -418,6 +471,7 @@ wanted_rows() {
 		w4) printf '%s ' "${W4_ROWS[@]}" ;;
 		w6) printf '%s ' "${W6_ROWS[@]}" ;;
 		w7) printf '%s ' "${W7_ROWS[@]}" ;;
+		w7l) printf '%s ' "${W7L_ROWS[@]}" ;;
 		attach) printf '%s ' "${ATTACH_ROWS[@]}" ;;
 		w8) printf '%s ' "${W8_ROWS[@]}" ;;
 		w10) printf '%s ' "${W10_ROWS[@]}" ;;
@@ -560,11 +614,14 @@ w7_ready() {
 	fi
 	case $name in
 	dpdk_mp|dpdk_mp_b32)
+		# the large run's mempools: about 180 MiB (w7dpdk.c)
+		local need=64
+		[ -n "$(select_names "${ROWS[*]}" "${W7L_ROWS[@]}")" ] && need=160
 		[ -x "$W7DPDK" ] || { note "W7 $name skipped: $W7DPDK not built (pkg-config libdpdk failed)"; return 1; }
 		[ "$(id -u)" = 0 ] || { note "W7 $name skipped: not root (multi-process DPDK needs hugepages and hugetlbfs)"; return 1; }
-		hugepages_raise 64
+		hugepages_raise $need
 		free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
-		[ "${free:-0}" -ge 64 ] || { note "W7 $name skipped: ${free:-0} free 2 MiB hugepages, need 64"; return 1; }
+		[ "${free:-0}" -ge $need ] || { note "W7 $name skipped: ${free:-0} free 2 MiB hugepages, need $need"; return 1; }
 		hugetlbfs_mount || { note "W7 $name skipped: cannot mount hugetlbfs"; return 1; } ;;
 	iceoryx)
 		[ -x "$W7IOX" ] || { note "W7 iceoryx skipped: $W7IOX not built (apt-get install iceoryx libiceoryx-binding-c-dev)"; return 1; }
@@ -613,7 +670,7 @@ row_cols() {
 }
 
 # W7 rows need w7bench: drop them with a note when it is missing.
-if [ ! -x "$W7BENCH" ] && [ -n "$(select_names "${ROWS[*]}" "${W7_ROWS[@]}")" ]; then
+if [ ! -x "$W7BENCH" ] && [ -n "$(select_names "${ROWS[*]}" "${W7_ROWS[@]}" "${W7L_ROWS[@]}")" ]; then
 	note "W7 rows skipped: no $W7BENCH (make bench builds it)"
 	read -r -a ROWS <<<"$(for row in "${ROWS[@]}"; do
 		[[ $row == w7_* ]] || printf '%s ' "$row"; done)"
@@ -676,6 +733,7 @@ ROUDI_PID=""
 start_roudi() {
 	local i
 	[[ " ${CONTENDERS[*]} " == *" iceoryx "* ]] || return 0
+	[ -n "$ROUDI_PID" ] && return 0     # ours, from an earlier W7 group
 	if pgrep -x iox-roudi >/dev/null; then
 		note "iceoryx: an iox-roudi was already running: W7 uses it"
 		return 0
@@ -902,6 +960,17 @@ cell_command() {
 		[ ${#TIMEOUT_CMD[@]} -gt 0 ] && CMD=(timeout "$(( TIMEOUT < 90 ? TIMEOUT : 90 ))" "${CMD[@]}")
 		return
 	fi
+	if [ "${ROW_GROUP[$row]:-}" = w7l ]; then
+		CMD=("$RUN_W7" --peer "${W7_PEER[$name]}" --large
+			--count "${W7L_COUNT[$name]}" --pp "${W7L_PP[$name]}"
+			--socket "$SOCK" --cpus "$W7_CPUS")
+		[ "$name" = dpdk_mp ] && CMD+=(--exec "$RUN_W7DPDK")
+		[ "$name" = iceoryx ] && CMD+=(--exec "$RUN_W7IOX")
+		[ "$(id -u)" = 0 ] && CMD+=(--nice -20)
+		[ "$QUICK" = 1 ] && CMD+=(--quick)
+		[ ${#TIMEOUT_CMD[@]} -gt 0 ] && CMD=(timeout "$(( TIMEOUT < 120 ? TIMEOUT : 120 ))" "${CMD[@]}")
+		return
+	fi
 	count=$(( ROW_COUNT[$row] / ${COUNT_DIV[$name]:-1} ))
 	if [ "${ALLOC[$name]}" = dpdk ]; then
 		# shellcheck disable=SC2206
@@ -998,7 +1067,7 @@ run_group() {
 		measure_w9
 		return
 	fi
-	[ "$group" = w7 ] && start_roudi
+	[ "$group" = w7 ] || [ "$group" = w7l ] && start_roudi
 	runs=$(runs_for_group "$group")
 	for ((round = 1; round <= runs; round++)); do
 		run_round "$group" "$round" "$runs"
@@ -1132,6 +1201,18 @@ for sz in 64 1k; do
 		add_target "w7_${sz}_sheaf${b}_vs_slots$b" "W7 $sz ${TITLE[sheaf$b]:-sheaf} / ${TITLE[slots$b]}" \
 			"$(ratio "${MEDIAN[w7_$sz,sheaf$b]:-}" "${MEDIAN[w7_$sz,slots$b]:-}")"
 	done
+done
+# W7 large messages: the issue's goals
+for sz in 64k 1m 4m; do
+	add_target "w7_${sz}_whole_sheaf_vs_slots" "W7 ${W7L_LABEL[$sz]} whole: sheaf / slot ring (goal >= 0.9)" \
+		"$(ratio "${MEDIAN[w7_${sz}_whole,sheaf]:-}" "${MEDIAN[w7_${sz}_whole,slots]:-}")"
+	for peer in iceoryx socket dpdk_mp; do
+		add_target "w7_${sz}_pages_sheaf_vs_$peer" \
+			"W7 ${W7L_LABEL[$sz]} pages: sheaf / ${TITLE[$peer]:-$peer}$([ $sz = 1m ] && case $peer in iceoryx) echo ' (goal >= 2)';; socket) echo ' (goal >= 50)';; esac)" \
+			"$(ratio "${MEDIAN[w7_${sz}_pages,sheaf]:-}" "${MEDIAN[w7_${sz}_pages,$peer]:-}")"
+	done
+	add_target "w7_${sz}_pp_vs_64_sheaf" "W7 ping-pong p50 ${W7L_LABEL[$sz]} / 64 B, sheaf, first line$([ $sz = 1m ] && echo ' (goal <= 1.5)')" \
+		"$(ratio "${MEDIAN[w7_${sz}_pp,sheaf]:-}" "${MEDIAN[w7_64_pp,sheaf]:-}")"
 done
 add_target w7_pp50_64_dpdk_mp_vs_sheaf "W7 ping-pong 64 B p50: dpdk 2-proc / sheaf (>1: sheaf faster)" \
 	"$(ratio "${MEDIAN[w7_pp50_64,dpdk_mp]:-}" "${MEDIAN[w7_pp50_64,sheaf]:-}")"

@@ -25,6 +25,18 @@
  * writes and sends a reply; the producer takes, reads and frees it), after
  * W7_PP_WARM untimed trips; p50 and p99.
  *
+ * The large run (--large in w7bench; sh->large): messages of 64 KiB,
+ * 1 MiB and 4 MiB (W7L_SIZES), each in two throughput forms, "whole"
+ * (every byte written and read, as above) and "pages" (one cache line of
+ * each 4 KiB page written and read), then ping-pong at 64 B and at the
+ * three sizes writing and reading the first line only (the transport's
+ * own cost, whatever the size).  Its timed counts shrink with the size
+ * (sh->count messages of 64 KiB, 16x fewer of 1 MiB, 64x fewer of 4 MiB),
+ * its rate samples are sixteenths of a run, and the producer stays at most
+ * sh->depth[s] messages (32 MiB, 8 to 512 of them) ahead of the
+ * consumer's frees (sh->freed), whatever the contender's queue depth, so
+ * that every contender holds the same memory in flight.
+ *
  * Waiting (every shared-memory contender alike, and the socket baseline
  * through non-blocking calls): spin W7_SPINS times with the pause
  * instruction, then sched_yield() on each further miss.  Not a futex or
@@ -48,13 +60,22 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define W7_SIZES     2
+#define W7_SIZES     4       /* the most sizes of a run (sh->nsizes) */
 #define W7_CAPACITY  256     /* sheaf caches: as the DPDK peer's POOL_CACHE */
 #define W7_BATCH_MAX 32
 #define W7_SPINS     128
 #define W7_PP_WARM   1000
+#define W7L_PP_WARM  100
 #define W7_CHUNK     1024    /* messages per rate sample */
-static const unsigned w7_size[W7_SIZES] = { 64, 1024 };
+#define W7_LINE      64
+#define W7_PAGE      4096
+#define W7_DEPTH     1024    /* in flight at most, small messages */
+#define W7L_INFLIGHT (32u << 20)  /* bytes in flight at most, large run */
+/* The small run's sizes (index 0, 1); the large run's (index 0: 64 B for
+ * its ping-pong, 1-3: the large messages). */
+static const unsigned w7_small_size[2] = { 64, 1024 };
+static const unsigned w7_large_size[4] = { 64, 64u << 10, 1u << 20, 4u << 20 };
+enum { W7_WHOLE, W7_PAGES, W7_FORMS };
 
 /* The run's shared block: a memfd the driver maps and its exec'd children
  * map through --w7-fd (fork children inherit the mapping). */
@@ -63,11 +84,16 @@ struct w7_shared {
 	_Atomic uint32_t primary_up; /* DPDK: the primary's objects exist */
 	_Atomic int failed;          /* a side gave up: the other stops */
 	_Atomic double t_start;      /* producer's first allocation */
-	uint64_t count, pp_count;
+	_Alignas(64) _Atomic uint64_t freed;  /* large run: the consumer's frees */
+	_Alignas(64) uint64_t count, pp_count;
 	unsigned batch;
-	double tput[W7_SIZES];       /* million messages per second: median
-				      * of the chunks' rates */
-	double tput_wall[W7_SIZES];  /* count / (last free - first alloc) */
+	int large;                   /* the large run (see the top) */
+	unsigned nsizes;
+	unsigned size[W7_SIZES];     /* message bytes */
+	unsigned depth[W7_SIZES];    /* messages in flight at most */
+	double tput[W7_FORMS][W7_SIZES];  /* million messages per second:
+					   * median of the chunks' rates */
+	double tput_wall[W7_FORMS][W7_SIZES];  /* count / (last free - first alloc) */
 	double p50[W7_SIZES], p99[W7_SIZES];  /* round trip, us */
 	uint64_t sink;
 	char err[256];
@@ -136,6 +162,69 @@ static inline uint64_t w7_read_whole(const unsigned char *p, unsigned size)
 	return s;
 }
 
+/* "pages": the first line of each 4 KiB page (of the first @size bytes). */
+static inline void w7_write_pages(unsigned char *p, unsigned size, uint64_t i)
+{
+	for (unsigned k = 0; k < size; k += W7_PAGE)
+		memset(p + k, (int)(i & 0xff), size - k < W7_LINE ? size - k : W7_LINE);
+}
+
+static inline uint64_t w7_read_pages(const unsigned char *p, unsigned size)
+{
+	uint64_t s = 0;
+
+	for (unsigned k = 0; k < size; k += W7_PAGE)
+		s += w7_read_whole(p + k, size - k < W7_LINE ? size - k : W7_LINE);
+	return s;
+}
+
+static inline void w7_write(int form, unsigned char *p, unsigned size, uint64_t i)
+{
+	if (form == W7_PAGES)
+		w7_write_pages(p, size, i);
+	else
+		w7_write_whole(p, size, i);
+}
+
+static inline uint64_t w7_read(int form, const unsigned char *p, unsigned size)
+{
+	return form == W7_PAGES ? w7_read_pages(p, size) : w7_read_whole(p, size);
+}
+
+/* The run's sizes and depths, set by the driver: the small run (64 B,
+ * 1 KiB) or the large one. */
+static inline void w7_set_sizes(struct w7_shared *sh, int large)
+{
+	sh->large = large;
+	sh->nsizes = large ? 4 : 2;
+	for (unsigned s = 0; s < sh->nsizes; s++) {
+		sh->size[s] = large ? w7_large_size[s] : w7_small_size[s];
+		sh->depth[s] = W7_DEPTH;
+		if (large && sh->size[s] > W7L_INFLIGHT / W7_DEPTH) {
+			unsigned d = W7L_INFLIGHT / sh->size[s];
+
+			sh->depth[s] = d < 8 ? 8 : d;
+		}
+	}
+}
+
+/* The largest message of the run. */
+static inline unsigned w7_max_size(const struct w7_shared *sh)
+{
+	return sh->size[sh->nsizes - 1];
+}
+
+/* The large run's timed count at size index @s (see the top). */
+static inline uint64_t w7_count_at(const struct w7_shared *sh, int s)
+{
+	uint64_t n;
+
+	if (!sh->large)
+		return sh->count;
+	n = sh->count * (64u << 10) / sh->size[s];
+	return n < 64 ? 64 : n;
+}
+
 /* Loops until all @n of @m are sent. */
 static inline void w7_send_all(const struct w7_ops *o, struct w7_shared *sh, int s, int dir,
 			       void **m, unsigned n)
@@ -194,7 +283,21 @@ static inline int w7_cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static inline void w7_produce(const struct w7_ops *o, struct w7_shared *sh, int s,
+/* The large run: wait until @n more messages keep the producer within
+ * depth[s] of the consumer's frees (sent: its messages so far in this
+ * phase; the consumer's count restarts at each phase's barrier). */
+static inline void w7_room(struct w7_shared *sh, int s, uint64_t sent, unsigned n)
+{
+	unsigned spins = 0;
+
+	while (sent + n - atomic_load_explicit(&sh->freed, memory_order_acquire) > sh->depth[s]) {
+		if (atomic_load(&sh->failed))
+			exit(1);
+		w7_wait(&spins);
+	}
+}
+
+static inline void w7_produce(const struct w7_ops *o, struct w7_shared *sh, int s, int form,
 			      uint64_t count, int timed)
 {
 	void *m[W7_BATCH_MAX];
@@ -205,19 +308,22 @@ static inline void w7_produce(const struct w7_ops *o, struct w7_shared *sh, int 
 	for (uint64_t i = 0; i < count;) {
 		unsigned n = count - i < b ? (unsigned)(count - i) : b;
 
+		if (sh->large)
+			w7_room(sh, s, i, n);
 		w7_get_all(o, sh, s, m, n);
 		for (unsigned k = 0; k < n; k++)
-			w7_write_whole(m[k], w7_size[s], i + k);
+			w7_write(form, m[k], sh->size[s], i + k);
 		w7_send_all(o, sh, s, 0, m, n);
 		i += n;
 	}
 }
 
-static inline void w7_consume(const struct w7_ops *o, struct w7_shared *sh, int s,
+static inline void w7_consume(const struct w7_ops *o, struct w7_shared *sh, int s, int form,
 			      uint64_t count, int timed)
 {
 	void *m[W7_BATCH_MAX];
-	uint64_t sink = 0, next = W7_CHUNK, last_got = 0, cap = count / W7_CHUNK + 2, nr = 0;
+	uint64_t chunk = sh->large ? (count / 16 > 0 ? count / 16 : 1) : W7_CHUNK;
+	uint64_t sink = 0, next = chunk, last_got = 0, cap = count / chunk + 2, nr = 0;
 	double *rate = timed ? malloc(cap * sizeof(double)) : NULL, last_t = 0;
 
 	if (timed && rate == NULL)
@@ -227,9 +333,11 @@ static inline void w7_consume(const struct w7_ops *o, struct w7_shared *sh, int 
 		unsigned k = w7_recv_some(o, sh, s, 0, m, want);
 
 		for (unsigned j = 0; j < k; j++)
-			sink += w7_read_whole(m[j], w7_size[s]);
+			sink += w7_read(form, m[j], sh->size[s]);
 		o->put(o->ctx, s, m, k);
 		got += k;
+		if (sh->large)
+			atomic_store_explicit(&sh->freed, got, memory_order_release);
 		if (timed && got >= next && nr < cap) {
 			double t = w7_now();
 
@@ -238,21 +346,28 @@ static inline void w7_consume(const struct w7_ops *o, struct w7_shared *sh, int 
 			rate[nr++] = (double)(got - last_got) / (t - last_t) / 1e6;
 			last_t = t;
 			last_got = got;
-			next += W7_CHUNK;
+			next += chunk;
 		}
 	}
 	if (timed) {
-		sh->tput_wall[s] = (double)count / (w7_now() - atomic_load(&sh->t_start)) / 1e6;
+		sh->tput_wall[form][s] = (double)count / (w7_now() - atomic_load(&sh->t_start)) / 1e6;
 		qsort(rate, nr, sizeof(double), w7_cmp_double);
-		sh->tput[s] = nr > 0 ? rate[nr / 2] : sh->tput_wall[s];
+		sh->tput[form][s] = nr > 0 ? rate[nr / 2] : sh->tput_wall[form][s];
 		free(rate);
 	}
 	sh->sink += sink;
 }
 
+/* Ping-pong's message work: the whole message (small run), its first line
+ * (large run). */
+static inline unsigned w7_pp_bytes(const struct w7_shared *sh, int s)
+{
+	return sh->large && sh->size[s] > W7_LINE ? W7_LINE : sh->size[s];
+}
+
 static inline void w7_ping(const struct w7_ops *o, struct w7_shared *sh, int s)
 {
-	uint64_t n = sh->pp_count + W7_PP_WARM;
+	uint64_t warm = sh->large ? W7L_PP_WARM : W7_PP_WARM, n = sh->pp_count + warm;
 	double *lat = malloc(sh->pp_count * sizeof(double));
 
 	if (lat == NULL)
@@ -262,13 +377,13 @@ static inline void w7_ping(const struct w7_ops *o, struct w7_shared *sh, int s)
 		void *m;
 
 		w7_get_all(o, sh, s, &m, 1);
-		w7_write_whole(m, w7_size[s], i);
+		w7_write_whole(m, w7_pp_bytes(sh, s), i);
 		w7_send_all(o, sh, s, 0, &m, 1);
 		w7_recv_some(o, sh, s, 1, &m, 1);
-		sh->sink += w7_read_whole(m, w7_size[s]);
+		sh->sink += w7_read_whole(m, w7_pp_bytes(sh, s));
 		o->put(o->ctx, s, &m, 1);
-		if (i >= W7_PP_WARM)
-			lat[i - W7_PP_WARM] = (w7_now() - t0) * 1e6;
+		if (i >= warm)
+			lat[i - warm] = (w7_now() - t0) * 1e6;
 	}
 	qsort(lat, sh->pp_count, sizeof(double), w7_cmp_double);
 	sh->p50[s] = lat[sh->pp_count / 2];
@@ -278,33 +393,42 @@ static inline void w7_ping(const struct w7_ops *o, struct w7_shared *sh, int s)
 
 static inline void w7_pong(const struct w7_ops *o, struct w7_shared *sh, int s)
 {
-	uint64_t n = sh->pp_count + W7_PP_WARM;
+	uint64_t n = sh->pp_count + (sh->large ? W7L_PP_WARM : W7_PP_WARM);
 
 	for (uint64_t i = 0; i < n; i++) {
 		void *m;
 
 		w7_recv_some(o, sh, s, 0, &m, 1);
-		sh->sink += w7_read_whole(m, w7_size[s]);
+		sh->sink += w7_read_whole(m, w7_pp_bytes(sh, s));
 		o->put(o->ctx, s, &m, 1);
 		w7_get_all(o, sh, s, &m, 1);
-		w7_write_whole(m, w7_size[s], i);
+		w7_write_whole(m, w7_pp_bytes(sh, s), i);
 		w7_send_all(o, sh, s, 1, &m, 1);
 	}
 }
 
-/* The phases (see the top); both sides call their half after setting up. */
+/* The phases (see the top); both sides call their half after setting up.
+ * The large run's throughput phases skip its size index 0 (64 B: there
+ * for ping-pong); each phase ends at a barrier, after which the consumer
+ * resets sh->freed for the next (the producer waits at one more). */
 static inline void w7_producer(const struct w7_ops *o, struct w7_shared *sh)
 {
 	uint32_t k = 1;
 
 	w7_barrier(sh, k++);
-	for (int s = 0; s < W7_SIZES; s++) {
-		w7_produce(o, sh, s, sh->count / 10 + 1, 0);
-		w7_barrier(sh, k++);
-		w7_produce(o, sh, s, sh->count, 1);
-		w7_barrier(sh, k++);
+	for (int s = sh->large ? 1 : 0; s < (int)sh->nsizes; s++) {
+		for (int f = 0; f < (sh->large ? W7_FORMS : 1); f++) {
+			uint64_t n = w7_count_at(sh, s);
+
+			w7_produce(o, sh, s, f, n / 10 + 1, 0);
+			w7_barrier(sh, k++);
+			w7_barrier(sh, k++);
+			w7_produce(o, sh, s, f, n, 1);
+			w7_barrier(sh, k++);
+			w7_barrier(sh, k++);
+		}
 	}
-	for (int s = 0; s < W7_SIZES && sh->batch == 1 && sh->pp_count > 0; s++) {
+	for (int s = 0; s < (int)sh->nsizes && sh->batch == 1 && sh->pp_count > 0; s++) {
 		w7_ping(o, sh, s);
 		w7_barrier(sh, k++);
 	}
@@ -315,13 +439,21 @@ static inline void w7_consumer(const struct w7_ops *o, struct w7_shared *sh)
 	uint32_t k = 1;
 
 	w7_barrier(sh, k++);
-	for (int s = 0; s < W7_SIZES; s++) {
-		w7_consume(o, sh, s, sh->count / 10 + 1, 0);
-		w7_barrier(sh, k++);
-		w7_consume(o, sh, s, sh->count, 1);
-		w7_barrier(sh, k++);
+	for (int s = sh->large ? 1 : 0; s < (int)sh->nsizes; s++) {
+		for (int f = 0; f < (sh->large ? W7_FORMS : 1); f++) {
+			uint64_t n = w7_count_at(sh, s);
+
+			w7_consume(o, sh, s, f, n / 10 + 1, 0);
+			w7_barrier(sh, k++);
+			atomic_store(&sh->freed, 0);
+			w7_barrier(sh, k++);
+			w7_consume(o, sh, s, f, n, 1);
+			w7_barrier(sh, k++);
+			atomic_store(&sh->freed, 0);
+			w7_barrier(sh, k++);
+		}
 	}
-	for (int s = 0; s < W7_SIZES && sh->batch == 1 && sh->pp_count > 0; s++) {
+	for (int s = 0; s < (int)sh->nsizes && sh->batch == 1 && sh->pp_count > 0; s++) {
 		w7_pong(o, sh, s);
 		w7_barrier(sh, k++);
 	}

@@ -48,8 +48,13 @@
  * a loaded machine the scheduler gives the two pinned processes most of
  * their CPUs without starving anyone (not SCHED_FIFO: a real-time spinner
  * waiting on something of normal priority stalls the machine).
+ * --large runs w7.h's large run instead (64 KiB, 1 MiB, 4 MiB messages,
+ * "whole" and "pages", first-line ping-pong; one at a time, no _b32); its
+ * JSON gives ktput_<form>_<bytes> (thousand messages/s), gbps_<form>_<bytes>
+ * (the same as GB/s of messages) and p50_<bytes> / p99_<bytes> (us).
  * Usage: w7bench --peer P [--count N] [--pp N] [--socket PATH]
- *        [--cpus A,B] [--exec PATH] [--nice N] [--mpmc] [--quick] [--json]
+ *        [--cpus A,B] [--exec PATH] [--nice N] [--mpmc] [--large] [--quick]
+ *        [--json]
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -99,13 +104,13 @@ static void pin(int c)
 
 struct sheaf_ctx {
 	sheaf_pool_t *pool;
-	sheaf_cache_t *c[W7_SIZES];
+	sheaf_cache_t *c[W7_SIZES];   /* one per size of the run */
 	sheaf_queue_t *q[2];
 };
 
 static void cache_name(char *buf, size_t len, int s)
 {
-	snprintf(buf, len, "w7.%u", w7_size[s]);
+	snprintf(buf, len, "w7.%u", sh->size[s]);
 }
 
 static unsigned sheaf_get(void *ctx, int s, void **m, unsigned n)
@@ -176,7 +181,7 @@ static int sheaf_side(int producer)
 		fprintf(stderr, "w7bench: %s\n", err);
 		w7_fail(sh, "connect");
 	}
-	for (int s = 0; s < W7_SIZES; s++) {
+	for (int s = 0; s < (int)sh->nsizes; s++) {
 		cache_name(name, sizeof(name), s);
 		if ((x.c[s] = sheaf_cache_open(x.pool, name)) == NULL)
 			w7_fail(sh, "sheaf_cache_open");
@@ -195,8 +200,10 @@ static int sheaf_side(int producer)
 }
 
 /* Caches (kept: named by size, reused by later runs; capacity
- * W7_CAPACITY, set again on one an earlier run made) and this run's two
- * queues (destroyed at the end). */
+ * W7_CAPACITY, set again on one an earlier run made, up to 1 KiB; the
+ * large run's caches of 64 KiB and more keep sheaf's own capacity for
+ * their size, a few objects a sheaf) and this run's two queues (destroyed
+ * at the end). */
 static void sheaf_setup(void)
 {
 	const struct sheaf_cache_config cfg = { .capacity = W7_CAPACITY };
@@ -208,13 +215,15 @@ static void sheaf_setup(void)
 		fprintf(stderr, "w7bench: %s\n", err);
 		exit(1);
 	}
-	for (int s = 0; s < W7_SIZES; s++) {
-		cache_name(name, sizeof(name), s);
-		sheaf_cache_t *k = sheaf_cache_create_or_open(p, name, w7_size[s], &cfg, NULL);
+	for (int s = 0; s < (int)sh->nsizes; s++) {
+		int small = sh->size[s] <= 1024;
+		sheaf_cache_t *k;
 
+		cache_name(name, sizeof(name), s);
+		k = sheaf_cache_create_or_open(p, name, sh->size[s], small ? &cfg : NULL, NULL);
 		if (k == NULL)
 			die("sheaf_cache_create_or_open");
-		if (sheaf_cache_set_capacity(k, W7_CAPACITY) != 0)
+		if (small && sheaf_cache_set_capacity(k, W7_CAPACITY) != 0)
 			die("sheaf_cache_set_capacity");
 	}
 	for (int d = 0; d < 2; d++) {
@@ -246,13 +255,14 @@ static void sheaf_teardown(void)
 
 /* ---- slots: the reference -------------------------------------------------- */
 
-#define W7_SLOTS 1024    /* per direction, each as large as the largest message
-			  * (the queues' depth; 512 and 2048 differ little) */
+/* A ring per direction: its two counters, then (at SLOT_DATA) depth[s]
+ * slots of size[s] bytes, packed (the small run: 1024 slots, the queues'
+ * depth; 512 and 2048 differ little). */
+#define SLOT_DATA 4096
 
 struct slot_ring {
 	_Alignas(64) _Atomic uint64_t written;   /* by the writer */
 	_Alignas(64) _Atomic uint64_t released;  /* by the reader */
-	_Alignas(64) unsigned char slot[W7_SLOTS][1024];
 };
 
 /* One side's view: it writes ring @out and reads ring @in (the producer
@@ -263,22 +273,28 @@ struct slot_ctx {
 	uint64_t read, written_seen, released;   /* on @in */
 };
 
-static struct slot_ring *slot_rings;       /* [2], MAP_SHARED before the fork */
+static unsigned char *slot_map;    /* the two rings, MAP_SHARED before the fork */
+static size_t slot_ring_bytes;     /* each */
+
+static struct slot_ring *slot_ring_at(int r)
+{
+	return (struct slot_ring *)(void *)(slot_map + (size_t)r * slot_ring_bytes);
+}
 
 /* Slot @i of @r for messages of size index @s (packed: @i * size). */
 static void *slot_at(struct slot_ring *r, int s, uint64_t i)
 {
-	return r->slot[0] + (i % W7_SLOTS) * w7_size[s];
+	return (unsigned char *)r + SLOT_DATA + (i % sh->depth[s]) * sh->size[s];
 }
 
 static unsigned slot_get(void *ctx, int s, void **m, unsigned n)
 {
 	struct slot_ctx *x = ctx;
-	uint64_t room = W7_SLOTS - (x->next - x->released_seen);
+	uint64_t room = sh->depth[s] - (x->next - x->released_seen);
 
 	if (room < n) {
 		x->released_seen = atomic_load_explicit(&x->out->released, memory_order_acquire);
-		room = W7_SLOTS - (x->next - x->released_seen);
+		room = sh->depth[s] - (x->next - x->released_seen);
 	}
 	if (n > room)
 		n = (unsigned)room;
@@ -332,8 +348,8 @@ static void slot_put(void *ctx, int s, void **m, unsigned n)
 
 static int slots_side(int producer)
 {
-	struct slot_ctx x = { .out = &slot_rings[producer ? 0 : 1],
-			      .in = &slot_rings[producer ? 1 : 0] };
+	struct slot_ctx x = { .out = slot_ring_at(producer ? 0 : 1),
+			      .in = slot_ring_at(producer ? 1 : 0) };
 	struct w7_ops o = { slot_get, slot_send, slot_recv, slot_put, &x };
 
 	if (producer)
@@ -393,7 +409,7 @@ static unsigned sock_send(void *ctx, int s, int dir, void **m, unsigned n)
 
 	(void)dir;
 	(void)n;
-	sock_move(x->fd, m[0], w7_size[s], 1);
+	sock_move(x->fd, m[0], sh->size[s], 1);
 	return 1;
 }
 
@@ -405,12 +421,12 @@ static unsigned sock_recv(void *ctx, int s, int dir, void **m, unsigned n)
 
 	(void)dir;
 	(void)n;
-	k = recv(x->fd, x->buf[1], w7_size[s], MSG_DONTWAIT);
+	k = recv(x->fd, x->buf[1], sh->size[s], MSG_DONTWAIT);
 	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
 	if (k <= 0)
 		w7_fail(sh, k == 0 ? "socket closed" : "socket");
-	sock_move(x->fd, x->buf[1] + k, w7_size[s] - (size_t)k, 0);
+	sock_move(x->fd, x->buf[1] + k, sh->size[s] - (size_t)k, 0);
 	m[0] = x->buf[1];
 	return 1;
 }
@@ -428,8 +444,8 @@ static int socket_side(int producer)
 	struct w7_ops o = { sock_get, sock_send, sock_recv, sock_put, &sx };
 
 	sx.fd = fds[producer ? 0 : 1];
-	sx.buf[0] = malloc(w7_size[W7_SIZES - 1]);
-	sx.buf[1] = malloc(w7_size[W7_SIZES - 1]);
+	sx.buf[0] = malloc(w7_max_size(sh));
+	sx.buf[1] = malloc(w7_max_size(sh));
 	if (sx.buf[0] == NULL || sx.buf[1] == NULL)
 		die("malloc");
 	if (producer)
@@ -577,7 +593,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: w7bench --peer sheaf|sheaf_b32|socket|dpdk|dpdk_b32|iceoryx|slots|slots_b32\n"
 		"       [--count N] [--pp N] [--socket PATH] [--cpus A,B] [--exec PATH]\n"
-		"       [--nice N] [--mpmc] [--quick] [--json]\n");
+		"       [--nice N] [--mpmc] [--large] [--quick] [--json]\n");
 	exit(2);
 }
 
@@ -588,11 +604,11 @@ int main(int argc, char **argv)
 		{ "pp", required_argument, NULL, 'P' }, { "socket", required_argument, NULL, 's' },
 		{ "cpus", required_argument, NULL, 'c' }, { "exec", required_argument, NULL, 'e' },
 		{ "nice", required_argument, NULL, 'N' }, { "quick", no_argument, NULL, 'q' }, { "json", no_argument, NULL, 'j' },
-		{ "mpmc", no_argument, NULL, 'M' },
+		{ "mpmc", no_argument, NULL, 'M' }, { "large", no_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t count = 2000000, pp = 20000;
-	int o, quick = 0, is_sheaf, is_exec, is_slots, ok;
+	int o, quick = 0, large = 0, is_sheaf, is_exec, is_slots, ok;
 	pid_t cons, prod;
 
 	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -609,6 +625,7 @@ int main(int argc, char **argv)
 		case 'N': nice_to = atoi(optarg); break;
 		case 'q': quick = 1; break;
 		case 'M': qflags = 0; break;
+		case 'L': large = 1; break;
 		case 'j': break;         /* the output is always one JSON line */
 		default: usage();
 		}
@@ -632,12 +649,23 @@ int main(int argc, char **argv)
 	sh->count = count;
 	sh->pp_count = pp;
 	sh->batch = strstr(peer, "_b32") != NULL ? 32 : 1;
+	w7_set_sizes(sh, large);
+	if (large && sh->batch != 1) {
+		fprintf(stderr, "w7bench: --large runs one message at a time (no _b32)\n");
+		return 2;
+	}
 	if (is_sheaf) {
 		sheaf_setup();
 	} else if (is_slots) {
-		slot_rings = mmap(NULL, 2 * sizeof(*slot_rings), PROT_READ | PROT_WRITE,
-				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		if (slot_rings == MAP_FAILED)
+		size_t most = 0;
+
+		for (unsigned k = 0; k < sh->nsizes; k++)
+			if ((size_t)sh->depth[k] * sh->size[k] > most)
+				most = (size_t)sh->depth[k] * sh->size[k];
+		slot_ring_bytes = (SLOT_DATA + most + 4095) & ~(size_t)4095;
+		slot_map = mmap(NULL, 2 * slot_ring_bytes, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (slot_map == MAP_FAILED)
 			die("mmap");
 	} else if (!is_exec && socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
 		die("socketpair");
@@ -665,13 +693,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, "w7bench: %s: a side failed%s%s\n", peer, sh->err[0] ? ": " : "", sh->err);
 		return 1;
 	}
-	printf("{\"peer\":\"%s\",\"batch\":%u,\"count\":%llu,\"pp_count\":%llu,"
-	       "\"tput_64\":%.3f,\"tput_1024\":%.3f,\"tput_wall_64\":%.3f,\"tput_wall_1024\":%.3f",
-	       peer, sh->batch, (unsigned long long)count, (unsigned long long)pp, sh->tput[0],
-	       sh->tput[1], sh->tput_wall[0], sh->tput_wall[1]);
-	if (sh->batch == 1 && pp > 0)
-		printf(",\"p50_64\":%.3f,\"p99_64\":%.3f,\"p50_1024\":%.3f,\"p99_1024\":%.3f",
-		       sh->p50[0], sh->p99[0], sh->p50[1], sh->p99[1]);
+	printf("{\"peer\":\"%s\",\"batch\":%u,\"count\":%llu,\"pp_count\":%llu",
+	       peer, sh->batch, (unsigned long long)count, (unsigned long long)pp);
+	if (!large)
+		printf(",\"tput_64\":%.3f,\"tput_1024\":%.3f,\"tput_wall_64\":%.3f,"
+		       "\"tput_wall_1024\":%.3f", sh->tput[W7_WHOLE][0], sh->tput[W7_WHOLE][1],
+		       sh->tput_wall[W7_WHOLE][0], sh->tput_wall[W7_WHOLE][1]);
+	/* the large run: thousand messages per second, and GB/s of messages */
+	for (unsigned k = 1; large && k < sh->nsizes; k++)
+		for (int f = 0; f < W7_FORMS; f++)
+			printf(",\"ktput_%s_%u\":%.3f,\"ktput_wall_%s_%u\":%.3f,\"gbps_%s_%u\":%.3f",
+			       f == W7_WHOLE ? "whole" : "pages", sh->size[k], sh->tput[f][k] * 1e3,
+			       f == W7_WHOLE ? "whole" : "pages", sh->size[k],
+			       sh->tput_wall[f][k] * 1e3, f == W7_WHOLE ? "whole" : "pages",
+			       sh->size[k], sh->tput[f][k] * sh->size[k] / 1e3);
+	for (unsigned k = 0; sh->batch == 1 && pp > 0 && k < sh->nsizes; k++)
+		printf(",\"p50_%u\":%.3f,\"p99_%u\":%.3f", sh->size[k], sh->p50[k], sh->size[k],
+		       sh->p99[k]);
 	if (is_sheaf)
 		printf(",\"queue_flags\":%u", qflags);
 	printf("}\n");

@@ -12,6 +12,11 @@
  *   secondary (--proc-type=secondary, same --file-prefix, -l <consumer
  *             CPU>, --role consumer) looks them up and consumes:
  *             rte_ring_dequeue, read whole, rte_mempool_put.
+ * The large run (w7.h; w7bench --large): per message size a mempool of
+ * depth + 3 caches of objects (the producer stays within depth of the
+ * consumer, each lcore cache holds up to 1.5 caches), a cache of a quarter
+ * of the depth (at most 256), and RTE_MEMPOOL_F_NO_IOVA_CONTIG too (an
+ * object may span hugepages: nothing here does DMA).
  * The batch (1, or 32 for dpdk_b32: rte_mempool_get_bulk /
  * rte_ring_enqueue_burst / rte_ring_dequeue_burst / rte_mempool_put_bulk)
  * comes from the shared block.  Options after the EAL's "--": --role
@@ -119,12 +124,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "w7dpdk: needs --role and --w7-fd (run by w7bench)\n");
 		return 2;
 	}
-	for (int s = 0; s < W7_SIZES; s++) {
-		snprintf(name, sizeof(name), "w7_%u", w7_size[s]);
-		x.mp[s] = producer ? rte_mempool_create(name, POOL_OBJECTS, w7_size[s], POOL_CACHE, 0,
+	for (int s = 0; s < (int)sh->nsizes; s++) {
+		unsigned objs = POOL_OBJECTS, cache = POOL_CACHE;
+		unsigned flags = RTE_MEMPOOL_F_NO_SPREAD | RTE_MEMPOOL_F_NO_CACHE_ALIGN;
+
+		if (sh->large) {
+			cache = sh->depth[s] / 4 < POOL_CACHE ? sh->depth[s] / 4 : POOL_CACHE;
+			objs = sh->depth[s] + 3 * cache + 1;
+			flags |= RTE_MEMPOOL_F_NO_IOVA_CONTIG;
+		}
+		snprintf(name, sizeof(name), "w7_%u", sh->size[s]);
+		x.mp[s] = producer ? rte_mempool_create(name, objs, sh->size[s], cache, 0,
 							NULL, NULL, NULL, NULL, SOCKET_ID_ANY,
-							RTE_MEMPOOL_F_NO_SPREAD |
-							RTE_MEMPOOL_F_NO_CACHE_ALIGN)
+							flags)
 				   : rte_mempool_lookup(name);
 		if (x.mp[s] == NULL)
 			fail(producer ? "rte_mempool_create" : "rte_mempool_lookup");

@@ -9,7 +9,8 @@
  * Publishers wait for a full subscriber (ConsumerTooSlowPolicy
  * WAIT_FOR_CONSUMER), subscribers ask for that (QueueFullPolicy
  * BLOCK_PRODUCER, queue of 256 chunks: iceoryx's maximum), so nothing is
- * dropped.  A message: iox_pub_loan_chunk, write it whole,
+ * dropped (the large run's producer keeps within w7.h's depth, which
+ * bounds the chunks in flight below the queue's).  A message: iox_pub_loan_chunk, write it whole,
  * iox_pub_publish_chunk; iox_sub_take_chunk, read it whole,
  * iox_sub_release_chunk.  iceoryx has no bulk calls: batch 1 only.
  * Options: --role producer|consumer, --w7-fd N (the shared block), --tag T
@@ -40,7 +41,7 @@ static unsigned x_get(void *ctx, int s, void **m, unsigned n)
 	struct iox_ctx *x = ctx;
 
 	(void)n;
-	return iox_pub_loan_chunk(x->pub, m, w7_size[s]) == AllocationResult_SUCCESS;
+	return iox_pub_loan_chunk(x->pub, m, sh->size[s]) == AllocationResult_SUCCESS;
 }
 
 static unsigned x_send(void *ctx, int s, int dir, void **m, unsigned n)
