@@ -87,21 +87,32 @@ void owner_on_topic_publish(struct sheaf_pool *pool, void *obj)
 		at_cas_release(t, &me, (otag_t)OWNER_TAG_QUEUED);
 }
 
-void owner_on_topic_last(struct sheaf_pool *pool, void *obj, int take)
+int owner_on_topic_last(struct sheaf_pool *pool, void *obj, int take)
 {
 	_Atomic otag_t *t = tag_of_obj(pool, obj);
 	otag_t me = owner_tag_client(pool->client);
+	otag_t cur;
 
 	if (t == NULL)
-		return;
-	if (take) {
-		/* From what it says (QUEUED, a publisher's id), never over a
-		 * repair's claim or a free object's 0. */
-		otag_t cur = at_load_acquire(t);
-
-		if (cur != OWNER_TAG_REPAIR && cur != OWNER_TAG_KEPT && cur != OWNER_TAG_NONE)
-			(void)at_cas_acqrel(t, &cur, me);
-	} else {
+		return 1;
+	if (take == 0) {
 		at_cas_release(t, &me, (otag_t)OWNER_TAG_QUEUED);
+		return 1;
 	}
+	/* From what it says, never over a repair's claim or a free object's
+	 * 0; from another client's id only when told (@take 2): that client
+	 * may be the one whose CAS clears the last reference, and the tag
+	 * must name whoever does, or its death between that CAS and its
+	 * free leaves the object QUEUED with no reference, for good. */
+	cur = at_load_acquire(t);
+	for (int i = 0; i < 64; i++) {
+		if (cur == me || cur == OWNER_TAG_REPAIR || cur == OWNER_TAG_KEPT ||
+		    cur == OWNER_TAG_NONE)
+			return 1;
+		if (cur != OWNER_TAG_QUEUED && take == 1)
+			return 0;
+		if (at_cas_acqrel(t, &cur, me))
+			return 1;
+	}
+	return 1;               /* a tag flipping for ever (hostile) */
 }

@@ -42,9 +42,14 @@ void owner_on_dequeue(struct sheaf_pool *pool, void *obj);
  * wins), so the publisher's death leaves it (sheafd retags one whose
  * publisher died before this).  Around a release that may clear the last
  * reference: @take 1 makes it this process's (a death before the free
- * then frees it), @take 0 gives it back to QUEUED (a CAS from ours).
+ * then frees it) and returns 1, or returns 0 without a change while
+ * another client's id is there (that client is between its own take and
+ * CAS: the caller looks at the word again); @take 2 takes it from
+ * another client too (one that held it too long: dead, or hostile);
+ * @take 0 gives it back to QUEUED (a CAS from ours).  A tag that says
+ * REPAIR, KEPT or 0 is never taken (1: the caller goes on without it).
  */
 void owner_on_topic_publish(struct sheaf_pool *pool, void *obj);
-void owner_on_topic_last(struct sheaf_pool *pool, void *obj, int take);
+int owner_on_topic_last(struct sheaf_pool *pool, void *obj, int take);
 
 #endif

@@ -182,14 +182,15 @@ static void free_value(sheaf_topic_t *t, uint32_t v)
 }
 
 /* topic_clear's hook: the owned caches' tag around a last release. */
-static void last_hook(void *arg, uint32_t v, int take)
+static int last_hook(void *arg, uint32_t v, int take)
 {
 	sheaf_topic_t *t = arg;
 	const struct shm_pool *p = t->ref.p;
 	uint64_t rel = queue_rel_at(v);
 
 	if (v != 0 && queue_rel_ok(p->data_len, rel))
-		owner_on_topic_last(t->pool, p->base + p->data_off + rel, take);
+		return owner_on_topic_last(t->pool, p->base + p->data_off + rel, take);
+	return 1;
 }
 
 /*

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include "bounds.h"
@@ -101,6 +102,7 @@ int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, unsigned
 	/* [TA1] acquire: pairs with [TR1]; the value is this lap's. */
 	uint64_t w = at_load_acquire(&r->word);
 	int took = 0;
+	int64_t busy_until = 0;
 
 	*cleared = 0;
 	for (uint32_t i = 0; i < 65536u; i++) {
@@ -119,10 +121,27 @@ int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, unsigned
 		last = (w & TW_REFS) != 0 && (nw & TW_REFS) == 0;
 		val = at_load_relaxed(&r->value);
 		if (hook != NULL && last && !took) {
-			hook(arg, val, 1);
+			/* Whoever clears the last reference holds the tag: while
+			 * another process does (between its take and its CAS),
+			 * wait for its CAS or its give-back, then look again
+			 * (not counted in the loop's bound). */
+			int64_t now = busy_until != 0 ? clock_ns() : 0;
+
+			if (busy_until == 0 || now < busy_until) {
+				if (!hook(arg, val, 1)) {
+					if (busy_until == 0)
+						busy_until = clock_ns() + TOPIC_TAKE_WAIT_NS;
+					i--;
+					sched_yield();
+					w = at_load_acquire(&r->word);
+					continue;
+				}
+			} else {
+				(void)hook(arg, val, 2);
+			}
 			took = 1;
 		} else if (hook != NULL && !last && took) {
-			hook(arg, val, 0);
+			(void)hook(arg, val, 0);
 			took = 0;
 		}
 		/* [TR2] seq_cst: pairs with [TA2] of the next claim. */
@@ -136,7 +155,7 @@ int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, unsigned
 		}
 	}
 	if (took)
-		hook(arg, val, 0);
+		(void)hook(arg, val, 0);
 	return 0;
 }
 

@@ -164,11 +164,16 @@ uint64_t topic_publish_at(const struct topic_ref *t, uint64_t pos, uint32_t v,
  * caller frees it.  *@cleared gets the bits cleared.  @hook (may be NULL)
  * is called with (value, 1) before a CAS that would clear the last
  * reference, and with (value, 0) when such a CAS then failed and the next
- * try would not: the owned caches' tag hand-over (client/topic.c).
+ * try would not: the owned caches' tag hand-over (client/topic.c).  A
+ * hook that returns 0 to (value, 1) (another process is between its own
+ * take and CAS) makes the CAS wait: the word is read again after a
+ * yield, and after TOPIC_TAKE_WAIT_NS the hook is called with (value, 2),
+ * which takes the tag whoever has it.
  */
 #define TOPIC_CLEAR_STALE   0x1u
 #define TOPIC_CLEAR_DROP    0x2u
-typedef void (*topic_last_hook)(void *arg, uint32_t v, int take);
+#define TOPIC_TAKE_WAIT_NS  (100ll * 1000 * 1000)
+typedef int (*topic_last_hook)(void *arg, uint32_t v, int take);
 int topic_clear(const struct topic_ref *t, uint64_t pos, uint64_t bits, unsigned flags,
 		uint32_t *v, uint64_t *cleared, topic_last_hook hook, void *arg);
 

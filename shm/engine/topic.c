@@ -119,8 +119,12 @@ static int claim_tag(const struct shm_pool *p, const struct shm_cache *sc, uint6
 }
 
 /* Whether a record of a live topic references value @v, or a publish in
- * flight is storing it (a CLAIMED record holding it: its publisher tags
- * the object QUEUED after storing the value, before publishing). */
+ * flight is storing it: a CLAIMED record whose claim names @v's low bits
+ * (its publisher stores the value, then tags the object QUEUED, then
+ * publishes).  A claimed record's value field is not looked at: until
+ * its publisher stores the new value it still holds the last lap's,
+ * most often the very object whose last reference sheafd just cleared
+ * (the sweep wakes the blocked publishers, which claim that record). */
 static int referenced(const struct shm_pool *p, uint32_t v)
 {
 	for (uint32_t i = 0; i < SHEAF_MAX_TOPICS; i++) {
@@ -133,9 +137,13 @@ static int referenced(const struct shm_pool *p, uint32_t v)
 		for (uint32_t r = 0; r < t.size; r++) {
 			uint64_t w = at_load_acquire(&t.recs[r].word);
 
-			if (((w & TW_CLAIMED) != 0 || (w & TW_REFS) != 0) &&
-			    at_load_relaxed(&t.recs[r].value) == v)
+			if ((w & TW_CLAIMED) != 0) {
+				if (((w >> TW_CLAIM_V_SHIFT) & TW_CLAIM_V_MASK) ==
+				    (v & TW_CLAIM_V_MASK))
+					return 1;
+			} else if ((w & TW_REFS) != 0 && at_load_relaxed(&t.recs[r].value) == v) {
 				return 1;
+			}
 		}
 	}
 	return 0;

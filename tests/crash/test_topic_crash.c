@@ -213,6 +213,7 @@ static void dump_in_use(sheaf_pool_t *pool, sheaf_cache_t *c)
 				       (unsigned long long)m->id, m->check == ~m->id);
 			}
 	}
+	fflush(stdout);         /* the failing REQUIRE ends the process next */
 }
 
 static void kills_run(unsigned kills_want)
