@@ -252,7 +252,19 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 
 		work = stock_refill(e, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
 				    cap, waiters, in, &starved);
-		cnt += work;            /* at most high (or 1): nothing to flush */
+		/* Puts the ring took without counting them (positions a peer
+		 * set within the glance's slack: head past tail) are no work
+		 * that keeps the worker passing, or it refills the ring pass
+		 * after pass, spinning, until the next look rebuilds it.
+		 * Clients taking sheaves meanwhile make this a false alarm
+		 * at worst: a sooner look, and a sleep until the doorbell. */
+		if (work != 0 && ring_count(&full) < cnt + work && ring_count(&full) <= cnt) {
+			ring_rebuild_symptom(e);
+			cnt += work;
+			work = 0;
+		} else {
+			cnt += work;    /* at most high (or 1): nothing to flush */
+		}
 	}
 	for (uint32_t k = 0; cnt > limit && k < STOCK_PASS_MAX; k++) {
 		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
