@@ -368,6 +368,9 @@ int engine_cache_destroy(struct engine *e, uint32_t cache, char *err, size_t err
 	 * then fail with ESTALE; no refill starts). */
 	at_store_release(&sc->state, CACHE_FREE);
 	do_cache_release(p, cache, in);
+	/* No worker runs: the next cache of this id starts with no serve
+	 * pending (worker.c, waiters_real). */
+	memset(engine_barn_served(e, cache, 0), 0, SHEAF_MAX_NODES * sizeof(*e->served));
 	/* Names of its objects go with it (names.h: only names of objects
 	 * freed with their name left can be here). */
 	names_drop_cache(p, cache);

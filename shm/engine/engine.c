@@ -28,10 +28,11 @@ int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen)
 	e->pool = p;
 	pthread_mutex_init(&e->ctl_lock, NULL);
 	e->ids = calloc(p->sheaf_count, sizeof(uint32_t));
+	e->served = calloc((size_t)SHEAF_MAX_CACHES * SHEAF_MAX_NODES, sizeof(*e->served));
 	e->ctl_lane = client_lane_acquire(p, OWNER_ENGINE, 0);
 	for (uint32_t n = 0; n < p->nodes && e->ctl_lane; n++)
 		e->worker_lane[n] = client_lane_acquire(p, OWNER_ENGINE, n);
-	if (e->ids == NULL || e->ctl_lane == NULL || ring_rebuild_init(e) != 0 ||
+	if (e->ids == NULL || e->served == NULL || e->ctl_lane == NULL || ring_rebuild_init(e) != 0 ||
 	    e->worker_lane[p->nodes - 1] == NULL || grace_init(e) != 0) {
 		engine_fini(e);
 		snprintf(err, errlen, "engine: out of memory or lanes");
@@ -53,6 +54,8 @@ void engine_fini(struct engine *e)
 	e->ctl_lane = NULL;
 	free(e->ids);
 	e->ids = NULL;
+	free(e->served);
+	e->served = NULL;
 	ring_rebuild_fini(e);
 	pthread_mutex_destroy(&e->ctl_lock);
 }

@@ -68,6 +68,10 @@ struct engine {
 	 * subscribers that left or died, and at destroys. */
 	uint64_t topic_freed;
 	struct ring_rebuild_state *rebuild; /* spoiled-ring rebuilds (ring_rebuild.h) */
+	/* Per barn (cache * SHEAF_MAX_NODES + node), its node's worker
+	 * alone: what the barn looked like after a pass served its waiters
+	 * (engine/worker.c, waiters_real). */
+	struct barn_served *served;
 };
 
 int engine_init(struct engine *e, struct shm_pool *p, char *err, size_t errlen);

@@ -14,6 +14,22 @@
 #include "shm/engine/engine.h"
 #include "shm/engine/ring_rebuild.h"
 
+/*
+ * A barn as its node's worker left it after a pass that served its
+ * waiters (engine/worker.c, waiters_real): the raw waiter count and the
+ * four ring positions then.  armed is 0 when no serve is pending.
+ */
+struct barn_served {
+	uint32_t armed, waiters;
+	uint32_t full_head, full_tail, empty_head, empty_tail;
+};
+
+static inline struct barn_served *engine_barn_served(struct engine *e, uint32_t c,
+						     uint32_t n)
+{
+	return &e->served[(size_t)c * SHEAF_MAX_NODES + n];
+}
+
 /* Add @v to the engine counter @st of cache-node (@c, @n).  Relaxed: the
  * counters are statistics, read by sums that order nothing. */
 static inline void engine_stat_add(struct shm_pool *p, uint32_t c, uint32_t n,

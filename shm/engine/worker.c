@@ -190,6 +190,51 @@ static struct watermarks barn_watermarks(const struct shm_cache *sc)
 	return w;
 }
 
+/*
+ * The waiters of barn (@c, @n) this pass serves: @raw (clients write it,
+ * bounded) unless the last pass served them and nothing happened since:
+ * the waiter count and the rings' four positions as that pass left them.
+ * A waiter woken by a serve takes a sheaf, or gives up and leaves; one
+ * that does neither is a count a killed waiter or a peer left behind.
+ * Serving it again, pass after pass, kept the worker busy for good: the
+ * refill for a phantom waiter on an empty barn is work, so is the flush
+ * for one on another barn the next pass, and two barns out of phase
+ * alternate for ever (test_hostile's idle sheafd at 40-100 ms of CPU in
+ * 100 ms).  Such waiters count 0 until the barn moves: the watermarks
+ * alone then decide, and they converge.  A waiter that comes later
+ * changes the count and is served.
+ */
+static uint32_t waiters_real(struct engine *e, uint32_t c, uint32_t n, uint32_t raw,
+			     const struct ring_ref *full, const struct ring_ref *empty)
+{
+	const struct barn_served *bs = engine_barn_served(e, c, n);
+
+	if (raw == 0 || !bs->armed || bs->waiters != raw ||
+	    bs->full_head != at_load_relaxed(&full->r->head) ||
+	    bs->full_tail != at_load_relaxed(&full->r->tail) ||
+	    bs->empty_head != at_load_relaxed(&empty->r->head) ||
+	    bs->empty_tail != at_load_relaxed(&empty->r->tail))
+		return raw;
+	return 0;
+}
+
+/* After the pass over barn (@c, @n): note the barn as it is now when the
+ * pass served its waiters (or ignored them as phantoms), else forget. */
+static void waiters_note(struct engine *e, uint32_t c, uint32_t n, uint32_t raw, int served,
+			 const struct ring_ref *full, const struct ring_ref *empty)
+{
+	struct barn_served *bs = engine_barn_served(e, c, n);
+
+	bs->armed = raw != 0 && served;
+	if (!bs->armed)
+		return;
+	bs->waiters = raw;
+	bs->full_head = at_load_relaxed(&full->r->head);
+	bs->full_tail = at_load_relaxed(&full->r->tail);
+	bs->empty_head = at_load_relaxed(&empty->r->head);
+	bs->empty_tail = at_load_relaxed(&empty->r->tail);
+}
+
 /* One pass over barn (@c, @n) by the stocking rule above; returns the
  * sheaves refilled or flushed over the limit (at most 2 * STOCK_PASS_MAX;
  * flushes for waiters alone are not counted, see below). */
@@ -208,7 +253,8 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	 * bump, which the acquire load of the doorbell in worker_main saw
 	 * before this pass: a waiter that rang is counted here.  Clients
 	 * write it: bounded (one waiter per lane at most). */
-	uint32_t waiters = ut_barn_waiters(b);
+	uint32_t raw = ut_barn_waiters(b);
+	uint32_t waiters = waiters_real(e, c, n, raw, &full, &empty);
 	uint32_t cap = at_load_relaxed(&sc->sheaf_capacity);
 	/* Beyond barn_limit while memory is plentiful (barn_flush_limit):
 	 * never below it, so a refill (at most high) is never flushed. */
@@ -275,6 +321,8 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 		flushed++;
 	}
 	work += flushed < regular ? flushed : regular;
+	/* Served, or found to be phantoms (waiters 0 with raw not). */
+	waiters_note(e, c, n, raw, waiters == 0 || work != 0 || flushed != 0, &full, &empty);
 	if (waiters || starved || work || flushed)
 		barn_publish(p, c, n, starved);
 	if (waiters && work)

@@ -277,6 +277,85 @@ START_TEST(stale_waiters_idle)
 END_TEST
 
 /*
+ * Stale waiter counts (32, more than either barn's sheaves) on two barns
+ * out of phase, no empty sheaf left: one barn full (a free "waits for an
+ * empty sheaf": flushed), the other empty with empty sheaves (an alloc
+ * "waits": refilled).  Each pass refilled one and flushed the other, the
+ * next pass the reverse: a refill in every pass, so the worker never slept
+ * (test_hostile's idle sheafd at 40-100 ms of CPU in 100 ms; here 199 ms in
+ * 200).  A waiter served that takes nothing is served once (worker.c,
+ * waiters_real).  The sheaves moved here are taken as the engine (the
+ * owner table says so): the rings' look finds nothing amiss.
+ */
+static uint32_t take_all(struct shm_pool *sp, struct ring_ref *rr, uint32_t *held,
+			 uint32_t n, uint32_t max, struct ring_intent *in)
+{
+	uint32_t s;
+
+	while (n < max && (s = ring_get(rr, sp->owners, OWNER_ENGINE, in)) != SHEAF_ID_NONE)
+		held[n++] = s;
+	return n;
+}
+
+START_TEST(stale_waiters_out_of_phase_idle)
+{
+	sheaf_pool_t *p = pool_small(1);
+	sheaf_cache_t *a = mkcache(p, "stale-a", 64, 16, 0);
+	sheaf_cache_t *z = mkcache(p, "stale-z", 64, 16, 0);
+	struct shm_pool *sp = &p->shm;
+	struct ring_ref afull = pool_full_ref(sp, a->id, 0);
+	struct ring_ref aempty = pool_empty_ref(sp, a->id, 0);
+	struct ring_ref zfull = pool_full_ref(sp, z->id, 0);
+	struct ring_ref zempty = pool_empty_ref(sp, z->id, 0);
+	struct ring_ref depot = pool_depot_ref(sp);
+	struct ring_intent in = { 0 };
+	uint32_t max = sp->sheaf_count, *held = calloc(max, sizeof(*held));
+	uint32_t nfull, n;
+	int64_t t0, cpu0, used;
+
+	ck_assert_ptr_nonnull(held);
+	churn_checked(a, 400);
+	churn_checked(z, 400);
+	for (t0 = now_ms(); (ring_count(&afull) == 0 || ring_count(&zfull) == 0) &&
+	     now_ms() - t0 < 2000;)
+		sleep_ms(1);
+	ck_assert_uint_gt(ring_count(&afull), 0);
+	/* z's full sheaves held here (put back at the end), 8 empty ones
+	 * given to z's barn, every other empty one held. */
+	nfull = take_all(sp, &zfull, held, 0, max, &in);
+	for (int k = 0; k < 8; k++) {
+		uint32_t s = ring_get(&depot, sp->owners, OWNER_ENGINE, &in);
+
+		ck_assert_uint_ne(s, SHEAF_ID_NONE);
+		ck_assert_int_eq(ring_put(&zempty, sp->owners, s, OWNER_ENGINE, &in), 0);
+	}
+	n = take_all(sp, &aempty, held, nfull, max, &in);
+	n = take_all(sp, &depot, held, n, max, &in);
+	printf("stale_waiters_out_of_phase_idle: a full %u empty %u, z full %u empty %u, "
+	       "depot %u\n", ring_count(&afull), ring_count(&aempty), ring_count(&zfull),
+	       ring_count(&zempty), ring_count(&depot));
+	at_store_relaxed(&pool_barn(sp, a->id, 0)->waiters, 32);
+	at_store_relaxed(&pool_barn(sp, z->id, 0)->waiters, 32);
+	node_ring_doorbell(sp, 0);
+	sleep_ms(50);
+	cpu0 = self_cpu_ms();
+	sleep_ms(200);
+	used = self_cpu_ms() - cpu0;
+	at_store_relaxed(&pool_barn(sp, a->id, 0)->waiters, 0);
+	at_store_relaxed(&pool_barn(sp, z->id, 0)->waiters, 0);
+	ck_assert_msg(used * 5 < 200, "the idle engine used %lld ms of CPU in 200 ms",
+		      (long long)used);
+	for (uint32_t k = 0; k < n; k++)
+		ck_assert_int_eq(ring_put(k < nfull ? &zfull : &depot, sp->owners, held[k],
+					  OWNER_ENGINE, &in), 0);
+	free(held);
+	churn_checked(a, 400);
+	churn_checked(z, 400);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
+/*
  * A barn ring spoiled again (impossible positions) right after a rebuild,
  * within the rebuild's rate limit: a worker that refilled into it would do
  * so pass after pass (each put "succeeding", its count staying 0) until
@@ -823,6 +902,7 @@ int main(void)
 	tcase_add_test(tc, scribbled_pop_owned_and_all_bad);
 	tcase_add_test(tc, lane_seq_odd_stats_prompt);
 	tcase_add_test(tc, stale_waiters_idle);
+	tcase_add_test(tc, stale_waiters_out_of_phase_idle);
 	tcase_add_test(tc, respoiled_ring_idle);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(client, 60);
