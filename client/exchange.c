@@ -12,7 +12,8 @@
  *   alloc: main empty -> swap with spare if it holds objects -> else put the
  *          empty main in the barn's empty ring (or keep it as spare), take a
  *          full sheaf from the barn -> else ring the doorbell and wait for
- *          the engine's verdict -> starved: try other nodes' barns ->
+ *          the engine's verdict -> starved: try other nodes' barns (not
+ *          under numa_policy=bind) ->
  *          ENOMEM when the verdict is the memory cap (BARN_STARVED_MEM);
  *          no sheaf reachable (BARN_STARVED_SHEAF: a ring being rebuilt)
  *          is waited out until wait_ms: EAGAIN.
@@ -96,8 +97,9 @@ struct shm_sheaf *exchange_get_full(struct tcache *t, uint32_t node)
 		stat_inc(t, ST_BARN_GET_FAIL);
 		st = at_load_acquire(&pool_barn(p, c, node)->starved);
 		if (st != 0) {
-			/* Take what other nodes' barns hold, never waiting. */
-			for (uint32_t k = 1; k < p->nodes; k++) {
+			/* Take what other nodes' barns hold, never waiting;
+			 * a bound pool's node only its own (pool_bound). */
+			for (uint32_t k = 1; k < p->nodes && !pool_bound(p); k++) {
 				uint32_t m = (node + k) % p->nodes;
 				s = take_full(t, m);
 				if (s != NULL) {

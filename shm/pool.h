@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include "debug.h"
 #include "layout.h"
+#include "numa.h"
 
 /* An owner tag (shm/owner.h): 0, a client id + 1, or a special value. */
 typedef uint16_t otag_t;
@@ -190,6 +191,13 @@ void pool_cache_slot_init(struct shm_pool *p, uint32_t cache);
 static inline uint32_t pool_hwm_clamp(uint32_t v, uint32_t max)
 {
 	return v < max ? v : max;
+}
+/* Whether each node's objects come from its own memory only
+ * (numa_policy=bind on real nodes): no refill and no exchange crosses
+ * nodes, and a node at its cap gives ENOMEM (docs/design.md, "Bind caps"). */
+static inline int pool_bound(const struct shm_pool *p)
+{
+	return !p->hdr->simulated && p->hdr->numa_policy == NUMA_POL_BIND;
 }
 /* Client slots [0, n) have been used; the rest are zero. */
 static inline uint32_t pool_clients_used(const struct shm_pool *p)

@@ -375,7 +375,7 @@ static uint32_t reclaim_empty(struct shm_pool *p, uint32_t cache, uint32_t node)
 }
 
 static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
-				   uint32_t node, uint64_t *out, uint32_t n, int fresh)
+				   uint32_t node, uint64_t *out, uint32_t n)
 {
 	struct shm_cache *c = &p->caches[cache];
 	struct shm_cache_node *cn = pool_cnode(p, cache, node);
@@ -386,8 +386,6 @@ static uint32_t do_slab_alloc_objs(struct shm_pool *p, uint32_t cache,
 		uint32_t s = cn->lists[SL_PARTIAL].first;
 		if (s == SLAB_NONE)
 			s = cn->lists[SL_EMPTY].first;
-		if (s == SLAB_NONE && !fresh)
-			break;
 		if (s == SLAB_NONE) {
 			s = frame_alloc(p, cache, node, cache_frames(c));
 			if (s == SLAB_NONE && reclaim_empty(p, cache, node) > 0)
@@ -423,7 +421,7 @@ uint32_t slab_alloc_objs(struct shm_pool *p, uint32_t cache, uint32_t node,
 	} else {
 		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
 	}
-	got = do_slab_alloc_objs(p, cache, node, out, n, !(flags & SLAB_NO_FRESH));
+	got = do_slab_alloc_objs(p, cache, node, out, n);
 	lock_release(&cn->lock);
 	return got;
 }

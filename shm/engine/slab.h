@@ -31,12 +31,9 @@ uint32_t slab_default_min_partial(uint32_t obj_size);
  * partial slabs, then empty ones, then new frames while the pool is under
  * its memory cap and the node under its own (numa_policy=bind).  @flags:
  * SLAB_TRYLOCK gives up (returns 0) when the lock is busy, the rule for
- * refilling from a remote node; SLAB_NO_FRESH takes no new frame (a bound
- * pool's remote refill: the node's own memory is for its own threads).
- * Returns the number taken.
+ * refilling from a remote node.  Returns the number taken.
  */
 #define SLAB_TRYLOCK  0x1
-#define SLAB_NO_FRESH 0x2
 uint32_t slab_alloc_objs(struct shm_pool *p, uint32_t cache, uint32_t node,
 			 uint64_t *out, uint32_t n, int flags);
 

@@ -48,19 +48,16 @@ struct worker_arg {
 /* Take up to @cap objects from slabs into private @objs: local node
  * first, then the others nearest first (pool.h: refill_order, by the
  * kernel's distances) by trylock only: a remote node whose lock is busy is
- * skipped, never waited for.  A bound pool takes no new frame of a remote
- * node (numa.h). */
+ * skipped, never waited for.  A bound pool's node takes from its own
+ * slabs only (pool_bound). */
 static uint32_t refill_one(struct shm_pool *p, uint32_t c, uint32_t n,
 			   uint64_t *objs, uint32_t cap)
 {
 	uint32_t got = slab_alloc_objs(p, c, n, objs, cap, 0);
-	int remote = SLAB_TRYLOCK;
 
-	if (!p->hdr->simulated && p->hdr->numa_policy == NUMA_POL_BIND)
-		remote |= SLAB_NO_FRESH;
-	for (uint32_t k = 0; k + 1 < p->nodes && got < cap; k++) {
+	for (uint32_t k = 0; k + 1 < p->nodes && got < cap && !pool_bound(p); k++) {
 		uint32_t m = p->refill_order[n][k];
-		uint32_t more = slab_alloc_objs(p, c, m, objs + got, cap - got, remote);
+		uint32_t more = slab_alloc_objs(p, c, m, objs + got, cap - got, SLAB_TRYLOCK);
 		if (more) {
 			got += more;
 			engine_stat_add(p, c, n, ST_REFILL_REMOTE, 1);
