@@ -190,6 +190,7 @@ int barn_wait_supply(struct shm_pool *p, uint32_t cache, uint32_t node,
 	/* Where this waiter runs, for the worker (stock_refill): a hint,
 	 * racing other waiters' is harmless. */
 	at_store_relaxed(&b->waiter_cpu, (uint32_t)(sched_getcpu() + 1));
+	at_fetch_add_relaxed(&b->waits, 1);
 	at_fetch_add_seqcst(&b->waiters, 1);
 	woke = node_ring_doorbell(p, node);
 	/* First a short spin (BARN_SPIN_NS): a worker awake publishes within
@@ -255,6 +256,7 @@ int barn_wait_rebuild(struct shm_pool *p, uint32_t cache, uint32_t node,
 
 	/* seq_cst: the Dekker pair with barn_publish, as in
 	 * barn_wait_supply (counted, or this load sees its bump). */
+	at_fetch_add_relaxed(&b->waits, 1);
 	at_fetch_add_seqcst(&b->waiters, 1);
 	while (at_load_seqcst(&b->supply) == seq) {
 		int64_t left = end - clock_ns();

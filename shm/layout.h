@@ -579,7 +579,11 @@ struct shm_barn {
 	_Atomic uint32_t waiter_cpu; /* the last waiter's CPU + 1, 0: none; a
 					hint the worker only compares with its
 					own (engine/worker.c: served_here) */
-	char pad1[SHEAF_CACHELINE - 16];
+	_Atomic uint32_t waits;      /* bumped as each wait starts: a waiter
+					count that stays put with waits is no
+					new waiter (engine/worker.c,
+					waiters_real) */
+	char pad1[SHEAF_CACHELINE - 20];
 };
 _Static_assert(sizeof(struct shm_barn) == SHEAF_CACHELINE, "barn size");
 

@@ -16,11 +16,12 @@
 
 /*
  * A barn as its node's worker left it after a pass that served its
- * waiters (engine/worker.c, waiters_real): the raw waiter count and the
- * four ring positions then.  armed is 0 when no serve is pending.
+ * waiters (engine/worker.c, waiters_real): the raw waiter count, the wait
+ * starts and the four ring positions then.  armed is 0 when no serve is
+ * pending.
  */
 struct barn_served {
-	uint32_t armed, waiters;
+	uint32_t armed, waiters, waits;
 	uint32_t full_head, full_tail, empty_head, empty_tail;
 };
 

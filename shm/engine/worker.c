@@ -190,16 +190,18 @@ static struct watermarks barn_watermarks(const struct shm_cache *sc)
 /*
  * The waiters of barn (@c, @n) this pass serves: @raw (clients write it,
  * bounded) unless the last pass served them and nothing happened since:
- * the waiter count and the rings' four positions as that pass left them.
- * A waiter woken by a serve takes a sheaf, or gives up and leaves; one
- * that does neither is a count a killed waiter or a peer left behind.
+ * the waiter count, the wait starts (`waits`) and the rings' four
+ * positions as that pass left them.  A waiter woken by a serve takes a
+ * sheaf (or takes an empty one from the depot, and waits again later: a
+ * new wait), or gives up and leaves; one that does neither is a count a
+ * killed waiter or a peer left behind.
  * Serving it again, pass after pass, kept the worker busy for good: the
  * refill for a phantom waiter on an empty barn is work, so is the flush
  * for one on another barn the next pass, and two barns out of phase
  * alternate for ever (test_hostile's idle sheafd at 40-100 ms of CPU in
  * 100 ms).  Such waiters count 0 until the barn moves: the watermarks
- * alone then decide, and they converge.  A waiter that comes later
- * changes the count and is served.
+ * alone then decide, and they converge.  A wait that starts later
+ * bumps `waits` and is served.
  */
 static uint32_t waiters_real(struct engine *e, uint32_t c, uint32_t n, uint32_t raw,
 			     const struct ring_ref *full, const struct ring_ref *empty)
@@ -207,6 +209,7 @@ static uint32_t waiters_real(struct engine *e, uint32_t c, uint32_t n, uint32_t 
 	const struct barn_served *bs = engine_barn_served(e, c, n);
 
 	if (raw == 0 || !bs->armed || bs->waiters != raw ||
+	    bs->waits != at_load_relaxed(&pool_barn(e->pool, c, n)->waits) ||
 	    bs->full_head != at_load_relaxed(&full->r->head) ||
 	    bs->full_tail != at_load_relaxed(&full->r->tail) ||
 	    bs->empty_head != at_load_relaxed(&empty->r->head) ||
@@ -226,6 +229,7 @@ static void waiters_note(struct engine *e, uint32_t c, uint32_t n, uint32_t raw,
 	if (!bs->armed)
 		return;
 	bs->waiters = raw;
+	bs->waits = at_load_relaxed(&pool_barn(e->pool, c, n)->waits);
 	bs->full_head = at_load_relaxed(&full->r->head);
 	bs->full_tail = at_load_relaxed(&full->r->tail);
 	bs->empty_head = at_load_relaxed(&empty->r->head);
