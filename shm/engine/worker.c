@@ -236,6 +236,31 @@ static void waiters_note(struct engine *e, uint32_t c, uint32_t n, uint32_t raw,
 	bs->empty_tail = at_load_relaxed(&empty->r->tail);
 }
 
+/*
+ * Whether the barn's rings and the depot claim more sheaves than the pool
+ * has (@cnt: the full ring's count), beyond the operations in flight: a
+ * sheaf is in one ring at most, so one of them lies.  Positions a peer set
+ * within the glance's bounds over slots that look filled do that: each put
+ * into such a full ring skipped tail past them and each get head, so a
+ * refill (work) took the count from 0 to the ring's size, the next pass's
+ * flush (work) back to 0, and so on without a sleep; and positions that
+ * moved every pass never stood still for the two looks that rebuild a
+ * ring (test_hostile's idle sheafd at 80-100 ms of CPU in 100 ms).  Such a
+ * barn is left alone until the look rebuilds the liar.
+ */
+static int rings_overcount(struct engine *e, uint32_t cnt, const struct ring_ref *empty,
+			   const struct ring_ref *depot)
+{
+	const struct shm_pool *p = e->pool;
+	uint64_t sum = (uint64_t)cnt + ring_count(empty) + ring_count(depot);
+
+	if (sum <= (uint64_t)p->sheaf_count + p->max_lanes + 8u)
+		return 0;
+	untrusted_note(UT_RING, 1);
+	ring_rebuild_symptom(e);
+	return 1;
+}
+
 /* One pass over barn (@c, @n) by the stocking rule above; returns the
  * sheaves refilled or flushed over the limit (at most 2 * STOCK_PASS_MAX;
  * flushes for waiters alone are not counted, see below). */
@@ -269,7 +294,8 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 	 * until then: a refill "put" sheaf after sheaf into it (its count
 	 * stays 0), every pass, draining the depot (test_hostile's idle
 	 * sheafd at 30-60 ms of CPU in 100 ms, until the rebuild). */
-	if (ring_rebuild_glance(e, full.id, in) | ring_rebuild_glance(e, empty.id, in)) {
+	if (ring_rebuild_glance(e, full.id, in) | ring_rebuild_glance(e, empty.id, in) ||
+	    rings_overcount(e, cnt, &empty, &depot)) {
 		if (waiters)
 			barn_publish(p, c, n, BARN_STARVED_SHEAF);
 		return 0;
