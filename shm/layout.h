@@ -512,15 +512,21 @@ static inline uint64_t sheaf_line(uint32_t id)
 }
 
 /* The id of the sheaf at line @line of the array (a line inside a sheaf
- * or a gap: the sheaf at or before it), sheaf_line's inverse. */
+ * or a gap: the sheaf at or before it), sheaf_line's inverse.  A line
+ * past the array (a pointer that is no sheaf of it) gives an id at or
+ * above the pool's sheaf_count, in constant time. */
 static inline uint32_t sheaf_at_line(uint64_t line)
 {
 	const uint64_t per = sizeof(struct shm_sheaf) / SHEAF_CACHELINE;
 	/* 256 sheaves take per * 256 + 16 + 1 lines: an estimate at most
-	 * one short, then the step. */
-	uint32_t id = (uint32_t)(line * 256 / (per * 256 + 17));
+	 * one short (checked for every id below 2^24, POOL_SHEAVES_MAX is
+	 * 2^20), then one step.  A loop of steps instead ran for ever on
+	 * the line of a pointer far outside the array. */
+	const uint64_t run = per * 256 + 17;
+	uint64_t est = line / run * 256 + line % run * 256 / run;
+	uint32_t id = est < UINT32_MAX ? (uint32_t)est : UINT32_MAX - 1;
 
-	while (sheaf_line(id + 1) <= line)
+	if (sheaf_line(id + 1) <= line)
 		id++;
 	return id;
 }

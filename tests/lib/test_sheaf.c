@@ -736,6 +736,12 @@ START_TEST(sheaf_line_spreads_sets)
 			"sheaf_at_line back from sheaf %u: %u", id, sheaf_at_line(l));
 	}
 	ck_assert_uint_eq(sheaf_array_bytes(32768), sheaf_line(32768) * SHEAF_CACHELINE);
+	/* A line far past any array (the line of a pointer that is no sheaf,
+	 * here the one a scribbled dummy main gave): an id past the array at
+	 * once (it looped for ever). */
+	REQUIRE(sheaf_at_line(848253280314ull) >= (1u << 20), "a far line: sheaf %u",
+		sheaf_at_line(848253280314ull));
+	REQUIRE(sheaf_at_line(UINT64_MAX / SHEAF_CACHELINE) >= (1u << 20), "the farthest line");
 	for (uint32_t step = 1; step <= 512; step *= 2)
 		for (uint32_t first = 0; first < 20; first += 7) {
 			uint8_t n[64] = { 0 };

@@ -130,9 +130,15 @@ static int hostile(void *argp)
 			have = n;
 		REQUIRE(have > 0, "the hostile never allocated: %s", strerror(errno));
 		m = (struct shm_sheaf *)(void *)SHEAF__FAST(c)->main;
-		for (unsigned i = 0; i < 4; i++)
-			m->objs[i] = bad_entry(p, a->sh, own, have, xorshift(&s));
-		sheaf_set_size(m, 4);
+		/* No sheaf of the pool (none allocated this round: its
+		 * libsheaf's own dummy main): that is this process's memory,
+		 * not the pool's, and spoiling it spoils only itself. */
+		if ((char *)m >= (char *)p->shm.sheaves &&
+		    (char *)m < (char *)p->shm.sheaves + sheaf_array_bytes(p->shm.sheaf_count)) {
+			for (unsigned i = 0; i < 4; i++)
+				m->objs[i] = bad_entry(p, a->sh, own, have, xorshift(&s));
+			sheaf_set_size(m, 4);
+		}
 		if (round == ROUNDS)
 			raise(SIGKILL);          /* dies holding them */
 		sheaf_thread_exit();             /* the sheaves to the barn ... */
