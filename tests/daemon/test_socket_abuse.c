@@ -4,10 +4,12 @@
  *
  *   flood_cap      sheafd under `ulimit -n 1024` (its default max_connections
  *                  then 1024 less the reserve): 2,000 idle connections plus
- *                  connect/close churn from another process; sheafd's CPU
- *                  (utime+stime of /proc/PID/stat) stays under 5% over the
- *                  window and a probe (DaemonInfo on a new connection) is
- *                  answered within 100 ms.
+ *                  connect/close churn from another process; the CPU the
+ *                  churn costs sheafd (utime+stime of /proc/PID/stat over
+ *                  the window, less its rate over an idle second before:
+ *                  the engine's own looks at the rings, about 2% of a CPU
+ *                  under TSan) stays under 5%, and a probe (DaemonInfo on
+ *                  a new connection) is answered within 100 ms.
  *   flood_emfile   the same with --max-connections far over the descriptor
  *                  limit: accept runs into EMFILE, which must neither spin
  *                  nor starve the probe; the pause is logged.
@@ -145,7 +147,7 @@ static void flood(const char *const *extra, const char *name, const char *logged
 	static int conns[IDLE_CONNS];
 	struct dmn d;
 	int opened = 0, worst = 0;
-	double c0, c1, cpu;
+	double c0, c1, cpu, idle;
 	pid_t ch;
 
 	dmn_init(&d);
@@ -157,6 +159,9 @@ static void flood(const char *const *extra, const char *name, const char *logged
 	REQUIRE(opened >= DAEMON_NOFILE / 2, "only %d of %d connections made", opened,
 		IDLE_CONNS);
 	sleep_ms(700);          /* past the grace of silent connections */
+	c0 = cpu_seconds(d.pid);
+	sleep_ms(1000);
+	idle = cpu_seconds(d.pid) - c0;
 	setenv("SOCKET_ABUSE_SOCK", d.sock, 1);
 	ch = fork_child(churn, (void *)(intptr_t)(WINDOW_MS + 500));
 	REQUIRE(ch > 0, "fork: %s", strerror(errno));
@@ -175,9 +180,11 @@ static void flood(const char *const *extra, const char *name, const char *logged
 	c1 = cpu_seconds(d.pid);
 	cpu = (c1 - c0) / (WINDOW_MS / 1000.0);
 	reap_ok(ch, 10000, "churn");
-	printf("%s: %d idle connections made, sheafd at %.1f%% CPU over %d ms of churn, "
-	       "slowest probe %d ms\n", name, opened, cpu * 100, WINDOW_MS, worst);
-	REQUIRE(cpu < 0.05, "%s: sheafd used %.1f%% CPU", name, cpu * 100);
+	printf("%s: %d idle connections made, sheafd at %.1f%% CPU over %d ms of churn "
+	       "(%.1f%% idle), slowest probe %d ms\n", name, opened, cpu * 100, WINDOW_MS,
+	       idle * 100, worst);
+	REQUIRE(cpu - idle < 0.05, "%s: the churn cost sheafd %.1f%% CPU (%.1f%% in all, "
+		"%.1f%% idle)", name, (cpu - idle) * 100, cpu * 100, idle * 100);
 	REQUIRE(worst <= (test_san() ? 500 : 100), "%s: a probe took %d ms", name, worst);
 	REQUIRE(dmn_alive(&d), "sheafd died");
 	REQUIRE(file_contains(d.log, logged), "%s: sheafd's log does not say '%s'", name,
