@@ -206,16 +206,17 @@ void exchange_put(struct tcache *t, struct shm_sheaf *s)
 {
 	struct shm_pool *p = tshm(t);
 	uint32_t id = sheaf_index(t, s);
+	uint32_t node = s->node;        /* once put, the sheaf is another's */
 
 	if (sheaf_size(s) == 0) {
-		barn_put_empty(p, t->f->cache_id, s->node, id, me_of(t), intent_of(t));
+		barn_put_empty(p, t->f->cache_id, node, id, me_of(t), intent_of(t));
 		return;
 	}
 	stat_inc(t, ST_BARN_PUT);
-	if (put_full(t, s->node, id) > at_load_relaxed(&t->cache->sc->barn_limit) &&
+	if (put_full(t, node, id) > at_load_relaxed(&t->cache->sc->barn_limit) &&
 	    barn_put_over(t)) {
 		stat_inc(t, ST_BARN_PUT_FAIL);
-		node_ring_doorbell(p, s->node);        /* ask for a flush */
+		node_ring_doorbell(p, node);           /* ask for a flush */
 	}
 }
 

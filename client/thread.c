@@ -486,20 +486,24 @@ static void sheaf_retire(struct tcache *t, struct shm_sheaf *s)
 {
 	struct shm_pool *p = &t->cache->pool->shm;
 	struct ring_intent *in = &t->tp->lane->intent;
-	uint32_t id;
+	uint32_t id, node;
 
 	if (s == NULL || s == &sheaf_dummy)
 		return;
 	id = sheaf_index(t, s);
+	/* Read while the sheaf is this thread's: once put, another thread
+	 * may take it and write its header (TSan saw barn_get_empty's store
+	 * of node race a read of it after the put). */
+	node = s->node;
 	/* Over what the barn keeps: ask for a flush, as a free's put does
 	 * (else the surplus, a large cache's memory, waits for the next
 	 * doorbell). */
 	if (sheaf_size(s) > 0) {
-		if (barn_put_full(p, t->f->cache_id, s->node, id, t->cache->pool->client, in) >
-		    barn_flush_limit(p, t->cache->sc, s->node))
-			node_ring_doorbell(p, s->node);
+		if (barn_put_full(p, t->f->cache_id, node, id, t->cache->pool->client, in) >
+		    barn_flush_limit(p, t->cache->sc, node))
+			node_ring_doorbell(p, node);
 	} else
-		barn_put_empty(p, t->f->cache_id, s->node, id, t->cache->pool->client, in);
+		barn_put_empty(p, t->f->cache_id, node, id, t->cache->pool->client, in);
 }
 
 void tcache_flush(struct tcache *t)
