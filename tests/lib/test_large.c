@@ -426,7 +426,11 @@ static uint64_t stat_of(sheaf_cache_t *c, const char *name)
 /* Far from the memory cap, a batch of large objects freed and allocated
  * again stays in the barn (what the unused large_retain covers): 16
  * objects of 4 MiB (sheaves of one, a barn limit of four) take no flush
- * to the slabs and no refill from them once the batch circulates. */
+ * to the slabs once the batch circulates, and no refill from them each
+ * round.  A worker that runs while the batch is out (the allocs took the
+ * barn under barn_low and rang) restocks the barn: DEBUG=1 beside two
+ * busy loops, 2 refills in 8 rounds, 5 runs in 40; without the keep
+ * every round took a refill and a flush. */
 START_TEST(large_batch_kept_in_barn)
 {
 	sheaf_pool_t *p;
@@ -452,7 +456,8 @@ START_TEST(large_batch_kept_in_barn)
 			ck_assert_int_eq(sheaf_free_any(p, o[i]), 0);
 		sleep_ms(5);            /* a worker woken by a put over the limit runs */
 	}
-	REQUIRE(stat_of(c, "sheaf_flush") == flush && stat_of(c, "sheaf_refill") == refill,
+	REQUIRE(stat_of(c, "sheaf_flush") == flush &&
+		stat_of(c, "sheaf_refill") - refill < ROUNDS - WARM,
 		"%d rounds of %d objects of 4 MiB: %llu flushes, %llu refills through the engine",
 		ROUNDS - WARM, N, (unsigned long long)(stat_of(c, "sheaf_flush") - flush),
 		(unsigned long long)(stat_of(c, "sheaf_refill") - refill));
