@@ -6,8 +6,21 @@
 #include <string.h>
 #include <time.h>
 #include "shm/debug.h"
+#include "shm/futex.h"
 #include "shm/lanes.h"
 #include "shm/engine/clients.h"
+
+/* Every engine thread out of its nap: a doorbell bump and a wake-up
+ * whatever `sleeping` says (the flag is client-writable). */
+static void engine_threads_wake(struct shm_pool *p)
+{
+	for (uint32_t n = 0; n < p->nodes; n++) {
+		at_fetch_add_seqcst(&p->node[n].doorbell, 1);
+		futex_wake(&p->node[n].doorbell, 1);
+	}
+	at_fetch_add_seqcst(&p->rcu->bell, 1);
+	futex_wake(&p->rcu->bell, 1);
+}
 
 int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name)
 {
@@ -33,9 +46,18 @@ int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *na
 		memset(cl->name, 0, sizeof(cl->name));
 		if (name != NULL)
 			strncpy(cl->name, name, sizeof(cl->name) - 1);
+		engine_threads_wake(p);
 		return (int)c;
 	}
 	return -EUSERS;
+}
+
+int client_any(const struct shm_pool *p)
+{
+	for (uint32_t c = 0, used = pool_clients_used(p); c < used; c++)
+		if (at_load_acquire(&p->clients[c].state) != CLIENT_FREE)
+			return 1;
+	return 0;
 }
 
 void client_detach(struct shm_pool *p, uint32_t client)

@@ -27,8 +27,20 @@
 #include <stdint.h>
 #include "shm/pool.h"
 
-/* Take a free client slot for process @pid; its id, or -EUSERS if none. */
+/* Take a free client slot for process @pid; its id, or -EUSERS if none.
+ * Wakes the engine's threads, which nap while no client is attached
+ * (client_any). */
 int client_attach(struct shm_pool *p, uint32_t pid, uint32_t uid, const char *name);
+
+/* Whether any client slot is taken (live, dead or revoked): with none, no
+ * one is served, so the engine's threads nap (IDLE_ALONE_NS) instead of
+ * beating. */
+int client_any(const struct shm_pool *p);
+
+/* Longest nap of an engine thread while no client is attached: bounds a
+ * new client's wait when a stray writer (a detached process that kept the
+ * mapping) undoes client_attach's wake-up. */
+#define IDLE_ALONE_NS 1000000000L
 
 /* Mark a client slot free again (after its sheaves were reclaimed); a
  * revoked slot stays revoked (client_release_revoked frees it). */

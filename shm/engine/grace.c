@@ -36,7 +36,8 @@
 
 #define POLL_MIN_NS   20000L       /* first wait for a blocking reader */
 #define POLL_MAX_NS   1000000L     /* then doubling up to this */
-#define IDLE_WAIT_NS  100000000L   /* doorbell wait, as a safety net */
+#define IDLE_WAIT_NS  100000000L   /* doorbell wait, as a safety net (with
+				      no client attached: IDLE_ALONE_NS) */
 
 static int sys_membarrier(int cmd)
 {
@@ -336,7 +337,8 @@ static int pass(struct grace *g)
 		int asked = req != g->req_seen;
 
 		g->req_seen = req;
-		if (g->n > 0 || asked || now - g->done_ns >= GRACE_BEAT_NS) {
+		if (g->n > 0 || asked ||
+		    (now - g->done_ns >= GRACE_BEAT_NS && client_any(p))) {
 			g->cur = seq + 1;
 			g->cur_start_ns = now;
 			at_store_seqcst(&h->gp_seq, g->cur);
@@ -381,7 +383,8 @@ static void *grace_main(void *arg)
 			continue;
 		at_store_seqcst(&r->sleeping, 1);
 		if (at_load_seqcst(&r->bell) == bell && !at_load_seqcst(&e->stop))
-			futex_wait(&r->bell, bell, IDLE_WAIT_NS);
+			futex_wait(&r->bell, bell,
+				   client_any(e->pool) ? IDLE_WAIT_NS : IDLE_ALONE_NS);
 		at_store_seqcst(&r->sleeping, 0);
 	}
 	return NULL;

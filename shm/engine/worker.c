@@ -35,6 +35,7 @@
 #include <time.h>
 #include "shm/barn.h"
 #include "shm/futex.h"
+#include "shm/engine/clients.h"
 #include "shm/engine/grace.h"
 #include "shm/engine/internal.h"
 #include "shm/numa.h"
@@ -480,14 +481,21 @@ static void *worker_main(void *arg)
 				continue;
 		}
 		/* Node 0's worker wakes for the rings' next look (every
-		 * 250 ms when idle: ring_rebuild.c); the others on the
-		 * doorbell only. */
-		sleep_ns = node == 0 ? ring_rebuild_verify(e, in) : -1;
+		 * 250 ms when idle: ring_rebuild.c), every worker at least
+		 * every IDLE_BEAT_NS.  With no client attached nobody is
+		 * served: every worker naps up to IDLE_ALONE_NS
+		 * (client_attach wakes it). */
+		if (!client_any(p)) {
+			sleep_ns = IDLE_ALONE_NS;
+		} else {
+			sleep_ns = node == 0 ? ring_rebuild_verify(e, in) : -1;
+			if (sleep_ns < 0 || sleep_ns > IDLE_BEAT_NS)
+				sleep_ns = IDLE_BEAT_NS;
+		}
 		at_store_seqcst(&nd->sleeping, 1);          /* Dekker pair, above */
 		if (at_load_seqcst(&nd->doorbell) == bell && !at_load_seqcst(&e->stop)) {
 			if (sleep_ns != 0)
-				futex_wait(&nd->doorbell, bell,
-					   sleep_ns < 0 || sleep_ns > IDLE_BEAT_NS ? IDLE_BEAT_NS : sleep_ns);
+				futex_wait(&nd->doorbell, bell, sleep_ns);
 			idle = 0;
 		} else if (++idle >= IDLE_RINGS_MAX) {
 			struct timespec ts = { 0, IDLE_PAUSE_NS };

@@ -277,6 +277,86 @@ double cpu_seconds(pid_t pid)
 	return r;
 }
 
+/* Thread @tid of @pid: its CPU time in ns, or -1. */
+static int64_t task_cpu_ns(pid_t pid, int tid)
+{
+	char path[96], *s, *p;
+	unsigned long long ut = 0, st = 0, ns;
+	int64_t r = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, tid);
+	s = read_file(path);
+	if (s != NULL && sscanf(s, "%llu", &ns) == 1)
+		r = (int64_t)ns;
+	free(s);
+	if (r >= 0)
+		return r;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, tid);
+	s = read_file(path);
+	if (s == NULL)
+		return -1;
+	p = strrchr(s, ')');
+	if (p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+				&ut, &st) == 2)
+		r = (int64_t)((ut + st) * (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK)));
+	free(s);
+	return r;
+}
+
+int thread_cpu(pid_t pid, struct thread_cpu *t, int max)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (d == NULL)
+		return -1;
+	while (n < max && (de = readdir(d)) != NULL) {
+		int tid = atoi(de->d_name);
+		char *comm;
+		int64_t ns;
+
+		if (tid <= 0 || (ns = task_cpu_ns(pid, tid)) < 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, tid);
+		comm = read_file(path);
+		t[n].tid = tid;
+		snprintf(t[n].comm, sizeof(t[n].comm), "%s", comm != NULL ? comm : "?");
+		t[n].comm[strcspn(t[n].comm, "\n")] = '\0';
+		free(comm);
+		t[n++].ns = (uint64_t)ns;
+	}
+	closedir(d);
+	return n;
+}
+
+uint64_t thread_cpu_diff(const struct thread_cpu *then, int nthen,
+			 const struct thread_cpu *now, int nnow, char *buf, size_t len)
+{
+	uint64_t sum = 0;
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < nnow && at < len; i++) {
+		uint64_t base = 0;
+
+		for (int j = 0; j < nthen; j++)
+			if (then[j].tid == now[i].tid)
+				base = then[j].ns;
+		if (now[i].ns <= base)
+			continue;
+		sum += now[i].ns - base;
+		at += (size_t)snprintf(buf + at, len - at, "%s%s %d: %.1f ms", at ? ", " : "",
+				       now[i].comm, now[i].tid, (double)(now[i].ns - base) / 1e6);
+	}
+	if (at == 0)
+		snprintf(buf, len, "no thread used any");
+	return sum;
+}
+
 const char *status_str(int st, char *buf, size_t len)
 {
 	if (WIFEXITED(st))

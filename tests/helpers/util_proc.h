@@ -82,6 +82,23 @@ int exe_dir(char *buf, size_t len, const char *rel);
 /* CPU time (utime + stime, /proc/@pid/stat) of process @pid in seconds,
  * or -1. */
 double cpu_seconds(pid_t pid);
+
+/* One thread's CPU time: its id, name (/proc/PID/task/TID/comm) and time
+ * on a CPU in ns (schedstat; utime + stime where the kernel has none). */
+struct thread_cpu {
+	int tid;
+	char comm[16];
+	uint64_t ns;
+};
+
+/* The threads of process @pid, at most @max of them, into @t: how many,
+ * or -1 when /proc/@pid/task cannot be read. */
+int thread_cpu(pid_t pid, struct thread_cpu *t, int max);
+
+/* The CPU in ns the threads of @now used since @then (the same process,
+ * read before); "comm tid: N ms, ..." of those that used any into @buf. */
+uint64_t thread_cpu_diff(const struct thread_cpu *then, int nthen,
+		     const struct thread_cpu *now, int nnow, char *buf, size_t len);
 /* "exit N", "signal N" or "status 0xN" for a wait status. */
 const char *status_str(int st, char *buf, size_t len);
 /* The wait status of a normal exit 0. */
