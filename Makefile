@@ -71,7 +71,7 @@ LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(SHM_SRC) $(CLIENT_SRC) proto/frame.c
 # sources below are built a second time under $(BUILD)/test-hooks/ and
 # replace their release objects.
 HOOK_SRC   := shm/ring.c shm/lanes.c client/vet.c shm/queue.c client/queue.c \
-              client/owned_fast.c client/alloc.c client/free.c
+              client/owned_fast.c client/alloc.c client/free.c shm/engine/repair.c
 HOOK_OBJ   := $(patsubst %.c,$(BUILD)/test-hooks/%.o,$(HOOK_SRC))
 TEST_LIB   := $(BUILD)/libsheaf-test.a
 HOOK_SYMS  := ring_stop_hook\|lane_fold_hook\|vet_test_compare\|queue_stop_hook\|owned_stop_hook

@@ -149,7 +149,8 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
 /*
  * Repair after client @client died (its process must be gone): finish or
  * roll back its ring operations, complete its threads' fast-path counts,
- * flush every sheaf it held back to slabs, then free (or keep) the objects
+ * flush every sheaf it held back to slabs (all at once per cache, each
+ * object once), then free (or keep) the objects
  * of owned caches it still held (owner.h: e->owner_freed, owner_kept and
  * each cache's counters), take back its lane grants and free its slot (a revoked
  * slot stays revoked: engine_revoke_client).
@@ -158,6 +159,11 @@ int engine_shrink(struct engine *e, int cache, int keep_min);
  * Call with no lock held (it may stop and restart the workers).
  */
 int engine_reclaim_client(struct engine *e, uint32_t client);
+#ifdef SHEAF_TEST_HOOKS
+/* Tests only (libsheaf-test.a): called by the repair each time objects of
+ * @cache went back to the slabs, where a worker's refill may take them. */
+extern void (*repair_flushed_hook)(struct shm_pool *p, uint32_t cache);
+#endif
 
 /*
  * Revoke live client @client, whose process may still run (sheafd caught

@@ -45,8 +45,8 @@ void owner_slab_init(struct shm_pool *p, const struct shm_cache *sc, uint32_t f)
 
 void owner_sheaf_untag(struct shm_pool *p, const struct shm_sheaf *sh, uint32_t dead)
 {
-	/* Raw loads, bounded here: sheaf_to_slabs reads (and counts) the
-	 * same fields through bounds.h right after. */
+	/* Raw loads, bounded here: sheaves_to_slabs reads (and counts) the
+	 * same fields through bounds.h afterwards. */
 	uint32_t c = at_plain_load_relaxed(&sh->cache);
 	uint32_t n = (uint32_t)(ut_load64(&sh->word) & SHEAF_WORD_SIZE);
 
@@ -148,13 +148,6 @@ static int claim_cache(struct shm_pool *p, uint32_t c, otag_t dtag, struct offs 
 	return rc;
 }
 
-static int off_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * Of the claimed objects @cand of cache @c, drop those a sheaf holds (free
  * objects: a hostile tag, or a well-behaved one this scan cannot tell
@@ -169,7 +162,7 @@ static void drop_in_sheaves(struct shm_pool *p, uint32_t c, otag_t dtag, struct 
 	uint32_t kept = 0;
 	uint8_t *in = calloc(cand->n, 1);
 
-	qsort(cand->v, cand->n, sizeof(uint64_t), off_cmp);
+	qsort(cand->v, cand->n, sizeof(uint64_t), slab_off_cmp);
 	if (in == NULL) {       /* no scan, no free: the claims go back */
 		for (uint32_t k = 0; k < cand->n; k++) {
 			otag_t want = OWNER_TAG_REPAIR;
@@ -189,7 +182,7 @@ static void drop_in_sheaves(struct shm_pool *p, uint32_t c, otag_t dtag, struct 
 		n = n < SHEAF_CAP_MAX ? n : SHEAF_CAP_MAX;
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t off = ut_load64(&sh->objs[i]);
-			uint64_t *hit = bsearch(&off, cand->v, cand->n, sizeof(uint64_t), off_cmp);
+			uint64_t *hit = bsearch(&off, cand->v, cand->n, sizeof(uint64_t), slab_off_cmp);
 
 			if (hit != NULL)
 				in[hit - cand->v] = 1;

@@ -32,25 +32,89 @@
 #include "shm/engine/owner.h"
 #include "shm/engine/slab.h"
 
-/*
- * The objects of sheaf @sh (owned by the repair now) go back to the slabs
- * if its cache is still live; slab_free_objs validates each (one already
- * back is refused by the bitmap and counted in flush_invalid, never freed
- * twice).  @count: count the flush in sheaf_flush of the sheaf's node.
- */
-static void sheaf_to_slabs(struct shm_pool *p, struct shm_sheaf *sh, int count)
-{
-	uint32_t c = ut_sheaf_cache(p, sh);
+/* A sheaf the repair empties: its cache (read once) and id. */
+struct flush_ref {
+	uint32_t cache;
+	uint32_t id;
+};
 
-	/* Acquire: pairs with the release stores of the state in
-	 * do_cache_install and engine_cache_destroy (engine/cache.c); a
-	 * quarantined cache (CACHE_BROKEN) is not LIVE: its objects stay. */
-	if (sheaf_size(sh) == 0 || c >= p->max_caches ||
-	    at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
-		return;
-	engine_sheaf_to_slabs(p, c, sh);
-	if (count)
-		engine_stat_add(p, c, ut_sheaf_node(p, sh), ST_SHEAF_FLUSH, 1);
+static int flush_ref_cmp(const void *a, const void *b)
+{
+	const struct flush_ref *x = a, *y = b;
+
+	if (x->cache != y->cache)
+		return x->cache < y->cache ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+#ifdef SHEAF_TEST_HOOKS
+void (*repair_flushed_hook)(struct shm_pool *p, uint32_t cache);
+#endif
+
+/* After objects of @cache went back to the slabs: where a worker's refill
+ * may take them (test_vet runs one there). */
+static void repair_flushed(struct shm_pool *p, uint32_t cache)
+{
+#ifdef SHEAF_TEST_HOOKS
+	if (repair_flushed_hook != NULL)
+		repair_flushed_hook(p, cache);
+#else
+	(void)p;
+	(void)cache;
+#endif
+}
+
+/*
+ * The objects of the @n sheaves @r (owned by the repair now) go back to
+ * the slabs of their cache if it is still live, one batch per cache
+ * (slab_free_objs_once: each object once, each validated; a copy in two
+ * of the dead owner's sheaves, or one already back, is refused and
+ * counted in flush_invalid, never freed twice).  Without memory for a
+ * batch, sheaf by sheaf: a copy in two sheaves is then refused only if no
+ * refill took the first between the two.  @count: count each flush in
+ * sheaf_flush of the sheaf's node.  Sorts @r.
+ */
+static void sheaves_to_slabs(struct shm_pool *p, struct flush_ref *r, uint32_t n, int count)
+{
+	qsort(r, n, sizeof(*r), flush_ref_cmp);
+	for (uint32_t i = 0, j; i < n; i = j) {
+		uint32_t c = r[i].cache, m = 0, bad;
+		uint64_t *objs;
+
+		for (j = i; j < n && r[j].cache == c; j++)
+			;
+		/* Acquire: pairs with the release stores of the state in
+		 * do_cache_install and engine_cache_destroy (engine/cache.c);
+		 * a quarantined cache (CACHE_BROKEN) is not LIVE: its
+		 * objects stay. */
+		if (c >= p->max_caches || at_load_acquire(&p->caches[c].state) != CACHE_LIVE)
+			continue;
+		objs = malloc((size_t)(j - i) * SHEAF_CAP_MAX * sizeof(*objs));
+		for (uint32_t k = i; k < j; k++) {
+			const struct shm_sheaf *sh = pool_sheaf(p, r[k].id);
+			uint32_t got;
+
+			if (objs != NULL) {
+				got = ut_sheaf_objs(sh, objs + m);
+				m += got;
+			} else {
+				got = ut_sheaf_size(sh);
+				if (got) {
+					engine_sheaf_to_slabs(p, c, sh);
+					repair_flushed(p, c);
+				}
+			}
+			if (got && count)
+				engine_stat_add(p, c, ut_sheaf_node(p, sh), ST_SHEAF_FLUSH, 1);
+		}
+		if (objs == NULL)
+			continue;
+		bad = slab_free_objs_once(p, c, objs, m);
+		if (bad)
+			untrusted_note(UT_OBJECT, bad);
+		free(objs);
+		repair_flushed(p, c);
+	}
 }
 
 /*
@@ -101,7 +165,7 @@ static void rcu_counts_clear(struct shm_pool *p, uint32_t dead)
  * Roll back the ring operations of dead owner @dead (the intents of its
  * lanes), collect every sheaf it still owns into @ids (room for every sheaf
  * of the pool) and return each to the pool as @me, with intent @in: its
- * objects to the slabs (sheaf_to_slabs, counted when @count), the sheaf to
+ * objects to the slabs (sheaves_to_slabs, counted when @count), the sheaf to
  * the depot; a deferred sheaf back to the rcu ring, its objects counted in
  * free_rcu_sheaf on lane @book unless an armed count of the dead thread
  * covers them (@book NULL: the engine's own sheaves, counted already).
@@ -111,7 +175,8 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 				  struct ring_intent *in, uint32_t *ids, int count,
 				  struct shm_lane *book)
 {
-	uint32_t n;
+	struct flush_ref *flush;
+	uint32_t n, nflush = 0;
 
 	for (uint32_t l = 0, used = pool_lanes_used(p); l < used; l++) {
 		struct shm_lane *ln = &p->lanes[l];
@@ -121,6 +186,7 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 	}
 	n = ring_reclaim(pool_ref_of, p, p->owners, p->sheaf_count, NULL, 0,
 			 dead, me, ids, p->sheaf_count);
+	flush = malloc((size_t)n * sizeof(*flush));
 	for (uint32_t k = 0; k < n; k++) {
 		if (dead < p->max_clients)   /* a client's: its tags first (owner.h) */
 			owner_sheaf_untag(p, pool_sheaf(p, ids[k]), dead);
@@ -134,19 +200,21 @@ static uint32_t take_back_sheaves(struct shm_pool *p, uint32_t dead, uint32_t me
 				at_counter_add(&lane_stat(p, book, c)[ST_FREE_RCU_SHEAF], size);
 			continue;
 		}
-		sheaf_to_slabs(p, pool_sheaf(p, ids[k]), count);
+		if (flush != NULL) {
+			flush[nflush].cache = c;
+			flush[nflush++].id = ids[k];
+			continue;
+		}
+		sheaves_to_slabs(p, &(struct flush_ref){ c, ids[k] }, 1, count);
 		depot_put(p, ids[k], me, in);
 	}
+	/* All objects at once, then the sheaves: a sheaf in the depot can be
+	 * refilled before the next one's objects are back. */
+	sheaves_to_slabs(p, flush, nflush, count);
+	for (uint32_t k = 0; k < nflush; k++)
+		depot_put(p, flush[k].id, me, in);
+	free(flush);
 	return n;
-}
-
-/* Whether any client slot is taken (live, or dead and not yet repaired). */
-static int pool_has_clients(const struct shm_pool *p)
-{
-	for (uint32_t c = 0, used = pool_clients_used(p); c < used; c++)
-		if (at_load_acquire(&p->clients[c].state) != CLIENT_FREE)
-			return 1;
-	return 0;
 }
 
 /*
@@ -205,7 +273,7 @@ static int reclaim(struct engine *e, uint32_t client, int revoke, uint64_t now)
 		client_detach(p, client);
 	lock_release(&e->ctl_lock);
 	/* Nobody left to be half-way through a count: the walk is the truth. */
-	if (!pool_has_clients(p))
+	if (!client_any(p))
 		engine_reconcile_counts(e);
 	return (int)n;
 }

@@ -12,6 +12,7 @@
  * used frames and a stack of released ones (their holes punched).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include "shm/debug.h"
 #include "shm/engine/owner.h"
@@ -498,6 +499,32 @@ uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
 		lock_release(&cn->lock);
 	}
 	return bad;
+}
+
+int slab_off_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+uint32_t slab_free_objs_once(struct shm_pool *p, uint32_t cache, uint64_t *objs, uint32_t n)
+{
+	uint32_t u = 0, dups;
+
+	qsort(objs, n, sizeof(*objs), slab_off_cmp);
+	for (uint32_t i = 0; i < n; i++)
+		if (u == 0 || objs[i] != objs[u - 1])
+			objs[u++] = objs[i];
+	dups = n - u;
+	if (dups) {
+		struct shm_cache_node *cn = pool_cnode(p, cache, 0);
+
+		lock_acquire(&cn->lock, LOCK_RANK_CACHE_NODE);
+		at_counter_add(&cn->stat[ST_FLUSH_INVALID], dups);
+		lock_release(&cn->lock);
+	}
+	return dups + (u ? slab_free_objs(p, cache, objs, u) : 0);
 }
 
 uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,

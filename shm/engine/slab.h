@@ -47,6 +47,20 @@ uint32_t slab_alloc_objs(struct shm_pool *p, uint32_t cache, uint32_t node,
 uint32_t slab_free_objs(struct shm_pool *p, uint32_t cache,
 			const uint64_t *objs, uint32_t n);
 
+/*
+ * slab_free_objs for objects that may hold copies of each other (the
+ * sheaves of a dead client: one killed inside vet_rising's copy has each
+ * object in two of them): sorts @objs in place and gives each object back
+ * once, a second copy refused (ST_FLUSH_INVALID) like one already free.
+ * One call for all the copies: freed apart, a worker's refill could take
+ * the first copy's object before the second free, which would then free
+ * an object a barn holds.  Returns the number refused.
+ */
+uint32_t slab_free_objs_once(struct shm_pool *p, uint32_t cache, uint64_t *objs, uint32_t n);
+
+/* qsort and bsearch order of object offsets (uint64_t), ascending. */
+int slab_off_cmp(const void *a, const void *b);
+
 /* Release every empty slab of @cache on @node beyond @keep slabs on the
  * partial+empty lists (hole punched).  Returns slabs released. */
 uint32_t slab_shrink(struct shm_pool *p, uint32_t cache, uint32_t node,

@@ -63,13 +63,6 @@ static int u32_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Mark in @in the candidates (sorted @off[0..n)) that some sheaf of the
  * pool holds: free objects a spoiled value named. */
 static void in_sheaves(const struct shm_pool *p, const uint64_t *off, uint32_t n, uint8_t *in)
@@ -81,7 +74,7 @@ static void in_sheaves(const struct shm_pool *p, const uint64_t *off, uint32_t n
 		k = k < SHEAF_CAP_MAX ? k : SHEAF_CAP_MAX;
 		for (uint32_t i = 0; i < k; i++) {
 			uint64_t o = ut_load64(&sh->objs[i]);
-			const uint64_t *hit = bsearch(&o, off, n, sizeof(uint64_t), u64_cmp);
+			const uint64_t *hit = bsearch(&o, off, n, sizeof(uint64_t), slab_off_cmp);
 
 			if (hit != NULL)
 				in[hit - off] = 1;
@@ -237,7 +230,7 @@ static uint64_t frees_run(struct engine *e, struct topic_frees *f, int64_t dead)
 		}
 		off[n++] = o;
 	}
-	qsort(off, n, sizeof(uint64_t), u64_cmp);
+	qsort(off, n, sizeof(uint64_t), slab_off_cmp);
 	in_sheaves(p, off, n, in);
 	/* Acquire: pairs with owner_alloc's release fence (owner.h). */
 	at_fence_acquire();

@@ -24,6 +24,7 @@
 #include "shm/engine/slab.h"
 #include "shm/bounds.h"
 #include "shm/engine/clients.h"
+#include "shm/engine/engine.h"
 #include "tests/helpers/util_check.h"
 #include "tests/helpers/util_pool.h"
 #include "tests/helpers/util_proc.h"
@@ -256,14 +257,28 @@ static void rising_die(void)
 	longjmp(rising_death, 1);
 }
 
+/* What the repair's refill hook took from the slabs (see below). */
+static uint64_t refill_objs[SHEAF_CAP_MAX];
+static uint32_t refill_n;
+
+/* A worker's refill right after the repair gave objects back: takes as
+ * many as a sheaf holds, once. */
+static void refill_hook(struct shm_pool *p, uint32_t cache)
+{
+	if (refill_n == 0)
+		refill_n = slab_alloc_objs(p, cache, 0, refill_objs, SHEAF_CAP_MAX, 0);
+}
+
 /* A client that dies inside vet_rising's copy, after the empty sheaf got
  * the objects and before the full one gave them up (@die; else after
  * vet_rising), is repaired: both its sheaves go back to the slabs, the
  * second copy of each object is refused as already free (flush_invalid,
  * one per object when it died there, none otherwise), none is lost (the
  * walk and the counters agree), and every object of the cache can be
- * allocated again. */
-static void rising_death_case(int die)
+ * allocated again.  With @refill, a refill takes objects from the slabs
+ * each time the repair gave some back: none of them is freed again by
+ * the repair (a second copy freed after the refill would be). */
+static void rising_death_case(int die, int refill)
 {
 	sheaf_pool_t *p = pool_small(1);
 	sheaf_cache_t *c = mkcache(p, "dup", 64, 32, 0);
@@ -298,8 +313,16 @@ static void rising_death_case(int die)
 	vet_rising_hook = NULL;
 	ck_assert_uint_eq(sheaf_size(pool_sheaf(sp, e)), n);
 	ck_assert_uint_eq(sheaf_size(pool_sheaf(sp, s)), die ? n : 0);
+	refill_n = 0;
+	repair_flushed_hook = refill ? refill_hook : NULL;
 	ck_assert_int_ge(engine_reclaim_client(&p->engine, (uint32_t)id), 1);
+	repair_flushed_hook = NULL;
 	ck_assert_uint_eq(stat_count(c, -1, "flush_invalid") - invalid0, die ? n : 0);
+	if (refill) {
+		ck_assert_uint_ge(refill_n, n);
+		ck_assert_msg(slab_free_objs(sp, c->id, refill_objs, refill_n) == 0,
+			      "the repair freed objects a refill had taken after it");
+	}
 	ck_assert_int_eq(sheaf_cache_stats(c, -1, &st), 0);
 	ck_assert_uint_eq(st.in_use, 0);
 	ck_assert_msg(sheaf_pool_check(p, err, sizeof(err)) == 0, "check: %s", err);
@@ -346,8 +369,9 @@ END_TEST
 
 START_TEST(rising_copy_death)
 {
-	rising_death_case(1);
-	rising_death_case(0);
+	rising_death_case(1, 0);
+	rising_death_case(0, 0);
+	rising_death_case(1, 1);
 }
 END_TEST
 
