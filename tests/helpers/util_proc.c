@@ -257,14 +257,14 @@ int exe_dir(char *buf, size_t len, const char *rel)
 
 /* ---- processes ------------------------------------------------------------- */
 
-double cpu_seconds(pid_t pid)
+/* utime + stime in clock ticks from the stat file at @path
+ * (/proc/PID/stat or /proc/PID/task/TID/stat), or -1. */
+static long long stat_ticks(const char *path)
 {
-	char path[64], *s, *p;
+	char *s = read_file(path), *p;
 	unsigned long long ut = 0, st = 0;
-	double r = -1;
+	long long r = -1;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	s = read_file(path);
 	if (s == NULL)
 		return -1;
 	/* Fields after the command (which may hold spaces): state is field 3,
@@ -272,16 +272,28 @@ double cpu_seconds(pid_t pid)
 	p = strrchr(s, ')');
 	if (p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
 				&ut, &st) == 2)
-		r = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+		r = (long long)(ut + st);
 	free(s);
 	return r;
 }
 
-/* Thread @tid of @pid: its CPU time in ns, or -1. */
+double cpu_seconds(pid_t pid)
+{
+	char path[64];
+	long long t;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	t = stat_ticks(path);
+	return t < 0 ? -1 : (double)t / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Thread @tid of @pid: its CPU time in ns (schedstat, else its stat's
+ * ticks), or -1. */
 static int64_t task_cpu_ns(pid_t pid, int tid)
 {
-	char path[96], *s, *p;
-	unsigned long long ut = 0, st = 0, ns;
+	char path[96], *s;
+	unsigned long long ns;
+	long long t;
 	int64_t r = -1;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, tid);
@@ -292,15 +304,8 @@ static int64_t task_cpu_ns(pid_t pid, int tid)
 	if (r >= 0)
 		return r;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, tid);
-	s = read_file(path);
-	if (s == NULL)
-		return -1;
-	p = strrchr(s, ')');
-	if (p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-				&ut, &st) == 2)
-		r = (int64_t)((ut + st) * (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK)));
-	free(s);
-	return r;
+	t = stat_ticks(path);
+	return t < 0 ? -1 : t * (1000000000ll / sysconf(_SC_CLK_TCK));
 }
 
 int thread_cpu(pid_t pid, struct thread_cpu *t, int max)
