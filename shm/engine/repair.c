@@ -76,6 +76,8 @@ static void repair_flushed(struct shm_pool *p, uint32_t cache)
  */
 static void sheaves_to_slabs(struct shm_pool *p, struct flush_ref *r, uint32_t n, int count)
 {
+	if (n == 0)
+		return;
 	qsort(r, n, sizeof(*r), flush_ref_cmp);
 	for (uint32_t i = 0, j; i < n; i = j) {
 		uint32_t c = r[i].cache, m = 0, bad;

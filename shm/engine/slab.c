@@ -512,6 +512,8 @@ uint32_t slab_free_objs_once(struct shm_pool *p, uint32_t cache, uint64_t *objs,
 {
 	uint32_t u = 0, dups;
 
+	if (n == 0)
+		return 0;
 	qsort(objs, n, sizeof(*objs), slab_off_cmp);
 	for (uint32_t i = 0; i < n; i++)
 		if (u == 0 || objs[i] != objs[u - 1])
