@@ -15,6 +15,8 @@
  *                  refused; --help; bad flags exit 2; a config file is
  *                  honoured and flags win over it.
  *   idle_cpu       an idle daemon uses (almost) no CPU over 3 s.
+ *   attach_wakes   a daemon with no client starts no grace period; its
+ *                  first client gets one at once, not after a nap.
  *   reconnect      a live process that called sheaf_disconnect is no longer
  *                  attached, and 100 connect/disconnect cycles in one
  *                  process do not use up the 64 client slots.
@@ -385,6 +387,53 @@ START_TEST(idle_cpu)
 }
 END_TEST
 
+/* ---- a napping engine wakes at attach -------------------------------------- */
+
+/* How soon after its attach a client sees the first grace period of a
+ * sheafd that had none: far below the engine threads' 1 s nap. */
+#define WAKE_BOUND_MS 400
+
+static int first_client(void *argp)
+{
+	int64_t t0 = now_ms(), ms;
+	sheaf_pool_t *p = child_connect(argp, "first");
+	struct shm_pool *sp = &p->shm;
+	uint64_t seq = at_load_acquire(&sp->hdr->gp_seq);
+
+	REQUIRE(seq <= 1, "sheafd started %" PRIu64 " grace periods with no client "
+		"attached", seq);
+	while (at_load_acquire(&sp->hdr->gp_done) == 0 && now_ms() - t0 < 5000)
+		sleep_ms(1);
+	ms = now_ms() - t0;
+	REQUIRE(at_load_acquire(&sp->hdr->gp_done) > 0, "no grace period 5 s after the attach");
+	printf("attach_wakes: the first grace period %lld ms after the connect began\n",
+	       (long long)ms);
+	REQUIRE(ms < WAKE_BOUND_MS, "the first grace period came %lld ms after the attach: "
+		"the engine napped on", (long long)ms);
+	sheaf_disconnect(p);
+	return 0;
+}
+
+/*
+ * With no client attached the engine's threads nap up to 1 s and its
+ * grace-period thread starts no beat (docs/design.md 5.1, "Sleeping"):
+ * 1.3 s after the start, in the middle of a nap, a first client attaches,
+ * and client_attach's wake-up makes the beat start a grace period at once.
+ */
+START_TEST(attach_wakes)
+{
+	struct dmn d;
+
+	dmn_init(&d);
+	dmn_start(&d, NULL);
+	sleep_ms(1300);
+	reap_ok(fork_child(first_client, d.sock), 60000, "first client");
+	wait_no_clients(&d, 30000);
+	dmn_stop(&d, 10000);
+	dmn_cleanup(&d);
+}
+END_TEST
+
 /* ---- signals go to the event loop ---------------------------------------- */
 
 /* Thread @tid of @pid: its name into @comm, its blocked signals (SigBlk). */
@@ -732,6 +781,7 @@ int main(void)
 	ADD_ALONE(s, uid_refused, 240);
 	ADD_ALONE(s, lifecycle, 240);
 	ADD_ALONE(s, idle_cpu, 240);
+	ADD_ALONE(s, attach_wakes, 240);
 	ADD_ALONE(s, signals_to_the_loop, 240);
 	ADD_ALONE(s, reconnect, 240);
 	ADD_ALONE(s, mem_cap, 240);
