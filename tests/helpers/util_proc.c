@@ -444,7 +444,13 @@ void kill_tracked(void)
 
 pid_t fork_fn(int (*fn)(void *), void *arg)
 {
-	pid_t pid = fork();
+	pid_t pid;
+
+	/* What the parent has buffered is printed once, not by each child
+	 * that prints. */
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
 
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -330,17 +330,20 @@ static int idle_window(pid_t pid, int ms, long *used, char *busy, size_t len)
  * sheafd does not spin: over an idle @ms it uses under 20% of one CPU, or,
  * when the window caught the tail of bounded work (the worker's pass after
  * the round's Shrink restocks every barn, and a put or get on a spoiled
- * ring may run ring_steps_max steps, 4 * 32768 + 4096 here), in a window
- * after it (printed, so that a run shows how often): the next one, or
- * under a sanitizer one of the next five (TSan ran such a pass for over a
- * second: "sheaf-node0 +49" ticks in two windows of 500 ms, CI here).  A
- * spinning sheafd fails them all.
+ * ring may run ring_steps_max steps, 4 * 32768 + 4096 here), in a later
+ * window (printed, so that a run shows how often).  The later windows
+ * span 1 s, or 5 s under a sanitizer (TSan ran such a pass for over a
+ * second: "sheaf-node0 +49" ticks in two windows of 500 ms): bounded work
+ * ends within them, and a spinning sheafd fails them all.
  */
 static void require_idle(pid_t pid, int ms, const char *when)
 {
 	char busy[512], busy2[512];
 	long used, used2;
-	int more = test_san() ? 5 : 1;
+	int more = (test_san() ? 5000 : 1000) / ms;
+
+	if (more < 1)
+		more = 1;
 
 	if (idle_window(pid, ms, &used, busy, sizeof(busy)))
 		return;
