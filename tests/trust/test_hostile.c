@@ -336,7 +336,29 @@ static int idle_window(pid_t pid, int ms, long *used, char *busy, size_t len)
  * second: "sheaf-node0 +49" ticks in two windows of 500 ms): bounded work
  * ends within them, and a spinning sheafd fails them all.
  */
-static void require_idle(pid_t pid, int ms, const char *when)
+/*
+ * What a busy sheafd @pid is doing, printed before the failure: its
+ * threads' stacks, three times (gdb, where installed), and its barns'
+ * figures twice, 200 ms apart (`sheafctl stats`: the counters that move
+ * name the barn a loop works on).
+ */
+static void busy_report(pid_t pid, const char *sock)
+{
+	char cmd[1024];
+
+	fflush(stdout);
+	snprintf(cmd, sizeof(cmd),
+		 "command -v gdb >/dev/null && for k in 1 2 3; do echo \"== sheafd stacks ($k)\"; "
+		 "gdb -p %d -batch -ex 'thread apply all bt 16' 2>/dev/null | "
+		 "grep -v '^\\[New LWP\\|^$'; sleep 0.2; done; "
+		 "for k in 1 2; do echo \"== sheafctl stats ($k)\"; %s --socket %s stats; sleep 0.2; done",
+		 (int)pid, sheafctl_bin(), sock);
+	if (system(cmd) == -1)
+		printf("hostile: cannot run the busy report: %s\n", strerror(errno));
+	fflush(stdout);
+}
+
+static void require_idle(pid_t pid, const char *sock, int ms, const char *when)
 {
 	char busy[512], busy2[512];
 	long used, used2;
@@ -352,6 +374,7 @@ static void require_idle(pid_t pid, int ms, const char *when)
 	for (int k = 0; k < more; k++)
 		if (idle_window(pid, ms, &used2, busy2, sizeof(busy2)))
 			return;
+	busy_report(pid, sock);
 	REQUIRE(0, "%s: sheafd used %ld ms of CPU in an idle %d ms (ticks by thread: %s), then "
 		"%ld ms in the last of %d more windows of %d ms (spinning; ticks by thread: %s)",
 		when, used, ms, busy, used2, more, ms, busy2);
@@ -640,12 +663,12 @@ START_TEST(hostile_rounds)
 			/* Under a sanitizer a legitimate pass takes 5-15x longer:
 			 * the same 20% bound, over a window 5x as long (a
 			 * spinning sheafd still uses all of it). */
-			require_idle(R->d.pid, (k % ADOPT_EVERY == 0 ? 300 : 100) *
+			require_idle(R->d.pid, R->d.sock, (k % ADOPT_EVERY == 0 ? 300 : 100) *
 				     (test_san() ? 5 : 1), label);
 		if (k % ADOPT_EVERY == 0 || k == rounds)
 			adopt(R, label);
 	}
-	require_idle(R->d.pid, 1000, "at the end");
+	require_idle(R->d.pid, R->d.sock, 1000, "at the end");
 	printf("hostile: %d rounds in %lld ms (%lld in bursts); the good client did %llu ops "
 	       "(%llu NULL allocations), sheafd never failed\n", rounds,
 	       (long long)(now_ms() - t0), (long long)R->t_hostile_ms,
