@@ -326,13 +326,21 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 
 		work = stock_refill(e, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
 				    cap, waiters, in, &starved);
-		/* Puts the ring took without counting them (positions a peer
-		 * set within the glance's slack: head past tail) are no work
-		 * that keeps the worker passing, or it refills the ring pass
-		 * after pass, spinning, until the next look rebuilds it.
-		 * Clients taking sheaves meanwhile make this a false alarm
-		 * at worst: a sooner look, and a sleep until the doorbell. */
-		if (work != 0 && ring_count(&full) < cnt + work && ring_count(&full) <= cnt) {
+		/* The count must move by the sheaves put.  Puts the ring took
+		 * without counting them (positions a peer set within the
+		 * glance's slack: head past tail), or that it counted more
+		 * than once (a peer's slots of a later lap, which each put
+		 * steps tail past), are no work that keeps the worker
+		 * passing: else it refills the ring pass after pass, or
+		 * refills and flushes it in turn (test_hostile's idle sheafd
+		 * at 70-100% of a CPU for seconds), until the next look
+		 * rebuilds it or the lap wears the peer's slots out.
+		 * Clients putting or taking sheaves meanwhile make this a
+		 * false alarm at worst: a sooner look, and a sleep until the
+		 * doorbell. */
+		uint32_t now = ring_count(&full);
+
+		if (work != 0 && ((now < cnt + work && now <= cnt) || now > cnt + work)) {
 			ring_rebuild_symptom(e);
 			cnt += work;
 			work = 0;
@@ -340,6 +348,8 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 			cnt += work;    /* at most high (or 1): nothing to flush */
 		}
 	}
+	uint32_t before = cnt;
+
 	for (uint32_t k = 0; cnt > limit && k < STOCK_PASS_MAX; k++) {
 		uint32_t s = barn_get_full(p, c, n, OWNER_ENGINE, in);
 		if (s == SHEAF_ID_NONE)
@@ -347,6 +357,12 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 		engine_flush_sheaf(p, c, n, s, OWNER_ENGINE, in);
 		cnt--;
 		flushed++;
+	}
+	/* Likewise for gets: a count that fell by more than the sheaves
+	 * taken (a peer's slots that each get steps head past). */
+	if (flushed != 0 && ring_count(&full) + flushed < before) {
+		ring_rebuild_symptom(e);
+		regular = 0;
 	}
 	work += flushed < regular ? flushed : regular;
 	/* Served, or found to be phantoms (waiters 0 with raw not). */

@@ -411,6 +411,65 @@ START_TEST(respoiled_ring_idle)
 }
 END_TEST
 
+/*
+ * A barn's full ring with slots of a lap far ahead written over its lap,
+ * two in every three: each put steps tail past them and each get head, lap
+ * after lap, so the count moves by three per sheaf.  A refill to barn_high then reads
+ * over barn_limit, the flush under barn_low, and the worker refilled and
+ * flushed in turn without sleeping (test_hostile's idle sheafd at
+ * 70-100% of a CPU for seconds).  The idle pool must stay idle, and the
+ * cache must still work.
+ */
+START_TEST(skipping_slots_idle)
+{
+	/* Many sheaves: a lap of the ring outlasts the window. */
+	struct sheaf_pool_config cfg = { .nodes = 1, .size = 256 * MIB, .sheaf_count = 32768,
+					  .wait_ms = 100 };
+	sheaf_pool_t *p = pool_new(&cfg);
+	sheaf_cache_t *c = mkcache(p, "skip", 64, 16, 0);
+	struct shm_pool *sp = &p->shm;
+	struct shm_cache *sc = &sp->caches[c->id];
+	struct ring_ref full = pool_full_ref(sp, c->id, 0);
+	struct ring_intent in = { 0 };
+	uint32_t max = sp->sheaf_count, *held = calloc(max, sizeof(*held)), n, t;
+	int64_t cpu0, used;
+
+	ck_assert_ptr_nonnull(held);
+	churn_checked(c, 400);
+	at_store_relaxed(&sc->barn_low, 4);
+	at_store_relaxed(&sc->barn_high, 8);
+	at_store_relaxed(&sc->barn_limit, 10);
+	at_store_relaxed(&sc->barn_keep, 1);       /* the limit is 10 */
+	/* The barn emptied (its sheaves held here, put back at the end),
+	 * then the slots ahead of tail spoiled over the whole lap. */
+	n = take_all(sp, &full, held, 0, max, &in);
+	t = at_load_relaxed(&full.r->tail);
+	for (uint32_t q = t; q != t + ring_size(&full); q++) {
+		uint32_t base = q - (q & full.mask);
+
+		if ((q - t) % 3 != 0)
+			at_store_relaxed(&full.r->slots[q & full.mask],
+					 ((uint64_t)(base + 4096 * ring_size(&full) + 1) << 32) |
+					 SHEAF_ID_NONE);
+	}
+	cpu0 = self_cpu_ms();
+	node_ring_doorbell(sp, 0);
+	sleep_ms(IDLE_MS(300));
+	used = self_cpu_ms() - cpu0;
+	printf("skipping_slots_idle: the engine used %lld ms of CPU in %d ms; "
+	       "full ring head %u tail %u\n", (long long)used, IDLE_MS(300),
+	       at_load_relaxed(&full.r->head), at_load_relaxed(&full.r->tail));
+	ck_assert_msg(used * 5 < IDLE_MS(300), "the idle engine used %lld ms of CPU in %d ms",
+		      (long long)used, IDLE_MS(300));
+	churn_checked(c, 400);
+	for (uint32_t k = 0; k < n; k++)
+		(void)ring_put(&full, sp->owners, held[k], OWNER_ENGINE, &in);
+	free(held);
+	churn_checked(c, 400);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* A sheaf capacity over SHEAF_CAP_MAX in the descriptor (engine-owned,
  * written here through the memfd): a refill must not write objs[capacity]
  * past the sheaf into its neighbours. */
@@ -914,6 +973,7 @@ int main(void)
 	tcase_add_test(tc, stale_waiters_idle);
 	tcase_add_test(tc, stale_waiters_out_of_phase_idle);
 	tcase_add_test(tc, respoiled_ring_idle);
+	tcase_add_test(tc, skipping_slots_idle);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(client, 60);
 	tcase_add_test(client, ring_positions_and_slots);
