@@ -326,21 +326,22 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 
 		work = stock_refill(e, c, n, want < STOCK_PASS_MAX ? want : STOCK_PASS_MAX,
 				    cap, waiters, in, &starved);
-		/* The count must move by the sheaves put.  Puts the ring took
-		 * without counting them (positions a peer set within the
-		 * glance's slack: head past tail), or that it counted more
-		 * than once (a peer's slots of a later lap, which each put
-		 * steps tail past), are no work that keeps the worker
-		 * passing: else it refills the ring pass after pass, or
-		 * refills and flushes it in turn (test_hostile's idle sheafd
-		 * at 70-100% of a CPU for seconds), until the next look
-		 * rebuilds it or the lap wears the peer's slots out.
-		 * Clients putting or taking sheaves meanwhile make this a
-		 * false alarm at worst: a sooner look, and a sleep until the
-		 * doorbell. */
+		/* Puts the ring took without counting them (positions a peer
+		 * set within the glance's slack: head past tail) are no work
+		 * that keeps the worker passing, or it refills the ring pass
+		 * after pass, spinning, until the next look rebuilds it.
+		 * Clients taking sheaves meanwhile make this a false alarm
+		 * at worst: a sooner look, and a sleep until the doorbell.
+		 * A count that rose by more than the puts is no symptom here:
+		 * a client's frees put full sheaves all the while (cap-1
+		 * sheaves: one per free), and a refill then counted as no
+		 * work left the flush below to a later pass, a free waiting
+		 * meanwhile (test_free under valgrind).  A peer's slots of a
+		 * later lap, which each put steps tail past, are caught by
+		 * the flush that follows. */
 		uint32_t now = ring_count(&full);
 
-		if (work != 0 && ((now < cnt + work && now <= cnt) || now > cnt + work)) {
+		if (work != 0 && now < cnt + work && now <= cnt) {
 			ring_rebuild_symptom(e);
 			cnt += work;
 			work = 0;
@@ -358,8 +359,15 @@ static uint32_t stock_barn(struct engine *e, uint32_t c, uint32_t n,
 		cnt--;
 		flushed++;
 	}
-	/* Likewise for gets: a count that fell by more than the sheaves
-	 * taken (a peer's slots that each get steps head past). */
+	/* A count that fell by more than the sheaves taken: a peer's slots
+	 * of a later lap, which each get steps head past (and each put tail
+	 * past, lifting the refill's count over the limit): the flushes
+	 * over the limit are no work, else the worker refills and flushes
+	 * the barn in turn, never sleeping (test_hostile's idle sheafd at
+	 * 70-100% of a CPU for seconds), until the next look rebuilds it or
+	 * the lap wears the peer's slots out.  Clients taking sheaves
+	 * meanwhile make this a false alarm at worst: a sooner look, and
+	 * the rest of the flush at the next doorbell or beat. */
 	if (flushed != 0 && ring_count(&full) + flushed < before) {
 		ring_rebuild_symptom(e);
 		regular = 0;
