@@ -2,7 +2,7 @@
  * bench.h - the pieces shared by sheafbench's source files (sheafbench.c:
  * options, contenders, output, main; inproc.c: the single-process workloads
  * w1, w2, w3; xproc.c: the workloads that fork processes, w3p and --procs N;
- * miss.c: w6; sizes.c: w8p, w8b; mpool.c: the mutex pool).
+ * miss.c: w6; sizes.c: w8p, w8b; churn.c: w12; mpool.c: the mutex pool).
  *
  * The hot path (obj_alloc / obj_free) is static inline here so that every
  * workload loop gets its own copy per contender family, with no dispatch
@@ -38,7 +38,7 @@
 
 enum alloc_kind { ALLOC_SHEAF, ALLOC_SHEAF0, ALLOC_MALLOC, ALLOC_MPOOL,
 		  ALLOC_NR };
-enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_W10, WL_NR };
+enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_W10, WL_W12, WL_NR };
 /* How the hot path allocates: one compiled copy of each loop per family. */
 enum family { FAM_SHEAF, FAM_MALLOC, FAM_MPOOL };
 
@@ -132,6 +132,23 @@ struct result run_w6(const struct contender *c, uint64_t samples,
  * operations; sheaf: proves no object of a size class is left in use. */
 struct result run_w8(const struct contender *c, bool batched, size_t batch,
 		     uint64_t count);
+
+/* The seeded sequence of sizes (8..1024) w8 and w12 use; sizes_at wraps. */
+#define SIZES_N     65536u              /* a power of two: the index wraps */
+extern uint16_t sizes[SIZES_N];
+void sizes_init(void);
+static inline uint16_t sizes_at(uint32_t k)
+{
+	return sizes[k & (SIZES_N - 1)];
+}
+/* Objects in use over the size classes the sequence reaches. */
+uint64_t classes_in_use(const struct contender *c);
+
+/* ---- churn.c ----------------------------------------------------------- */
+
+/* w12: threads one after another, each @n allocations of mixed sizes (16
+ * live at most) and their frees, then its exit; us per thread. */
+struct result run_w12(const struct contender *c, uint64_t n, bool quick);
 
 /* ---- large.c ----------------------------------------------------------- */
 

@@ -144,9 +144,9 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w10 w3p w4 w6 attach w7 w7l w9 idle
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w10 w12 w3p w4 w6 attach w7 w7l w9 idle
 #                        w11 (topics: tests/bench/w11/run.sh, its own tables)
-#                        (w4, w6, w7, w7l, w8 and w9 stand for their rows, e.g. w4_w1_2,
+#                        (w4, w6, w7, w7l, w8, w9, w10 and w12 stand for their rows, e.g. w4_w1_2,
 #                        w7_1m_pages);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
@@ -311,6 +311,18 @@ for sz in 128k 1m 8m 64m; do
 		ROW_COLS[$row]="sheaf glibc jemalloc tcmalloc mimalloc"
 	done
 done
+# W12: thread churn, threads one after another, each N allocations of
+# mixed sizes and their frees, then its exit (sheaf and the malloc peers).
+W12_ROWS=()
+for n in 10 100 1000 10000; do
+	row=w12_$n
+	W12_ROWS+=("$row")
+	ROW_LABEL[$row]="W12 thread churn N=$n"
+	ROW_ARGS[$row]="--workload w12"
+	ROW_METRIC[$row]=us_per_thread ROW_UNIT[$row]=us/thread ROW_BETTER[$row]=lower
+	ROW_COUNT[$row]=$n
+	ROW_COLS[$row]="sheaf glibc jemalloc tcmalloc mimalloc"
+done
 # W7: one w7bench run per contender and round fills every W7
 # row of that contender (each row reads its own field of the JSON line).
 W7_ROWS=(w7_64 w7_1k w7_pp50_64 w7_pp99_64 w7_pp50_1k w7_pp99_1k)
@@ -408,7 +420,7 @@ declare -A W7L_COUNT=([sheaf]=20000 [dpdk_mp]=20000 [iceoryx]=20000 [socket]=500
 	[slots]=20000)
 declare -A W7L_PP=([sheaf]=5000 [dpdk_mp]=5000 [iceoryx]=5000 [socket]=300 [slots]=5000)
 DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" "${W7L_ROWS[@]}" "${W9_ROWS[@]}" idle)
-ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${W10_ROWS[@]}" "${DAEMON_ROWS[@]}")
+ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${W10_ROWS[@]}" "${W12_ROWS[@]}" "${DAEMON_ROWS[@]}")
 declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [w7l]=5 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
@@ -475,6 +487,7 @@ wanted_rows() {
 		attach) printf '%s ' "${ATTACH_ROWS[@]}" ;;
 		w8) printf '%s ' "${W8_ROWS[@]}" ;;
 		w10) printf '%s ' "${W10_ROWS[@]}" ;;
+		w12) printf '%s ' "${W12_ROWS[@]}" ;;
 		w9) printf '%s ' "${W9_ROWS[@]}" ;;
 		*) printf '%s ' "$w" ;;
 		esac
@@ -1183,6 +1196,11 @@ add_target w8b_sheaf_vs_best_peer "W8 mixed sizes B=4096: sheaf / best peer (goa
 	"${RATIO[w8b]:-}"
 for row in "${W10_ROWS[@]}"; do
 	add_target "${row}_sheaf_vs_best_peer" "${ROW_LABEL[$row]}: sheaf / best peer (goal <= 0.8)" \
+		"${RATIO[$row]:-}"
+done
+for row in "${W12_ROWS[@]}"; do
+	add_target "${row}_sheaf_vs_best_peer" \
+		"${ROW_LABEL[$row]}: sheaf / best peer (goal <= $([ "$row" = w12_10 ] && echo 1.5 || echo 1.0))" \
 		"${RATIO[$row]:-}"
 done
 # slots (a ring of message slots: no allocator, no pointer queue, no

@@ -35,6 +35,10 @@
  *       bytes (up to 1 GiB), the first byte of every 4 KiB page written,
  *       then freed, through sheaf_malloc/sheaf_free_any (or malloc/free).
  *       Figure: ns per object.
+ *   w12 W12 thread churn (churn.c): threads one after another, each
+ *       --count N allocations of mixed sizes 8..1024 (16 live at most)
+ *       and their frees, then its exit.  Figure: us per thread, create to
+ *       join (default N 100; about 2*10^6 allocations, 500-20000 threads).
  *   --procs N  (w1, w2) W4 scaling: N forked processes, each connecting on
  *       its own, run the workload at the same time.  Figure: million
  *       operations per process per second (w1: an operation is an alloc+free
@@ -67,7 +71,7 @@
  *       build/tests/bench/sheafbench --alloc malloc --workload w3 --json
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w3p
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w1 --procs 2
- * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b|w10
+ * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12
  *          --batch B  --size BYTES  --count N  --capacity N  --socket PATH
  *          --procs N  --quick  --json  --owned  --help
  */
@@ -88,7 +92,7 @@
 const char *const alloc_names[ALLOC_NR] = { "sheaf", "sheaf0", "malloc",
 					    "mutexpool" };
 const char *const workload_names[WL_NR] = { "w1", "w2", "w3", "w3p", "w6",
-					       "w8p", "w8b", "w10" };
+					       "w8p", "w8b", "w10", "w12" };
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -413,7 +417,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sheafbench [--alloc sheaf|sheaf0|malloc|mutexpool]\n"
-		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b|w10] [--batch B]\n"
+		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12] [--batch B]\n"
 		"                  [--size BYTES] [--count N] [--capacity N]\n"
 		"                  [--socket PATH] [--procs N] [--quick] [--json]\n"
 		"                  [--owned]\n"
@@ -534,6 +538,8 @@ static uint64_t default_count(enum workload w)
 		return W6_DEFAULT_SAMPLES;
 	case WL_W10:
 		return 20000;
+	case WL_W12:
+		return 100;
 	default:
 		return W3_DEFAULT_OBJECTS;
 	}
@@ -560,6 +566,8 @@ static void check_options(const struct options *o)
 	if ((o->workload == WL_W8P || o->workload == WL_W8B) &&
 	    o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
 		die("w8p and w8b need --alloc sheaf or malloc (size classes)");
+	if (o->workload == WL_W12 && o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
+		die("w12 needs --alloc sheaf or malloc (size classes)");
 	if (o->workload == WL_W10 && o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
 		die("w10 needs --alloc sheaf or malloc (size classes)");
 	if (o->workload != WL_W10 && o->size > 65536)
@@ -580,7 +588,8 @@ static void parse_options(struct options *o, int argc, char **argv)
 	check_options(o);
 	if (!o->count)
 		o->count = default_count(o->workload);
-	if (o->quick)
+	/* w12's count is each thread's work: --quick runs fewer threads */
+	if (o->quick && o->workload != WL_W12)
 		o->count = o->count / QUICK_DIVISOR ? o->count / QUICK_DIVISOR : 1;
 }
 
@@ -602,6 +611,8 @@ static struct result run_workload(const struct options *o,
 		return run_w8(c, o->workload == WL_W8B, (size_t)o->batch, o->count);
 	case WL_W10:
 		return run_w10(c, (size_t)o->batch, (size_t)o->size, o->count);
+	case WL_W12:
+		return run_w12(c, o->count, o->quick);
 	default:
 		return run_w3(c, o->count);
 	}

@@ -22,14 +22,13 @@
 
 #include "tests/bench/bench.h"
 
-#define SIZES_N     65536u              /* a power of two: the index wraps */
 #define SIZES_SEED  0x5eedf00dcafe1011ull
 #define SIZE_MIN    8u
 #define SIZE_MAX_   1024u
 
-static uint16_t sizes[SIZES_N];
+uint16_t sizes[SIZES_N];
 
-static void sizes_init(void)
+void sizes_init(void)
 {
 	uint64_t x = SIZES_SEED;
 
@@ -121,7 +120,7 @@ static uint64_t w8b_rounds(const struct contender *c, void **objs, size_t batch,
 /* ---- the proof and the run ---------------------------------------------- */
 
 /* Objects in use over the classes the sequence reaches (8..1024). */
-static uint64_t classes_in_use(const struct contender *c)
+uint64_t classes_in_use(const struct contender *c)
 {
 	static const unsigned cls[] = { 8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224,
 		256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960, 1024 };
