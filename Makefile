@@ -278,7 +278,7 @@ VALGRIND_TESTS := unit/test_ring crash/test_ring_repair unit/test_slab unit/test
                   unit/test_pool_check unit/test_vet lib/test_kmalloc lib/test_sheaf \
                   lib/test_names lib/test_counts deploy/test_systemd_units lib/test_free \
                   lib/test_deferred lib/test_queue trust/test_untrusted \
-                  trust/test_untrusted_bare lib/test_bulk
+                  trust/test_untrusted_bare lib/test_bulk lib/test_stash
 valgrind: all
 	@command -v valgrind >/dev/null || { echo "valgrind is not installed: make deps, or apt-get install valgrind"; exit 1; }
 	@set -e; for t in $(VALGRIND_TESTS); do \

@@ -57,6 +57,36 @@ static int cache_find(sheaf_pool_t *pool, const char *name, uint32_t *gen)
 	return id;
 }
 
+/*
+ * The thread's hold on its tpool (internal.h): the trimmer (trim.c) only
+ * tries for it, between its walks of a thread's caches, for the few
+ * microseconds it takes to put a stash back; wait that out.
+ */
+void tpool_hold(struct tpool *tp)
+{
+	struct timespec nap = { 0, 20000 };
+
+	if (tp->depth++ > 0)
+		return;
+	for (unsigned spin = 0;; spin++) {
+		uint32_t exp = 0;
+
+		/* Acquire: sees what the trimmer did to the stash. */
+		if (likely(at_cas_acqrel(&tp->hold, &exp, TP_HOLD_OWNER)))
+			return;
+		if (spin < 64)
+			sched_yield();
+		else
+			nanosleep(&nap, NULL);
+	}
+}
+
+void tpool_unhold(struct tpool *tp)
+{
+	if (--tp->depth == 0)
+		at_store_release(&tp->hold, 0);
+}
+
 int tcache_enter(struct tcache *t)
 {
 	const sheaf_cache_t *c = t->cache;
@@ -64,6 +94,8 @@ int tcache_enter(struct tcache *t)
 	struct timespec nap = { 0, 50000 };
 	int64_t end = 0;
 
+	tpool_hold(t->tp);
+	t->enters++;
 	for (;;) {
 		uint32_t st;
 
@@ -75,14 +107,18 @@ int tcache_enter(struct tcache *t)
 		if (st == CACHE_LIVE && at_load_relaxed(&c->sc->generation) == c->gen)
 			return 0;
 		at_store_release(&ln->in_cache, 0);
-		if (st != CACHE_DYING || at_load_relaxed(&c->sc->generation) != c->gen)
+		if (st != CACHE_DYING || at_load_relaxed(&c->sc->generation) != c->gen) {
+			tpool_unhold(t->tp);
 			return -ESTALE;
+		}
 		/* A destroy is deciding (milliseconds): wait, at most
 		 * wait_ms (its engine may have died: adoption revives). */
 		if (end == 0)
 			end = clock_ns() + c->pool->wait_ns;
-		else if (clock_ns() >= end)
+		else if (clock_ns() >= end) {
+			tpool_unhold(t->tp);
 			return -EAGAIN;
+		}
 		nanosleep(&nap, NULL);
 	}
 }
@@ -92,6 +128,7 @@ void tcache_leave(struct tcache *t)
 	/* Release: destroy, which acquires it, sees every ring operation the
 	 * thread did inside. */
 	at_store_release(&t->tp->lane->in_cache, 0);
+	tpool_unhold(t->tp);
 }
 
 _Static_assert(SHEAF_CACHE_MAX_SIZE == SHEAF_MAX_OBJ_SIZE &&

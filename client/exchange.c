@@ -235,17 +235,36 @@ static uint32_t stash_room(const struct tcache *t)
 	return n < max ? (uint32_t)n : max;
 }
 
+/*
+ * The stash adapts to the thread's demand: it keeps stash_target sheaves
+ * of each kind, STASH_TARGET_MIN at first and again once the trimmer found
+ * the thread idle (trim.c, which also takes back what it held), growing by
+ * half, plus one, each time a sheaf goes to the barn for want of room (a
+ * burst reaches stash_room within about ten such puts).
+ */
 void exchange_retire_main(struct tcache *t, struct shm_sheaf *m, struct shm_sheaf **stash,
 			  uint32_t *n)
 {
+	uint32_t room;
+
 	if (m == &sheaf_dummy)
 		return;
-	if (t->spare == NULL)
+	if (t->spare == NULL) {
 		t->spare = m;
-	else if (*n < stash_room(t))
+		return;
+	}
+	room = stash_room(t);
+	if (*n < room && *n < t->stash_target) {
 		stash[(*n)++] = m;
-	else
-		exchange_put(t, m);
+		trim_kick();
+		return;
+	}
+	if (t->stash_target < room) {
+		uint32_t grown = t->stash_target + t->stash_target / 2 + 1;
+
+		t->stash_target = grown < room ? grown : room;
+	}
+	exchange_put(t, m);
 }
 
 void exchange_give_back_full(struct tcache *t)

@@ -71,6 +71,8 @@ struct sheaf_pool {
 	struct rpc_conn conn;        /* pools of sheafd only (pool_sheafd.c;
 					pool.c sets its timeout for either) */
 	int forked;                  /* this process is a fork() child */
+	int closing;                 /* sheaf_pool_destroy began: the trimmer
+					leaves it alone (under slots_lock) */
 	uint32_t slot;               /* index in the process's pool slots */
 	uint32_t gen;                /* generation of this pool in its slot */
 	uint32_t client;             /* our client id in the region */
@@ -118,7 +120,18 @@ struct tpool {
 	uint32_t lane_slot;          /* its index in pool->lanes.idx */
 	uint32_t node;               /* home node */
 	uint32_t rcu_nest;           /* sheaf_read_lock depth (deferred.c) */
+	/* Who may use the lane for the thread's caches of the pool: 0 none,
+	 * TP_HOLD_OWNER its thread (tcache_enter to tcache_leave, @depth
+	 * deep), TP_HOLD_TRIM the process's trimmer (trim.c), which only
+	 * ever tries. */
+	_Atomic uint32_t hold;
+	uint32_t depth;              /* the thread's own: nested enters */
 };
+
+#define TP_HOLD_OWNER 1u
+#define TP_HOLD_TRIM  2u
+
+#define STASH_TARGET_MIN 1u
 
 /* Per thread, per cache handle.  @f is the fast path's state, laid out for
  * sheaf.h's inline sheaf_alloc/sheaf_free: the thread's entry in
@@ -138,6 +151,13 @@ struct tcache {
 	struct shm_sheaf *stash_full[SHEAF_STASH_LIMIT];
 	struct shm_sheaf *stash_empty[SHEAF_STASH_LIMIT];
 	uint32_t nfull, nempty;
+	/* How many of each kind the thread keeps now (at most stash_room):
+	 * STASH_TARGET_MIN at first and after an idle tick of the trimmer,
+	 * which takes the stash back (trim.c); grown each time a sheaf went
+	 * to the barn for want of room (exchange.c).  Under the tpool's hold. */
+	uint32_t stash_target;
+	uint32_t enters;             /* tcache_enter calls: trim.c's clock */
+	uint32_t enters_seen;        /* @enters at the trimmer's last tick */
 	struct shm_sheaf *remote[SHEAF_MAX_NODES];
 	sheaf_cache_t *cache;
 	struct tpool *tp;
@@ -153,6 +173,8 @@ struct tstate {
 					   hint of each pool slot (KM_HINT_SLOT) */
 	struct tcache *tc[SHEAF_HANDLES_MAX];
 	struct tpool tp[SHEAF_POOLS_MAX];
+	struct tstate *next, *prev;  /* the process's tstates, under slots_lock
+					(trim.c walks them) */
 } __attribute__((aligned(64)));
 
 extern struct shm_sheaf sheaf_dummy;    /* thread.c */
@@ -202,6 +224,14 @@ static inline struct tcache *tcache_get(sheaf_cache_t *c)
 	return tcache_get_slow(c);
 }
 void tcache_flush(struct tcache *t);                /* give sheaves back */
+/* The registry lock (docs/design.md, "Lock order"): pool slots, handle
+ * slots, every thread's tstate and tcaches as trim.c sees them. */
+extern pthread_mutex_t slots_lock;
+/* @pool is in its slot, of generation @gen (under slots_lock). */
+int slots_pool_live(const sheaf_pool_t *pool, uint32_t gen);
+/* Before a pool's engine or connection closes: once this returns the
+ * trimmer (trim.c) touches none of its sheaves. */
+void slots_close_pool(sheaf_pool_t *pool);
 struct tpool *thread_tpool(sheaf_pool_t *pool);     /* NULL + errno */
 void thread_flush_pool(sheaf_pool_t *pool);         /* calling thread only */
 void lanes_init(sheaf_pool_t *pool);                /* pool constructors */
@@ -233,6 +263,10 @@ const void *slots_km_hint(uint32_t pool_slot);
  * wait_ms: its engine died). */
 int tcache_enter(struct tcache *t);
 void tcache_leave(struct tcache *t);
+/* The thread's hold on @tp alone (tcache_enter takes it first): for what
+ * reads or writes its stashes outside a slow path (prefill.c). */
+void tpool_hold(struct tpool *tp);
+void tpool_unhold(struct tpool *tp);
 /* The process's handle of the live cache @id of @pool (made on first
  * use); NULL with errno EINVAL (no live cache there) or EMFILE. */
 sheaf_cache_t *cache_handle_by_id(sheaf_pool_t *pool, uint32_t id);
@@ -363,6 +397,18 @@ void exchange_retire_main(struct tcache *t, struct shm_sheaf *m, struct shm_shea
  * main to the barn, where other threads' allocs can use them and the
  * engine flushes them for a waiting free (shm/engine/worker.c). */
 void exchange_give_back_full(struct tcache *t);
+
+/* ---- trim.c: the process's trimmer of idle threads' stashes ------------- */
+
+/* A sheaf went into a stash: wake (or start) the trimmer. */
+void trim_kick(void);
+/* The process's tstates, for the trimmer's walk: under slots_lock. */
+void trim_link(struct tstate *ts);
+void trim_unlink(struct tstate *ts);
+/* In a fork() child, before anything else (thread.c's atfork_child). */
+void trim_forget_fork(void);
+/* Sheaves the trimmer took back from idle threads so far (tests). */
+uint64_t trim_sheaves_taken(void);
 
 /* ---- debug_track.c: a debug cache's in-use bits --------------------------- */
 

@@ -11,14 +11,16 @@
 #include "client/pool_ops.h"
 
 /*
- * Both kinds: give back the calling thread's sheaves (not in a fork()
- * child: they are the parent's), release the engine or the connection
+ * Both kinds: fence the trimmer off (trim.c), give back the calling
+ * thread's sheaves (not in a fork() child: they are the parent's),
+ * release the engine or the connection
  * (ops->close), then the handles, the mapping and the pool itself.
  */
 void sheaf_pool_destroy(sheaf_pool_t *pool)
 {
 	if (pool == NULL)
 		return;
+	slots_close_pool(pool);           /* the trimmer keeps off */
 	if (!pool->forked)
 		thread_flush_pool(pool);
 	pool->ops->close(pool);

@@ -63,10 +63,12 @@ sheaf_prefill_t *sheaf_prefill(sheaf_cache_t *c, unsigned n)
 		errno = ENOMEM;
 		return NULL;
 	}
+	tpool_hold(t->tp);              /* the stash and counters: the trimmer's too */
 	if (n > at_load_relaxed(&c->sc->sheaf_capacity))
 		at_counter_add(&tstat(t)[ST_SHEAF_PREFILL_OVERSIZE], 1);
 	at_counter_add(&tstat(t)[held_objects(t) >= n ? ST_SHEAF_PREFILL_FAST
 				: ST_SHEAF_PREFILL_SLOW], 1);
+	tpool_unhold(t->tp);
 	rc = sheaf_alloc_bulk(c, pf->objs, n);
 	if (rc != 0) {
 		free(pf);
@@ -100,9 +102,12 @@ void sheaf_prefill_return(sheaf_prefill_t *pf)
 	if (pf == NULL)
 		return;
 	t = tcache_get(pf->cache);
-	if (t != NULL && pf->count > 0)
+	if (t != NULL && pf->count > 0) {
+		tpool_hold(t->tp);
 		at_counter_add(&tstat(t)[room(t) >= pf->count ? ST_SHEAF_RETURN_FAST
 					: ST_SHEAF_RETURN_SLOW], 1);
+		tpool_unhold(t->tp);
+	}
 	sheaf_free_bulk(pf->cache, pf->objs, pf->count);
 	free(pf);
 }

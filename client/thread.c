@@ -60,7 +60,7 @@ static const uint64_t released_none;
 __thread uintptr_t sheaf__tls_bias __attribute__((tls_model("initial-exec"))) = BIAS_UNUSED;
 __thread struct tstate *tls_state __attribute__((tls_model("initial-exec")));
 
-static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t numa_lock = PTHREAD_MUTEX_INITIALIZER;   /* current_node */
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
@@ -104,6 +104,9 @@ static void atfork_child(void)
 	}
 	rcu_tls_forget();
 	pthread_mutex_init(&slots_lock, NULL);
+	trim_forget_fork();
+	if (tls_state != NULL)
+		trim_link(tls_state);
 	queue_mb_forget();       /* membarrier registration is per process */
 }
 
@@ -135,6 +138,13 @@ int slots_add_pool(sheaf_pool_t *pool)
 	}
 	lock_release(&slots_lock);
 	return rc;
+}
+
+void slots_close_pool(sheaf_pool_t *pool)
+{
+	lock_acquire(&slots_lock, LOCK_RANK_REGISTRY);
+	pool->closing = 1;
+	lock_release(&slots_lock);
 }
 
 void slots_remove_pool(sheaf_pool_t *pool)
@@ -192,6 +202,9 @@ static struct tstate *tstate_get(void)
 		return NULL;
 	memset(ts, 0, sizeof(*ts));
 	memcpy(ts->fast, slots.unused, sizeof(ts->fast));
+	lock_acquire(&slots_lock, LOCK_RANK_REGISTRY);
+	trim_link(ts);
+	lock_release(&slots_lock);
 	tls_state = ts;
 	sheaf__tls_bias = (uintptr_t)ts->fast - (uintptr_t)slots.handles;
 	pthread_setspecific(exit_key, ts);
@@ -456,8 +469,10 @@ struct tcache *tcache_get_slow(sheaf_cache_t *c)
 	if (t != NULL && t->cache == c && t->gen == pool->gen)
 		return t;
 	if (t != NULL) {             /* a stale tcache of a destroyed pool */
+		lock_acquire(&slots_lock, LOCK_RANK_REGISTRY);   /* trim.c may look */
+		at_plain_store_relaxed(&ts->tc[c->slot], NULL);
+		lock_release(&slots_lock);
 		free(t);
-		ts->tc[c->slot] = NULL;
 		fast_reset(c->slot);
 	}
 	tp = tpool_get(ts, pool);
@@ -471,13 +486,15 @@ struct tcache *tcache_get_slow(sheaf_cache_t *c)
 	t->node = tp->node;
 	t->cache = c;
 	t->tp = tp;
+	t->stash_target = STASH_TARGET_MIN;
 	/* Debug caches keep the inline paths out: every call is checked;
 	 * owned caches too: every call writes the object's owner tag. */
 	t->f = c->sc->flags & (SHEAF_CACHE_F_DEBUG | SHEAF_CACHE_F_OWNED) ?
 	       &t->own : &ts->fast[c->slot];
 	tcache_fast_init(t, c, tp->node);
 	t->gen = pool->gen;
-	ts->tc[c->slot] = t;
+	/* Release: the trimmer (trim.c) finds it initialised. */
+	at_plain_store_release(&ts->tc[c->slot], t);
 	return t;
 }
 
@@ -524,7 +541,7 @@ void tcache_flush(struct tcache *t)
 	}
 }
 
-static int pool_is_live(const sheaf_pool_t *pool, uint32_t gen)
+int slots_pool_live(const sheaf_pool_t *pool, uint32_t gen)
 {
 	return pool != NULL && pools[pool->slot] == pool && pool->gen == gen;
 }
@@ -544,12 +561,12 @@ static void thread_detach(sheaf_pool_t *only)
 			continue;
 		/* A stale handle's tcache holds nothing (its cache was
 		 * destroyed only once no thread held a sheaf of it). */
-		if (pool_is_live(t->cache->pool, t->gen) && tcache_enter(t) != -ESTALE) {
+		if (slots_pool_live(t->cache->pool, t->gen) && tcache_enter(t) != -ESTALE) {
 			tcache_flush(t);
 			tcache_leave(t);
 		}
+		at_plain_store_relaxed(&ts->tc[i], NULL);   /* under slots_lock */
 		free(t);
-		ts->tc[i] = NULL;
 		fast_reset(i);
 	}
 	for (uint32_t i = 0; i < SHEAF_POOLS_MAX; i++) {
@@ -581,6 +598,9 @@ static void thread_destructor(void *arg)
 	thread_detach(NULL);
 	rcu_tls_forget();
 	sheaf__tls_bias = BIAS_UNUSED;
+	lock_acquire(&slots_lock, LOCK_RANK_REGISTRY);
+	trim_unlink(tls_state);
+	lock_release(&slots_lock);
 	free(tls_state);
 	tls_state = NULL;
 }
