@@ -381,7 +381,14 @@ START_TEST(idle_cpu)
 	REQUIRE(n1 > 0, "cannot read /proc/%d/task", (int)d.pid);
 	used = (double)thread_cpu_diff(t0s, n0, t1s, n1, why, sizeof(why)) / 1e9;
 	printf("idle_cpu: sheafd used %.3f s of CPU in 3 s idle (%s)\n", used, why);
-	REQUIRE(used < 0.05, "an idle sheafd used %.3f s of CPU in 3 s (%s)", used, why);
+	/* The idle engine's work is fixed (a look a second per node, over
+	 * every ring slot with atomic loads): 1 ms in 3 s natively.  TSan
+	 * makes each atomic load its own synchronisation lookup (perf: 38%
+	 * of sheafd's samples in MetaMap::GetSync), and the same work took
+	 * 24-66 ms there, commit to commit alike; a spinning thread takes
+	 * seconds either way. */
+	REQUIRE(used < (test_san() ? 0.25 : 0.05), "an idle sheafd used %.3f s of CPU in 3 s (%s)",
+		used, why);
 	dmn_stop(&d, 10000);
 	dmn_cleanup(&d);
 }
