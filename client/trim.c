@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
 #include "shm/barn.h"
 #include "client/internal.h"
@@ -177,12 +178,35 @@ static void *trim_main(void *arg)
 	return NULL;
 }
 
+/*
+ * SHEAF_TRIMMER=0 keeps the trimmer from starting (a process that must not
+ * have a thread of the library's: stashes then go back at thread exit and
+ * disconnect only); 1 starts it.  Default 1, but 0 in a ThreadSanitizer
+ * build, which cannot start a thread in the child of a multi-threaded
+ * fork() (it dies), what the tests' client processes are: test_stash sets
+ * it to 1.
+ */
+static int trim_enabled(void)
+{
+	const char *v = getenv("SHEAF_TRIMMER");
+
+	if (v != NULL && (v[0] == '0' || v[0] == '1') && v[1] == '\0')
+		return v[0] == '1';
+#if defined(__SANITIZE_THREAD__)
+	return 0;
+#else
+	return 1;
+#endif
+}
+
 void trim_kick(void)
 {
 	if (likely(at_load_relaxed(&trim_wanted) != 0))
 		return;
 	pthread_mutex_lock(&trim_mu);
 	at_store_seqcst(&trim_wanted, 1);
+	if (!trim_started && !trim_enabled())
+		trim_started = 1;       /* never to start */
 	if (!trim_started) {
 		pthread_attr_t a;
 		pthread_t th;
