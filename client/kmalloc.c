@@ -2,9 +2,10 @@
  * kmalloc.c - objects of any size from a pool: size classes over
  * ordinary caches named "kmalloc-<size>", as the kernel's kmalloc.  Public
  * calls sheaf_malloc, sheaf_calloc, sheaf_realloc, sheaf_free_any,
- * sheaf_obj_size, sheaf_obj_cache (client/sheaf.h); sheaf_malloc and
- * sheaf_free_any are inline there, over the pool's struct sheaf__pool_head,
- * and this file holds their slow paths, which fill that head:
+ * sheaf_free_sized, sheaf_obj_size, sheaf_obj_cache (client/sheaf.h);
+ * sheaf_malloc and the two frees are inline there, over the pool's struct
+ * sheaf__pool_head, and this file holds their slow paths, which fill that
+ * head:
  *   - data, data_len: the pool's data (set once per pool, same values from
  *     every thread: no lock);
  *   - by_frame[]: per slab frame, the handle of the cache a free last found
@@ -304,6 +305,7 @@ int sheaf__free_any_slow2(sheaf_pool_t *pool, void *obj, sheaf_cache_t *owner)
  * sheaf_free_any. */
 extern inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size);
 extern inline int sheaf_free_any(sheaf_pool_t *pool, void *obj);
+extern inline int sheaf_free_sized(sheaf_pool_t *pool, void *obj, size_t size);
 
 void *sheaf_calloc(sheaf_pool_t *pool, size_t n, size_t size)
 {

@@ -1086,6 +1086,18 @@ SHEAF_API void *sheaf_realloc(sheaf_pool_t *pool, void *obj, size_t size);
 SHEAF_API SHEAF__INLINE int sheaf_free_any(sheaf_pool_t *pool, void *obj);
 
 /*
+ * Free @obj as sheaf_free_any, given @size, the size it was allocated
+ * with (sheaf_malloc's @size, sheaf_calloc's @n * @size, the last
+ * sheaf_realloc's @size): the size names the class, so the fast path
+ * skips sheaf_free_any's lookup of the object's cache, and checks @obj
+ * against that class exactly as sheaf_free does.  Unlike C23's free_sized,
+ * a wrong @size is not undefined: an object the class's check refuses is
+ * freed (or refused) as sheaf_free_any would, at the cost of its lookup.
+ * Returns as sheaf_free_any; errno is left alone.
+ */
+SHEAF_API SHEAF__INLINE int sheaf_free_sized(sheaf_pool_t *pool, void *obj, size_t size);
+
+/*
  * Usable size of @obj (its cache's object size: the class's size for a
  * size class), or 0 with errno EFAULT or EINVAL (as sheaf_free_any: not
  * in the pool, not an object), ECHILD, EMFILE.  Whether @obj is allocated

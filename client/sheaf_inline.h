@@ -269,28 +269,36 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
  * wrong one, a full main sheaf, the immediate double free, a debug cache)
  * goes to the slow path, which frees through the right handle.
  */
+/* The hint's push (struct sheaf__km_hint) of @obj, the thread's last
+ * sheaf_malloc in the pool of head @h: 1 when pushed.  NULL: no hint (a
+ * cleared hint keeps its fast path), and a thread without fast paths
+ * reads a shared one, never written. */
+#define SHEAF__HINT_PUSH(h, obj) __extension__ ({                            \
+	struct sheaf__km_hint *t_ = (struct sheaf__km_hint *)                \
+		((uintptr_t)(h)->hint + sheaf__tls_bias);                    \
+	int done_ = 0;                                                       \
+	if (__builtin_expect((obj) == t_->obj, 0) && (obj) != NULL) {        \
+		/* the pointer too: racing first slow paths store it again */ \
+		uint64_t rel_ = __atomic_load_n(                             \
+			__atomic_load_n(&(h)->released, __ATOMIC_RELAXED),   \
+			__ATOMIC_RELAXED);                                   \
+		if (__builtin_expect(rel_ == t_->released, 1)) {             \
+			done_ = SHEAF__PUSH(t_->f, obj);                     \
+		} else {   /* a frame went back: no hint until the next malloc */ \
+			t_->obj = NULL;                                      \
+			t_->released = rel_;                                 \
+		}                                                            \
+	}                                                                    \
+	done_; })
+
 SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 {
 	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
-	struct sheaf__km_hint *t = (struct sheaf__km_hint *)
-		((uintptr_t)h->hint + sheaf__tls_bias);
-	struct sheaf__fast *f = t->f;
-	uint64_t len, rel, released;
+	struct sheaf__fast *f;
+	uint64_t len, rel;
 
-	/* NULL: no hint (a cleared hint keeps its fast path), and a thread
-	 * without fast paths reads a shared one, never written */
-	if (__builtin_expect(obj == t->obj, 0) && obj != NULL) {
-		/* the pointer too: racing first slow paths store it again */
-		released = __atomic_load_n(__atomic_load_n(&h->released, __ATOMIC_RELAXED),
-					   __ATOMIC_RELAXED);
-		if (__builtin_expect(released == t->released, 1)) {
-			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
-				return 0;
-		} else {        /* a frame went back: no hint until the next malloc */
-			t->obj = NULL;
-			t->released = released;
-		}
-	}
+	if (SHEAF__HINT_PUSH(h, obj))
+		return 0;
 	/* data and by_frame: atomic loads, as racing first slow paths store
 	 * them (the same values) again after data_len went up */
 	len = __atomic_load_n(&h->data_len, __ATOMIC_ACQUIRE);
@@ -308,6 +316,38 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 		}
 	}
 	return sheaf__free_any_slow2(pool, obj, (sheaf_cache_t *)0);
+}
+
+/*
+ * sheaf_free_any with the size the object was asked for: the hint first
+ * (the thread's last malloc), then @size names the class (sheaf_malloc's
+ * lookup), so the frame table is not read; the check and the push are
+ * sheaf_free's on that class.  An object the check refuses for that class
+ * (another class's, another node's, not an object) goes to sheaf_free_any,
+ * which frees or refuses it on what the frame owner map says.
+ */
+SHEAF__ALWAYS inline int sheaf_free_sized(sheaf_pool_t *pool, void *obj, size_t size)
+{
+	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
+	sheaf_cache_t *c = (sheaf_cache_t *)0;
+
+	if (SHEAF__HINT_PUSH(h, obj))
+		return 0;
+	if (__builtin_expect(size <= SHEAF__KM_SMALL_MAX, 1))
+		c = __atomic_load_n(&h->small[(size + 7) >> 3], __ATOMIC_ACQUIRE);
+	else if (size <= (1ul << SHEAF__KM_LOG_MAX))
+		c = __atomic_load_n(&h->large[64 - __builtin_clzll((unsigned long long)size - 1)],
+				    __ATOMIC_ACQUIRE);
+	if (__builtin_expect(c != (sheaf_cache_t *)0, 1)) {
+		struct sheaf__fast *f = SHEAF__FAST(c);
+
+		if (__builtin_expect(SHEAF__FAST_VALID(f, obj), 1)) {
+			if (__builtin_expect(SHEAF__PUSH(f, obj), 1))
+				return 0;
+			return sheaf__free_any_slow2(pool, obj, c);
+		}
+	}
+	return sheaf_free_any(pool, obj);
 }
 #endif
 

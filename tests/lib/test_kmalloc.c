@@ -1,8 +1,9 @@
 /*
  * test_kmalloc.c - the size classes: sheaf_malloc, sheaf_calloc,
- * sheaf_realloc, sheaf_free_any, sheaf_obj_size, sheaf_obj_cache.  On local
- * pools: every class boundary, calloc, realloc across classes, every kind
- * of bad pointer given to free_any (and to obj_size / obj_cache), a debug
+ * sheaf_realloc, sheaf_free_any, sheaf_free_sized, sheaf_obj_size,
+ * sheaf_obj_cache.  On local pools: every class boundary, calloc, realloc
+ * across classes, every kind of bad pointer given to free_any and
+ * free_sized (and to obj_size / obj_cache), wrong sizes, a debug
  * class cache made beforehand, objects of an ordinary cache, racing first
  * uses of a class.  Against a real sheafd: an object allocated in one
  * process and freed in another with sheaf_free_any, and the classes seen
@@ -541,6 +542,82 @@ START_TEST(free_any_bad_pointers)
 }
 END_TEST
 
+/*
+ * sheaf_free_sized: every class boundary freed with its size; a wrong size
+ * (another class, a class never used, above the classes) and an object of
+ * another node or of an ordinary cache freed as sheaf_free_any frees them;
+ * bad pointers refused as sheaf_free_any refuses them, nothing freed.
+ */
+START_TEST(free_sized_as_free_any)
+{
+	struct sheaf_pool_config cfg = { .nodes = 2, .size = POOL_BYTES };
+	sheaf_pool_t *p = pool_new(&cfg);
+	sheaf_cache_t *plain = mkcache(p, "plain", 64, 0, 0);
+	int on_stack = 0;
+	void *heap = malloc(64);
+	char *o, *a, *r, *big, *remote, *po;
+
+	ck_assert_int_eq(sheaf_thread_set_node(p, 0), 0);
+	for (size_t k = 0; k < NCLASSES; k++) {
+		size_t s[] = { classes[k] - 1, classes[k], classes[k] + 1 };
+
+		for (size_t i = 0; i < 3; i++) {
+			o = sheaf_malloc(p, s[i]);
+			REQUIRE(o != NULL, "sheaf_malloc(%zu): %s", s[i], strerror(errno));
+			REQUIRE(sheaf_free_sized(p, o, s[i]) == 0, "sheaf_free_sized(%zu)", s[i]);
+		}
+	}
+	o = sheaf_malloc(p, 0);
+	ck_assert_int_eq(sheaf_free_sized(p, o, 0), 0);
+	/* calloc's product and realloc's last size */
+	o = sheaf_calloc(p, 10, 30);
+	ck_assert_int_eq(sheaf_free_sized(p, o, 300), 0);
+	r = sheaf_realloc(p, sheaf_malloc(p, 100), 3000);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(sheaf_free_sized(p, r, 3000), 0);
+	/* wrong sizes: another class, one never used, none at all */
+	o = sheaf_malloc(p, 64);
+	a = sheaf_malloc(p, 64);
+	ck_assert_int_eq(sheaf_free_sized(p, o, 1000), 0);
+	ck_assert_int_eq(sheaf_free_sized(p, o, 64), -EALREADY);     /* on top of its main */
+	ck_assert_int_eq(sheaf_free_sized(p, a, 5u << 20), 0);       /* no such class yet */
+	big = sheaf_malloc(p, 1u << 20);
+	ck_assert_ptr_nonnull(big);
+	ck_assert_int_eq(sheaf_free_sized(p, big, 64), 0);
+	/* an object of node 1 freed from node 0; an ordinary cache's */
+	ck_assert_int_eq(sheaf_thread_set_node(p, 1), 0);
+	remote = sheaf_malloc(p, 64);
+	ck_assert_ptr_nonnull(remote);
+	ck_assert_int_eq(sheaf_thread_set_node(p, 0), 0);
+	ck_assert_int_eq(sheaf_free_sized(p, remote, 64), 0);
+	po = xalloc(plain);
+	ck_assert_uint_eq(cache_stats_of(plain, -1).in_use, 1);
+	ck_assert_int_eq(sheaf_free_sized(p, po, 64), 0);
+	ck_assert_uint_eq(cache_stats_of(plain, -1).in_use, 0);
+	/* bad pointers: refused, errno left alone, nothing freed */
+	o = sheaf_malloc(p, 64);
+	errno = 4321;
+	ck_assert_int_eq(sheaf_free_sized(p, NULL, 64), 0);
+	ck_assert_int_eq(sheaf_free_sized(p, &on_stack, 64), -EFAULT);
+	ck_assert_int_eq(sheaf_free_sized(p, heap, 64), -EFAULT);
+	ck_assert_int_eq(sheaf_free_sized(p, p->shm.sheaves, 64), -EFAULT);
+	ck_assert_int_eq(sheaf_free_sized(p, o + 8, 64), -EINVAL);
+	ck_assert_int_eq(sheaf_free_sized(p, o + 8, 1000), -EINVAL);
+	ck_assert_int_eq(errno, 4321);
+	ck_assert_uint_eq(cache_stats_of(class_cache(p, 64), -1).in_use, 1);
+	ck_assert_int_eq(sheaf_free_sized(p, o, 64), 0);
+	sheaf_thread_exit();
+	for (size_t k = 0; k < NCLASSES; k++)
+		REQUIRE(cache_stats_of(class_cache(p, classes[k]), -1).in_use == 0,
+			"kmalloc-%zu: %llu in use", classes[k],
+			(unsigned long long)cache_stats_of(class_cache(p, classes[k]), -1).in_use);
+	ck_assert_uint_eq(cache_stats_of(plain, -1).in_use, 0);
+	free(heap);
+	require_pool_ok(p);
+	sheaf_pool_destroy(p);
+}
+END_TEST
+
 /* A class cache made beforehand with SHEAF_CACHE_DEBUG is used as it is:
  * every double free is refused. */
 START_TEST(debug_class_catches_double_free)
@@ -840,6 +917,7 @@ int main(void)
 	ADD_ALONE(s, calloc_zeroes_and_overflows, 120);
 	ADD_ALONE(s, realloc_across_classes, 120);
 	ADD_ALONE(s, free_any_bad_pointers, 120);
+	ADD_ALONE(s, free_sized_as_free_any, 120);
 	ADD_ALONE(s, hint_checked_like_any_free, 120);
 	ADD_ALONE(s, hint_stale_with_room, 120);
 	ADD_ALONE(s, hint_follows_released_frames, 120);
