@@ -2,7 +2,7 @@
  * bench.h - the pieces shared by sheafbench's source files (sheafbench.c:
  * options, contenders, output, main; inproc.c: the single-process workloads
  * w1, w2, w3; xproc.c: the workloads that fork processes, w3p and --procs N;
- * miss.c: w6; sizes.c: w8p, w8b; churn.c: w12; mpool.c: the mutex pool).
+ * miss.c: w6; sizes.c: w8p, w8b; churn.c: w12; server.c: w14; mpool.c: the mutex pool).
  *
  * The hot path (obj_alloc / obj_free) is static inline here so that every
  * workload loop gets its own copy per contender family, with no dispatch
@@ -38,7 +38,7 @@
 
 enum alloc_kind { ALLOC_SHEAF, ALLOC_SHEAF0, ALLOC_MALLOC, ALLOC_MPOOL,
 		  ALLOC_NR };
-enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_W10, WL_W12, WL_NR };
+enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_W10, WL_W12, WL_W14, WL_NR };
 /* How the hot path allocates: one compiled copy of each loop per family. */
 enum family { FAM_SHEAF, FAM_MALLOC, FAM_MPOOL };
 
@@ -54,6 +54,7 @@ struct options {
 	unsigned procs;         /* w1/w2 in N processes; 0: in this process */
 	bool quick;
 	bool owned;              /* --owned: SHEAF_CACHE_OWNED caches */
+	bool sized;              /* --sized: w8p/w8b/w14 free with the size */
 	bool json;
 };
 
@@ -130,7 +131,10 @@ struct result run_w6(const struct contender *c, uint64_t samples,
 
 /* w8p (@batched false: pairs) and w8b (batches of @batch), @count pairs or
  * operations; sheaf: proves no object of a size class is left in use. */
-struct result run_w8(const struct contender *c, bool batched, size_t batch,
+/* The sized free a --sized run uses: "sheaf_free_sized", the preloaded
+ * allocator's (by name), or "free" where it has none. */
+const char *sized_free_name(const struct contender *c);
+struct result run_w8(const struct contender *c, bool batched, bool sized, size_t batch,
 		     uint64_t count);
 
 /* The seeded sequence of sizes (8..1024) w8 and w12 use; sizes_at wraps. */
@@ -149,6 +153,12 @@ uint64_t classes_in_use(const struct contender *c);
 /* w12: threads one after another, each @n allocations of mixed sizes (16
  * live at most) and their frees, then its exit; us per thread. */
 struct result run_w12(const struct contender *c, uint64_t n, bool quick);
+
+/* ---- server.c ---------------------------------------------------------- */
+
+/* w14: a server simulation, threads at once over one table of live objects,
+ * each replaced after a while; @sized: frees name the size.  ns per op. */
+struct result run_w14(const struct contender *c, bool sized, uint64_t count);
 
 /* ---- large.c ----------------------------------------------------------- */
 
@@ -241,6 +251,30 @@ unsigned obj_free(const struct contender *c, enum family f, void *p)
 	if (f == FAM_MPOOL)
 		return mpool_free(c->mp, p) != 0;
 	free(p);
+	return 0;
+}
+
+/* The preloaded allocator's sized free, of one shape or the other, or
+ * neither (sizes.c's sized_free_name finds it). */
+extern void (*bench_peer_free2)(void *, size_t);
+extern void (*bench_peer_sdallocx)(void *, size_t, int);
+
+/* The size classes' free of @p (sheaf or malloc); @sized: with @size, the
+ * size @p was asked for.  Returns 1 when sheaf refused it, else 0. */
+static inline __attribute__((always_inline))
+unsigned sized_free_call(const struct contender *c, enum family f, bool sized, void *p,
+			 size_t size)
+{
+	if (f == FAM_SHEAF)
+		return (sized ? sheaf_free_sized(c->pool, p, size) : sheaf_free_any(c->pool, p)) != 0;
+	if (!sized)
+		free(p);
+	else if (bench_peer_sdallocx != NULL)
+		bench_peer_sdallocx(p, size, 0);
+	else if (bench_peer_free2 != NULL)
+		bench_peer_free2(p, size);
+	else
+		free(p);
 	return 0;
 }
 

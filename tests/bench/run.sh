@@ -14,6 +14,11 @@
 # kmalloc-<size> classes of a local pool) or malloc/free (the peers), W1-
 # shaped (`--workload w8p`, ns/pair) and W2-shaped with B=4096 (`--workload
 # w8b`, ns/op); goals: sheaf <= 0.5x the best peer (pair), <= 0.8x (B=4096).
+# w8ps and w8bs the same with sized frees (`--sized`: sheaf_free_sized, the
+# peer's sdallocx / tc_free_sized / mi_free_size; glibc's free).
+# W12 thread churn and W14 server simulation (w14, w14s with sized frees):
+# threads started and replaced over time, the same contenders; W14's goal
+# is sheaf <= 1.0x tcmalloc.
 # sheafd rows, against one sheafd started here (--nodes 1 --size 1G, socket
 # in a temporary folder; stopped with SIGTERM at the end):
 #   W3 cross-process  `sheafbench --workload w3p`: producer and consumer are
@@ -144,9 +149,9 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w10 w12 w3p w4 w6 attach w7 w7l w9 idle
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w8ps w8bs w10 w12 w14 w3p w4 w6 attach w7 w7l w9 idle
 #                        w11 (topics: tests/bench/w11/run.sh, its own tables)
-#                        (w4, w6, w7, w7l, w8, w9, w10 and w12 stand for their rows, e.g. w4_w1_2,
+#                        (w4, w6, w7, w7l, w8, w9, w10, w12 and w14 stand for their rows, e.g. w4_w1_2,
 #                        w7_1m_pages);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
@@ -280,15 +285,21 @@ for n in 1 512; do
 	done
 done
 # W8: mixed sizes through the size classes (sheaf and the malloc peers).
-W8_ROWS=(w8p w8b)
+# The s rows free with the size (sheafbench --sized: sheaf_free_sized, the
+# peer's own sized free; glibc 2.36 has none and frees with free).
+W8_ROWS=(w8p w8b w8ps w8bs)
 ROW_LABEL[w8p]="W8 mixed 8..1024 pair" ROW_LABEL[w8b]="W8 mixed 8..1024 B=4096"
+ROW_LABEL[w8ps]="W8 mixed sized free pair" ROW_LABEL[w8bs]="W8 mixed sized free B=4096"
 ROW_ARGS[w8p]="--workload w8p" ROW_ARGS[w8b]="--workload w8b --batch 4096"
-ROW_METRIC[w8p]=ns_per_pair ROW_METRIC[w8b]=ns_per_op
-ROW_UNIT[w8p]=ns/pair ROW_UNIT[w8b]=ns/op
-ROW_BETTER[w8p]=lower ROW_BETTER[w8b]=lower
-ROW_COUNT[w8p]=100000000 ROW_COUNT[w8b]=20000000
-ROW_COLS[w8p]="sheaf glibc jemalloc tcmalloc mimalloc"
-ROW_COLS[w8b]="sheaf glibc jemalloc tcmalloc mimalloc"
+ROW_ARGS[w8ps]="--workload w8p --sized" ROW_ARGS[w8bs]="--workload w8b --batch 4096 --sized"
+for row in "${W8_ROWS[@]}"; do
+	case $row in
+	w8p*) ROW_METRIC[$row]=ns_per_pair ROW_UNIT[$row]=ns/pair ROW_COUNT[$row]=100000000 ;;
+	*)    ROW_METRIC[$row]=ns_per_op ROW_UNIT[$row]=ns/op ROW_COUNT[$row]=20000000 ;;
+	esac
+	ROW_BETTER[$row]=lower
+	ROW_COLS[$row]="sheaf glibc jemalloc tcmalloc mimalloc"
+done
 # W10: large objects, one thread: alloc, a write per 4 KiB page, free;
 # single (B=1) and in batches of 16, sheaf_malloc against the malloc peers.
 W10_ROWS=()
@@ -321,6 +332,16 @@ for n in 10 100 1000 10000; do
 	ROW_ARGS[$row]="--workload w12"
 	ROW_METRIC[$row]=us_per_thread ROW_UNIT[$row]=us/thread ROW_BETTER[$row]=lower
 	ROW_COUNT[$row]=$n
+	ROW_COLS[$row]="sheaf glibc jemalloc tcmalloc mimalloc"
+done
+# W14: server simulation, two threads at once over a shared table of live
+# objects, each replaced after 50000 operations; w14s with sized frees.
+W14_ROWS=(w14 w14s)
+ROW_LABEL[w14]="W14 server simulation" ROW_LABEL[w14s]="W14 server simulation, sized frees"
+ROW_ARGS[w14]="--workload w14" ROW_ARGS[w14s]="--workload w14 --sized"
+for row in "${W14_ROWS[@]}"; do
+	ROW_METRIC[$row]=ns_per_op ROW_UNIT[$row]=ns/op ROW_BETTER[$row]=lower
+	ROW_COUNT[$row]=20000000
 	ROW_COLS[$row]="sheaf glibc jemalloc tcmalloc mimalloc"
 done
 # W7: one w7bench run per contender and round fills every W7
@@ -420,7 +441,8 @@ declare -A W7L_COUNT=([sheaf]=20000 [dpdk_mp]=20000 [iceoryx]=20000 [socket]=500
 	[slots]=20000)
 declare -A W7L_PP=([sheaf]=5000 [dpdk_mp]=5000 [iceoryx]=5000 [socket]=300 [slots]=5000)
 DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" "${W7L_ROWS[@]}" "${W9_ROWS[@]}" idle)
-ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${W10_ROWS[@]}" "${W12_ROWS[@]}" "${DAEMON_ROWS[@]}")
+ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${W10_ROWS[@]}" "${W12_ROWS[@]}" "${W14_ROWS[@]}"
+	"${DAEMON_ROWS[@]}")
 declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [w7l]=5 [idle]=1)
 
 # ---- contenders: name -> --alloc, LD_PRELOAD ----
@@ -488,6 +510,7 @@ wanted_rows() {
 		w8) printf '%s ' "${W8_ROWS[@]}" ;;
 		w10) printf '%s ' "${W10_ROWS[@]}" ;;
 		w12) printf '%s ' "${W12_ROWS[@]}" ;;
+		w14) printf '%s ' "${W14_ROWS[@]}" ;;
 		w9) printf '%s ' "${W9_ROWS[@]}" ;;
 		*) printf '%s ' "$w" ;;
 		esac
@@ -1194,9 +1217,19 @@ add_target w8p_sheaf_vs_best_peer "W8 mixed sizes pair: sheaf / best peer (goal 
 	"${RATIO[w8p]:-}"
 add_target w8b_sheaf_vs_best_peer "W8 mixed sizes B=4096: sheaf / best peer (goal <= 0.8)" \
 	"${RATIO[w8b]:-}"
+add_target w8ps_sheaf_vs_best_peer "W8 sized frees pair: sheaf / best peer, each its sized free" \
+	"${RATIO[w8ps]:-}"
+add_target w8bs_sheaf_vs_best_peer "W8 sized frees B=4096: sheaf / best peer, each its sized free" \
+	"${RATIO[w8bs]:-}"
+add_target w8bs_vs_w8b_sheaf "W8 B=4096 sheaf: sheaf_free_sized / sheaf_free_any" \
+	"$(ratio "${MEDIAN[w8bs,sheaf]:-}" "${MEDIAN[w8b,sheaf]:-}")"
 for row in "${W10_ROWS[@]}"; do
 	add_target "${row}_sheaf_vs_best_peer" "${ROW_LABEL[$row]}: sheaf / best peer (goal <= 0.8)" \
 		"${RATIO[$row]:-}"
+done
+for row in "${W14_ROWS[@]}"; do
+	add_target "${row}_sheaf_vs_tcmalloc" "${ROW_LABEL[$row]}: sheaf / tcmalloc (goal <= 1.0)" \
+		"$(ratio "${MEDIAN[$row,sheaf]:-}" "${MEDIAN[$row,tcmalloc]:-}")"
 done
 for row in "${W12_ROWS[@]}"; do
 	add_target "${row}_sheaf_vs_best_peer" \

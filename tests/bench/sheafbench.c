@@ -31,6 +31,8 @@
  *   w8p, w8b  W8 mixed sizes (sizes.c): a fixed seeded sequence of sizes
  *       8..1024 through sheaf_malloc/sheaf_free_any (or malloc/free):
  *       w8p W1-shaped (ns/pair), w8b W2-shaped with --batch B (ns/op).
+ *       --sized: each free names the size (sheaf_free_sized; the peer's
+ *       sized free, found by name in the preloaded allocator).
  *   w10 W10 large objects (large.c): rounds of --batch B objects of --size
  *       bytes (up to 1 GiB), the first byte of every 4 KiB page written,
  *       then freed, through sheaf_malloc/sheaf_free_any (or malloc/free).
@@ -39,6 +41,12 @@
  *       --count N allocations of mixed sizes 8..1024 (16 live at most)
  *       and their frees, then its exit.  Figure: us per thread, create to
  *       join (default N 100; about 2*10^6 allocations, 500-20000 threads).
+ *   w14 W14 server simulation (server.c): 2 threads at once over a table of
+ *       8192 live objects, each operation an allocation of 8..1024 bytes
+ *       swapped into a random entry and the free of the object taken out
+ *       (mostly another thread's); a thread exits after 50000 operations
+ *       and another takes its place.  Figure: ns per operation (wall clock;
+ *       N default 2*10^7).  --sized: frees name the size.
  *   --procs N  (w1, w2) W4 scaling: N forked processes, each connecting on
  *       its own, run the workload at the same time.  Figure: million
  *       operations per process per second (w1: an operation is an alloc+free
@@ -71,7 +79,7 @@
  *       build/tests/bench/sheafbench --alloc malloc --workload w3 --json
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w3p
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w1 --procs 2
- * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12
+ * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12|w14
  *          --batch B  --size BYTES  --count N  --capacity N  --socket PATH
  *          --procs N  --quick  --json  --owned  --help
  */
@@ -92,7 +100,7 @@
 const char *const alloc_names[ALLOC_NR] = { "sheaf", "sheaf0", "malloc",
 					    "mutexpool" };
 const char *const workload_names[WL_NR] = { "w1", "w2", "w3", "w3p", "w6",
-					       "w8p", "w8b", "w10", "w12" };
+					       "w8p", "w8b", "w10", "w12", "w14" };
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -369,6 +377,8 @@ static void print_json(const struct options *o, const struct contender *c,
 {
 	printf("{\"alloc\":\"%s\",\"workload\":\"%s\",\"size\":%" PRIu64,
 	       alloc_names[o->alloc], workload_names[o->workload], o->size);
+	if (o->sized)
+		printf(",\"sized\":\"%s\"", sized_free_name(c));
 	printf(",\"batch\":%" PRIu64 ",\"count\":%" PRIu64
 	       ",\"rounds\":%" PRIu64, o->workload == WL_W2 || o->workload == WL_W8B ? o->batch : 0,
 	       r->count, r->rounds);
@@ -392,6 +402,8 @@ static void print_text(const struct options *o, const struct contender *c,
 	if (c->kind == ALLOC_MALLOC)
 		printf("(%s)", *preload_name() ? preload_name() : "glibc");
 	printf(" %s size=%" PRIu64, workload_names[o->workload], o->size);
+	if (o->sized)
+		printf(" sized=%s", sized_free_name(c));
 	if (o->workload == WL_W2 || o->workload == WL_W8B)
 		printf(" batch=%" PRIu64 " rounds=%" PRIu64, o->batch,
 		       r->rounds);
@@ -417,10 +429,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sheafbench [--alloc sheaf|sheaf0|malloc|mutexpool]\n"
-		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12] [--batch B]\n"
+		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12|w14] [--batch B]\n"
 		"                  [--size BYTES] [--count N] [--capacity N]\n"
 		"                  [--socket PATH] [--procs N] [--quick] [--json]\n"
-		"                  [--owned]\n"
+		"                  [--owned] [--sized]\n"
 		"  w1: alloc+free pairs (N default 10^8), ns/pair\n"
 		"  w2: batches of B (default %d) allocs then frees, N timed ops\n"
 		"      (default 2*10^7, at least %d rounds), ns/op\n"
@@ -429,6 +441,11 @@ static void usage(FILE *f)
 		"  w6: miss latency, N samples (default %llu), p50/p99/max us (sheaf)\n"
 		"  w8p/w8b: sizes 8..1024 (fixed seed) via sheaf_malloc/sheaf_free_any\n"
 		"      or malloc/free: w1-shaped (ns/pair), w2-shaped batches of B (ns/op)\n"
+		"  w14: server simulation, 2 threads at once over a table of 8192 objects\n"
+		"      (alloc 8..1024, swap into a random entry, free the one taken out),\n"
+		"      each thread replaced after 50000, N ops (default 2*10^7), ns/op\n"
+		"  --sized: w8p/w8b/w14 free with the size (sheaf_free_sized; the preloaded\n"
+		"      malloc's sdallocx, tc_free_sized, mi_free_size or free_sized)\n"
 		"  --socket: sheaf/sheaf0 use the pool of the sheafd at PATH\n"
 		"  --procs: w1/w2 in N processes at once (max %d), Mops/proc/s\n"
 		"  --capacity: sheaf capacity 0..256 (--alloc sheaf only)\n"
@@ -473,6 +490,7 @@ static const struct option long_options[] = {
 	{ "procs",    required_argument, NULL, 'p' },
 	{ "quick",    no_argument,       NULL, 'q' },
 	{ "owned",    no_argument,       NULL, 'o' },
+	{ "sized",    no_argument,       NULL, 'z' },
 	{ "json",     no_argument,       NULL, 'j' },
 	{ "help",     no_argument,       NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
@@ -513,6 +531,9 @@ static void parse_one(struct options *o, int ch, const char *arg)
 	case 'o':
 		o->owned = true;
 		break;
+	case 'z':
+		o->sized = true;
+		break;
 	case 'j':
 		o->json = true;
 		break;
@@ -540,6 +561,8 @@ static uint64_t default_count(enum workload w)
 		return 20000;
 	case WL_W12:
 		return 100;
+	case WL_W14:
+		return 20000000;
 	default:
 		return W3_DEFAULT_OBJECTS;
 	}
@@ -566,8 +589,11 @@ static void check_options(const struct options *o)
 	if ((o->workload == WL_W8P || o->workload == WL_W8B) &&
 	    o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
 		die("w8p and w8b need --alloc sheaf or malloc (size classes)");
-	if (o->workload == WL_W12 && o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
-		die("w12 needs --alloc sheaf or malloc (size classes)");
+	if (o->sized && o->workload != WL_W8P && o->workload != WL_W8B && o->workload != WL_W14)
+		die("--sized applies to --workload w8p, w8b and w14 only");
+	if ((o->workload == WL_W12 || o->workload == WL_W14) && o->alloc != ALLOC_SHEAF &&
+	    o->alloc != ALLOC_MALLOC)
+		die("w12 and w14 need --alloc sheaf or malloc (size classes)");
 	if (o->workload == WL_W10 && o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
 		die("w10 needs --alloc sheaf or malloc (size classes)");
 	if (o->workload != WL_W10 && o->size > 65536)
@@ -608,11 +634,13 @@ static struct result run_workload(const struct options *o,
 		return run_w6(c, o->count, st);
 	case WL_W8P:
 	case WL_W8B:
-		return run_w8(c, o->workload == WL_W8B, (size_t)o->batch, o->count);
+		return run_w8(c, o->workload == WL_W8B, o->sized, (size_t)o->batch, o->count);
 	case WL_W10:
 		return run_w10(c, (size_t)o->batch, (size_t)o->size, o->count);
 	case WL_W12:
 		return run_w12(c, o->count, o->quick);
+	case WL_W14:
+		return run_w14(c, o->sized, o->count);
 	default:
 		return run_w3(c, o->count);
 	}

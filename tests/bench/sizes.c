@@ -12,9 +12,14 @@
  *        Figure: ns per operation.
  * sheaf: sheaf_malloc / sheaf_free_any on the contender's pool (its
  * kmalloc-<size> caches); malloc: malloc / free (glibc, or whatever is
- * LD_PRELOADed).  After the run, for sheaf, no object of any class may be
- * left in use, and the pool checker must pass.
+ * LD_PRELOADed).  --sized: every free names the object's size, as a C++
+ * sized delete does: sheaf_free_sized, or the preloaded allocator's own
+ * sized free, looked up by name (jemalloc's sdallocx, tcmalloc's
+ * tc_free_sized, mimalloc's mi_free_size, C23's free_sized; glibc 2.36
+ * has none and frees with free).  After the run, for sheaf, no object of
+ * any class may be left in use, and the pool checker must pass.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -58,61 +63,89 @@ void *sized_alloc(const struct contender *c, enum family f, size_t size)
 	return p;
 }
 
-static inline __attribute__((always_inline))
-unsigned sized_free(const struct contender *c, enum family f, void *p)
+void (*bench_peer_free2)(void *, size_t);
+void (*bench_peer_sdallocx)(void *, size_t, int);
+static const char *peer_sized_name = "free";
+
+static void peer_sized_init(void)
 {
-	if (f == FAM_SHEAF)
-		return sheaf_free_any(c->pool, p) != 0;
-	free(p);
-	return 0;
+	static const char *const two[] = { "tc_free_sized", "mi_free_size", "free_sized" };
+	void *f = dlsym(RTLD_DEFAULT, "sdallocx");
+
+	if (f != NULL) {
+		bench_peer_sdallocx = (void (*)(void *, size_t, int))f;
+		peer_sized_name = "sdallocx";
+		return;
+	}
+	for (size_t i = 0; i < sizeof(two) / sizeof(two[0]); i++)
+		if ((f = dlsym(RTLD_DEFAULT, two[i])) != NULL) {
+			bench_peer_free2 = (void (*)(void *, size_t))f;
+			peer_sized_name = two[i];
+			return;
+		}
 }
+
+const char *sized_free_name(const struct contender *c)
+{
+	if (family_of(c) == FAM_SHEAF)
+		return "sheaf_free_sized";
+	peer_sized_init();
+	return peer_sized_name;
+}
+
 
 /* ---- w8p ---------------------------------------------------------------- */
 
 static inline __attribute__((always_inline))
-uint64_t w8p_loop(const struct contender *c, enum family f, uint64_t pairs)
+uint64_t w8p_loop(const struct contender *c, enum family f, bool sized, uint64_t pairs)
 {
 	uint64_t refused = 0;
 
-	for (uint64_t i = 0; i < pairs; i++)
-		refused += sized_free(c, f, sized_alloc(c, f, sizes[i & (SIZES_N - 1)]));
+	for (uint64_t i = 0; i < pairs; i++) {
+		size_t size = sizes[i & (SIZES_N - 1)];
+
+		refused += sized_free_call(c, f, sized, sized_alloc(c, f, size), size);
+	}
 	return refused;
 }
 
-static uint64_t w8p_pairs(const struct contender *c, uint64_t pairs)
+static uint64_t w8p_pairs(const struct contender *c, bool sized, uint64_t pairs)
 {
 	if (family_of(c) == FAM_SHEAF)
-		return w8p_loop(c, FAM_SHEAF, pairs);
-	return w8p_loop(c, FAM_MALLOC, pairs);
+		return sized ? w8p_loop(c, FAM_SHEAF, true, pairs)
+			     : w8p_loop(c, FAM_SHEAF, false, pairs);
+	return sized ? w8p_loop(c, FAM_MALLOC, true, pairs) : w8p_loop(c, FAM_MALLOC, false, pairs);
 }
 
 /* ---- w8b ---------------------------------------------------------------- */
 
 static inline __attribute__((always_inline))
-uint64_t w8b_loop(const struct contender *c, enum family f, void **objs,
+uint64_t w8b_loop(const struct contender *c, enum family f, bool sized, void **objs,
 		  size_t batch, uint64_t *next)
 {
 	uint64_t refused = 0, k = *next;
 
 	for (size_t i = 0; i < batch; i++)
-		objs[i] = sized_alloc(c, f, sizes[k++ & (SIZES_N - 1)]);
+		objs[i] = sized_alloc(c, f, sizes[(k + i) & (SIZES_N - 1)]);
 	escape(objs);
 	for (size_t i = 0; i < batch; i++)
-		refused += sized_free(c, f, objs[i]);
-	*next = k;
+		refused += sized_free_call(c, f, sized, objs[i], sizes[(k + i) & (SIZES_N - 1)]);
+	*next = k + batch;
 	return refused;
 }
 
-static uint64_t w8b_rounds(const struct contender *c, void **objs, size_t batch,
+static uint64_t w8b_rounds(const struct contender *c, bool sized, void **objs, size_t batch,
 			   uint64_t rounds, uint64_t *next)
 {
 	uint64_t refused = 0;
 
 	for (uint64_t r = 0; r < rounds; r++) {
 		if (family_of(c) == FAM_SHEAF)
-			refused += w8b_loop(c, FAM_SHEAF, objs, batch, next);
+			refused += sized ? w8b_loop(c, FAM_SHEAF, true, objs, batch, next)
+					 : w8b_loop(c, FAM_SHEAF, false, objs, batch, next);
 		else
-			refused += w8b_loop(c, FAM_MALLOC, objs, batch, next);
+			refused += sized ? w8b_loop(c, FAM_MALLOC, true, objs, batch, next)
+					 : w8b_loop(c, FAM_MALLOC, false, objs, batch, next);
 	}
 	return refused;
 }
@@ -142,7 +175,7 @@ uint64_t classes_in_use(const struct contender *c)
 	return n;
 }
 
-struct result run_w8(const struct contender *c, bool batched, size_t batch,
+struct result run_w8(const struct contender *c, bool batched, bool sized, size_t batch,
 		     uint64_t count)
 {
 	struct result r = { .metric = batched ? "ns_per_op" : "ns_per_pair",
@@ -151,12 +184,14 @@ struct result run_w8(const struct contender *c, bool batched, size_t batch,
 	void **objs = NULL;
 
 	sizes_init();
+	if (sized)
+		(void)sized_free_name(c);
 	if (uses_sheaf(c))
 		before = classes_in_use(c);
 	if (!batched) {
-		check_refused_frees(c, w8p_pairs(c, count / 100 + 1));  /* warm-up */
+		check_refused_frees(c, w8p_pairs(c, sized, count / 100 + 1));  /* warm-up */
 		t0 = now_ns();
-		check_refused_frees(c, w8p_pairs(c, count));
+		check_refused_frees(c, w8p_pairs(c, sized, count));
 		t1 = now_ns();
 		r.count = count;
 	} else {
@@ -166,9 +201,9 @@ struct result run_w8(const struct contender *c, bool batched, size_t batch,
 		objs = calloc(batch, sizeof(*objs));
 		if (!objs)
 			die("no memory for a %zu-pointer array", batch);
-		check_refused_frees(c, w8b_rounds(c, objs, batch, 1, &next));
+		check_refused_frees(c, w8b_rounds(c, sized, objs, batch, 1, &next));
 		t0 = now_ns();
-		check_refused_frees(c, w8b_rounds(c, objs, batch, rounds, &next));
+		check_refused_frees(c, w8b_rounds(c, sized, objs, batch, rounds, &next));
 		t1 = now_ns();
 		free(objs);
 		r.rounds = rounds;
