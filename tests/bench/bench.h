@@ -2,7 +2,7 @@
  * bench.h - the pieces shared by sheafbench's source files (sheafbench.c:
  * options, contenders, output, main; inproc.c: the single-process workloads
  * w1, w2, w3; xproc.c: the workloads that fork processes, w3p and --procs N;
- * miss.c: w6; sizes.c: w8p, w8b; churn.c: w12; server.c: w14; mpool.c: the mutex pool).
+ * miss.c: w6; sizes.c: w8p, w8b; churn.c: w12; footprint.c: w13; server.c: w14; mpool.c: the mutex pool).
  *
  * The hot path (obj_alloc / obj_free) is static inline here so that every
  * workload loop gets its own copy per contender family, with no dispatch
@@ -38,7 +38,7 @@
 
 enum alloc_kind { ALLOC_SHEAF, ALLOC_SHEAF0, ALLOC_MALLOC, ALLOC_MPOOL,
 		  ALLOC_NR };
-enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_W10, WL_W12, WL_W14, WL_NR };
+enum workload { WL_W1, WL_W2, WL_W3, WL_W3P, WL_W6, WL_W8P, WL_W8B, WL_W10, WL_W12, WL_W13, WL_W14, WL_NR };
 /* How the hot path allocates: one compiled copy of each loop per family. */
 enum family { FAM_SHEAF, FAM_MALLOC, FAM_MPOOL };
 
@@ -87,6 +87,9 @@ struct result {
 				   time (all its threads: a local pool's
 				   engine too); robust to a loaded machine's
 				   time slicing, 0 when not measured */
+	bool footprint;         /* w13: the fields below are set */
+	double rss_burst_mib;   /* resident set after the burst */
+	uint64_t cached_burst, cached_idle;  /* sheaf: cached-but-free bytes */
 };
 
 extern const char *const alloc_names[ALLOC_NR];
@@ -153,6 +156,12 @@ uint64_t classes_in_use(const struct contender *c);
 /* w12: threads one after another, each @n allocations of mixed sizes (16
  * live at most) and their frees, then its exit; us per thread. */
 struct result run_w12(const struct contender *c, uint64_t n, bool quick);
+
+/* ---- footprint.c ------------------------------------------------------- */
+
+/* w13: @threads threads each keep a few objects of 4 classes after a
+ * burst, then idle; MiB resident after the idle second. */
+struct result run_w13(const struct contender *c, uint64_t threads);
 
 /* ---- server.c ---------------------------------------------------------- */
 

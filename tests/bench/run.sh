@@ -18,7 +18,8 @@
 # peer's sdallocx / tc_free_sized / mi_free_size; glibc's free).
 # W12 thread churn and W14 server simulation (w14, w14s with sized frees):
 # threads started and replaced over time, the same contenders; W14's goal
-# is sheaf <= 1.0x tcmalloc.
+# is sheaf <= 1.0x tcmalloc.  W13 footprint: MiB resident after an idle
+# second, goal sheaf <= 1.25x the lowest peer.
 # sheafd rows, against one sheafd started here (--nodes 1 --size 1G, socket
 # in a temporary folder; stopped with SIGTERM at the end):
 #   W3 cross-process  `sheafbench --workload w3p`: producer and consumer are
@@ -149,9 +150,9 @@
 #   BENCH_QUICK=1        pass --quick (counts / 10) and use R=3
 #   BENCH_RUNS=N         rounds per group (overrides R)
 #   BENCH_SIZE=BYTES     object size (default 64)
-#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w8ps w8bs w10 w12 w14 w3p w4 w6 attach w7 w7l w9 idle
+#   BENCH_ROWS="..."     subset of rows: w1 w2_4096 w2_1m w3 w8p w8b w8ps w8bs w10 w12 w13 w14 w3p w4 w6 attach w7 w7l w9 idle
 #                        w11 (topics: tests/bench/w11/run.sh, its own tables)
-#                        (w4, w6, w7, w7l, w8, w9, w10, w12 and w14 stand for their rows, e.g. w4_w1_2,
+#                        (w4, w6, w7, w7l, w8, w9, w10, w12, w13 and w14 stand for their rows, e.g. w4_w1_2,
 #                        w7_1m_pages);
 #                        "single": the first four; "daemon": the last four
 #   BENCH_CONTENDERS=".." subset of: sheaf sheaf0 glibc jemalloc tcmalloc
@@ -334,6 +335,18 @@ for n in 10 100 1000 10000; do
 	ROW_COUNT[$row]=$n
 	ROW_COLS[$row]="sheaf glibc jemalloc tcmalloc mimalloc"
 done
+# W13: footprint, T threads each keeping 256 objects of a burst of 4096,
+# then idle: MiB resident after the idle second.
+W13_ROWS=()
+for t in 1 4 16 64; do
+	row=w13_$t
+	W13_ROWS+=("$row")
+	ROW_LABEL[$row]="W13 footprint T=$t"
+	ROW_ARGS[$row]="--workload w13"
+	ROW_METRIC[$row]=rss_idle_mib ROW_UNIT[$row]=MiB ROW_BETTER[$row]=lower
+	ROW_COUNT[$row]=$t
+	ROW_COLS[$row]="sheaf glibc jemalloc tcmalloc mimalloc"
+done
 # W14: server simulation, two threads at once over a shared table of live
 # objects, each replaced after 50000 operations; w14s with sized frees.
 W14_ROWS=(w14 w14s)
@@ -441,7 +454,7 @@ declare -A W7L_COUNT=([sheaf]=20000 [dpdk_mp]=20000 [iceoryx]=20000 [socket]=500
 	[slots]=20000)
 declare -A W7L_PP=([sheaf]=5000 [dpdk_mp]=5000 [iceoryx]=5000 [socket]=300 [slots]=5000)
 DAEMON_ROWS=(w3p "${W4_ROWS[@]}" "${W6_ROWS[@]}" "${ATTACH_ROWS[@]}" "${W7_ROWS[@]}" "${W7L_ROWS[@]}" "${W9_ROWS[@]}" idle)
-ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${W10_ROWS[@]}" "${W12_ROWS[@]}" "${W14_ROWS[@]}"
+ALL_ROWS=("${SINGLE_ROWS[@]}" "${W8_ROWS[@]}" "${W10_ROWS[@]}" "${W12_ROWS[@]}" "${W13_ROWS[@]}" "${W14_ROWS[@]}"
 	"${DAEMON_ROWS[@]}")
 declare -A GROUP_RUNS=([w3]=7 [w3p]=7 [w4]=9 [w7]=7 [w7l]=5 [idle]=1)
 
@@ -510,6 +523,7 @@ wanted_rows() {
 		w8) printf '%s ' "${W8_ROWS[@]}" ;;
 		w10) printf '%s ' "${W10_ROWS[@]}" ;;
 		w12) printf '%s ' "${W12_ROWS[@]}" ;;
+		w13) printf '%s ' "${W13_ROWS[@]}" ;;
 		w14) printf '%s ' "${W14_ROWS[@]}" ;;
 		w9) printf '%s ' "${W9_ROWS[@]}" ;;
 		*) printf '%s ' "$w" ;;
@@ -1225,6 +1239,10 @@ add_target w8bs_vs_w8b_sheaf "W8 B=4096 sheaf: sheaf_free_sized / sheaf_free_any
 	"$(ratio "${MEDIAN[w8bs,sheaf]:-}" "${MEDIAN[w8b,sheaf]:-}")"
 for row in "${W10_ROWS[@]}"; do
 	add_target "${row}_sheaf_vs_best_peer" "${ROW_LABEL[$row]}: sheaf / best peer (goal <= 0.8)" \
+		"${RATIO[$row]:-}"
+done
+for row in "${W13_ROWS[@]}"; do
+	add_target "${row}_sheaf_vs_best_peer" "${ROW_LABEL[$row]}: sheaf / lowest peer's RSS (goal <= 1.25)" \
 		"${RATIO[$row]:-}"
 done
 for row in "${W14_ROWS[@]}"; do

@@ -41,6 +41,11 @@
  *       --count N allocations of mixed sizes 8..1024 (16 live at most)
  *       and their frees, then its exit.  Figure: us per thread, create to
  *       join (default N 100; about 2*10^6 allocations, 500-20000 threads).
+ *   w13 W13 footprint (footprint.c): --count T threads (default 16) each
+ *       allocate a burst of 4096 objects of 32, 128, 512 and 1024 bytes,
+ *       free all but the newest 256, and idle.  Figure: the process's
+ *       resident set in MiB after an idle second (after the burst, and
+ *       sheaf's cached-but-free bytes at both points, printed too).
  *   w14 W14 server simulation (server.c): 2 threads at once over a table of
  *       8192 live objects, each operation an allocation of 8..1024 bytes
  *       swapped into a random entry and the free of the object taken out
@@ -79,7 +84,7 @@
  *       build/tests/bench/sheafbench --alloc malloc --workload w3 --json
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w3p
  *   build/tests/bench/sheafbench --alloc sheaf --socket S --workload w1 --procs 2
- * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12|w14
+ * Options: --alloc sheaf|sheaf0|malloc|mutexpool  --workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12|w13|w14
  *          --batch B  --size BYTES  --count N  --capacity N  --socket PATH
  *          --procs N  --quick  --json  --owned  --help
  */
@@ -100,7 +105,7 @@
 const char *const alloc_names[ALLOC_NR] = { "sheaf", "sheaf0", "malloc",
 					    "mutexpool" };
 const char *const workload_names[WL_NR] = { "w1", "w2", "w3", "w3p", "w6",
-					       "w8p", "w8b", "w10", "w12", "w14" };
+					       "w8p", "w8b", "w10", "w12", "w13", "w14" };
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -370,6 +375,10 @@ static void json_extras(const struct result *r)
 		printf(",\"p50_us\":%.3f,\"p99_us\":%.3f,\"max_us\":%.3f"
 		       ",\"non_miss\":%" PRIu64, r->p50_us, r->p99_us,
 		       r->max_us, r->non_miss);
+	if (r->footprint)
+		printf(",\"rss_burst_mib\":%.2f,\"cached_burst\":%" PRIu64
+		       ",\"cached_idle\":%" PRIu64, r->rss_burst_mib, r->cached_burst,
+		       r->cached_idle);
 }
 
 static void print_json(const struct options *o, const struct contender *c,
@@ -420,6 +429,10 @@ static void print_text(const struct options *o, const struct contender *c,
 		       r->max_us, r->non_miss);
 	for (unsigned i = 0; i < r->procs; i++)
 		printf("%s%.3f", i ? " " : " per process: ", r->per_proc[i]);
+	if (r->footprint)
+		printf(" (after the burst %.2f MiB; cached but free: %" PRIu64
+		       " bytes after the burst, %" PRIu64 " after the idle second)",
+		       r->rss_burst_mib, r->cached_burst, r->cached_idle);
 	printf("\n");
 }
 
@@ -429,7 +442,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sheafbench [--alloc sheaf|sheaf0|malloc|mutexpool]\n"
-		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12|w14] [--batch B]\n"
+		"                  [--workload w1|w2|w3|w3p|w6|w8p|w8b|w10|w12|w13|w14] [--batch B]\n"
 		"                  [--size BYTES] [--count N] [--capacity N]\n"
 		"                  [--socket PATH] [--procs N] [--quick] [--json]\n"
 		"                  [--owned] [--sized]\n"
@@ -441,6 +454,8 @@ static void usage(FILE *f)
 		"  w6: miss latency, N samples (default %llu), p50/p99/max us (sheaf)\n"
 		"  w8p/w8b: sizes 8..1024 (fixed seed) via sheaf_malloc/sheaf_free_any\n"
 		"      or malloc/free: w1-shaped (ns/pair), w2-shaped batches of B (ns/op)\n"
+		"  w13: footprint, N threads (default 16) each keep 256 of a burst of\n"
+		"      4096 objects of 4 sizes, then idle: MiB resident after 1 s idle\n"
 		"  w14: server simulation, 2 threads at once over a table of 8192 objects\n"
 		"      (alloc 8..1024, swap into a random entry, free the one taken out),\n"
 		"      each thread replaced after 50000, N ops (default 2*10^7), ns/op\n"
@@ -561,6 +576,8 @@ static uint64_t default_count(enum workload w)
 		return 20000;
 	case WL_W12:
 		return 100;
+	case WL_W13:
+		return 16;
 	case WL_W14:
 		return 20000000;
 	default:
@@ -591,9 +608,11 @@ static void check_options(const struct options *o)
 		die("w8p and w8b need --alloc sheaf or malloc (size classes)");
 	if (o->sized && o->workload != WL_W8P && o->workload != WL_W8B && o->workload != WL_W14)
 		die("--sized applies to --workload w8p, w8b and w14 only");
-	if ((o->workload == WL_W12 || o->workload == WL_W14) && o->alloc != ALLOC_SHEAF &&
-	    o->alloc != ALLOC_MALLOC)
-		die("w12 and w14 need --alloc sheaf or malloc (size classes)");
+	if ((o->workload == WL_W12 || o->workload == WL_W13 || o->workload == WL_W14) &&
+	    o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
+		die("w12, w13 and w14 need --alloc sheaf or malloc (size classes)");
+	if (o->workload == WL_W13 && o->count > 256)
+		die("w13: --count is the threads, 1..256");
 	if (o->workload == WL_W10 && o->alloc != ALLOC_SHEAF && o->alloc != ALLOC_MALLOC)
 		die("w10 needs --alloc sheaf or malloc (size classes)");
 	if (o->workload != WL_W10 && o->size > 65536)
@@ -614,8 +633,9 @@ static void parse_options(struct options *o, int argc, char **argv)
 	check_options(o);
 	if (!o->count)
 		o->count = default_count(o->workload);
-	/* w12's count is each thread's work: --quick runs fewer threads */
-	if (o->quick && o->workload != WL_W12)
+	/* w12's count is each thread's work, w13's the threads: --quick
+	 * runs w12 with fewer threads, w13 as it is */
+	if (o->quick && o->workload != WL_W12 && o->workload != WL_W13)
 		o->count = o->count / QUICK_DIVISOR ? o->count / QUICK_DIVISOR : 1;
 }
 
@@ -639,6 +659,8 @@ static struct result run_workload(const struct options *o,
 		return run_w10(c, (size_t)o->batch, (size_t)o->size, o->count);
 	case WL_W12:
 		return run_w12(c, o->count, o->quick);
+	case WL_W13:
+		return run_w13(c, o->count);
 	case WL_W14:
 		return run_w14(c, o->sized, o->count);
 	default:
