@@ -11,6 +11,7 @@
 #ifndef SHEAF_BENCH_H
 #define SHEAF_BENCH_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -150,6 +151,13 @@ static inline uint16_t sizes_at(uint32_t k)
 }
 /* Objects in use over the size classes the sequence reaches. */
 uint64_t classes_in_use(const struct contender *c);
+/* Dies unless the size classes have @before objects in use again, and
+ * the pool checker passes (sheaf; nothing for the others); @when says
+ * when, as "after every free". */
+void classes_unchanged_or_die(const struct contender *c, uint64_t before, const char *when);
+/* The wall clock in ns even under SHEAF_BENCH_CPUTIME (now_ns): for
+ * workloads whose work runs on threads they start. */
+uint64_t wall_ns(void);
 
 /* ---- churn.c ----------------------------------------------------------- */
 
@@ -261,6 +269,21 @@ unsigned obj_free(const struct contender *c, enum family f, void *p)
 		return mpool_free(c->mp, p) != 0;
 	free(p);
 	return 0;
+}
+
+/* The size classes' allocation of @size bytes (sheaf_malloc or malloc),
+ * its first byte written; dies on NULL. */
+static inline __attribute__((always_inline))
+void *class_alloc(const struct contender *c, enum family f, size_t size)
+{
+	unsigned char *p = f == FAM_SHEAF ? sheaf_malloc(c->pool, size) : malloc(size);
+
+	if (__builtin_expect(p == NULL, 0))
+		die("%s: allocation of %zu bytes returned NULL (errno %d)",
+		    alloc_names[c->kind], size, errno);
+	p[0] = FIRST_BYTE_MARK;
+	escape(p);
+	return p;
 }
 
 /* The preloaded allocator's sized free, of one shape or the other, or

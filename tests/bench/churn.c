@@ -34,28 +34,6 @@ struct churn_arg {
 	uint64_t refused;       /* frees that failed (sheaf) */
 };
 
-static inline __attribute__((always_inline))
-void *churn_alloc(const struct contender *c, enum family f, size_t size)
-{
-	unsigned char *p = f == FAM_SHEAF ? sheaf_malloc(c->pool, size) : malloc(size);
-
-	if (__builtin_expect(p == NULL, 0))
-		die("%s: allocation of %zu bytes returned NULL (errno %d)",
-		    alloc_names[c->kind], size, errno);
-	p[0] = FIRST_BYTE_MARK;
-	escape(p);
-	return p;
-}
-
-static inline __attribute__((always_inline))
-unsigned churn_free(const struct contender *c, enum family f, void *p)
-{
-	if (f == FAM_SHEAF)
-		return sheaf_free_any(c->pool, p) != 0;
-	free(p);
-	return 0;
-}
-
 /* One copy of the loop per family, as sizes.c's: no dispatch inside. */
 static inline __attribute__((always_inline))
 void churn_loop(struct churn_arg *a, enum family f)
@@ -67,12 +45,12 @@ void churn_loop(struct churn_arg *a, enum family f)
 		void **slot = &live[i % CHURN_WINDOW];
 
 		if (*slot != NULL)
-			a->refused += churn_free(a->c, f, *slot);
-		*slot = churn_alloc(a->c, f, sizes_at(k++));
+			a->refused += sized_free_call(a->c, f, false, *slot, 0);
+		*slot = class_alloc(a->c, f, sizes_at(k++));
 	}
 	for (uint32_t i = 0; i < CHURN_WINDOW; i++)
 		if (live[i] != NULL)
-			a->refused += churn_free(a->c, f, live[i]);
+			a->refused += sized_free_call(a->c, f, false, live[i], 0);
 }
 
 static void *churn_thread(void *arg)
@@ -105,16 +83,6 @@ static uint64_t churn_threads(const struct contender *c, uint64_t n, uint64_t th
 	return refused;
 }
 
-/* The wall clock even under SHEAF_BENCH_CPUTIME (bench.h's now_ns): the
- * work runs on other threads. */
-static uint64_t wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Threads for about CHURN_OPS allocations in all, within bounds. */
 static uint64_t churn_thread_count(uint64_t n)
 {
@@ -144,13 +112,6 @@ struct result run_w12(const struct contender *c, uint64_t n, bool quick)
 	r.count = threads;
 	r.seconds = (double)(t1 - t0) / 1e9;
 	r.value = (double)(t1 - t0) / 1e3 / (double)threads;
-	if (uses_sheaf(c)) {
-		uint64_t after = classes_in_use(c);
-
-		if (after != before)
-			die("sheaf: %" PRIu64 " objects of the size classes in use "
-			    "after every thread exited (%" PRIu64 " before)", after, before);
-		sheaf_check_or_die(c, "after the threads exited");
-	}
+	classes_unchanged_or_die(c, before, "after every thread exited");
 	return r;
 }

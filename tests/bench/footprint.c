@@ -46,23 +46,10 @@ struct foot_arg {
 };
 
 static inline __attribute__((always_inline))
-void *foot_alloc(const struct contender *c, enum family f, size_t size)
-{
-	unsigned char *p = f == FAM_SHEAF ? sheaf_malloc(c->pool, size) : malloc(size);
-
-	if (__builtin_expect(p == NULL, 0))
-		die("%s: allocation of %zu bytes returned NULL (errno %d)",
-		    alloc_names[c->kind], size, errno);
-	p[0] = FIRST_BYTE_MARK;
-	escape(p);
-	return p;
-}
-
-static inline __attribute__((always_inline))
 void foot_burst(struct foot_arg *a, enum family f)
 {
 	for (uint32_t i = 0; i < FOOT_BURST; i++)
-		a->objs[i] = foot_alloc(a->c, f, foot_sizes[i % FOOT_CLASSES]);
+		a->objs[i] = class_alloc(a->c, f, foot_sizes[i % FOOT_CLASSES]);
 	for (uint32_t i = 0; i < FOOT_BURST - FOOT_LIVE; i++)
 		a->refused += sized_free_call(a->c, f, false, a->objs[i], 0);
 }
@@ -192,14 +179,7 @@ struct result run_w13(const struct contender *c, uint64_t threads)
 	check_refused_frees(c, refused);
 	r.count = threads;
 	r.seconds = (double)(t1 - t0) / 1e9;
-	if (uses_sheaf(c)) {
-		uint64_t after = classes_in_use(c);
-
-		if (after != before)
-			die("sheaf: %" PRIu64 " objects of the size classes in use "
-			    "after every thread exited (%" PRIu64 " before)", after, before);
-		sheaf_check_or_die(c, "after the threads exited");
-	}
+	classes_unchanged_or_die(c, before, "after every thread exited");
 	free(a);
 	free(th);
 	return r;

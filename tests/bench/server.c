@@ -72,19 +72,6 @@ static inline size_t entry_size(uint64_t e)
 	return (size_t)(e >> 48);
 }
 
-static inline __attribute__((always_inline))
-void *server_alloc(const struct contender *c, enum family f, size_t size)
-{
-	unsigned char *p = f == FAM_SHEAF ? sheaf_malloc(c->pool, size) : malloc(size);
-
-	if (__builtin_expect(p == NULL, 0))
-		die("%s: allocation of %zu bytes returned NULL (errno %d)",
-		    alloc_names[c->kind], size, errno);
-	p[0] = FIRST_BYTE_MARK;
-	escape(p);
-	return p;
-}
-
 static inline uint64_t rng_next(uint64_t *s)
 {
 	uint64_t x = *s;
@@ -101,7 +88,7 @@ void server_loop(struct server_arg *a, uint64_t n, uint32_t *k, enum family f, b
 {
 	for (uint64_t i = 0; i < n; i++) {
 		size_t size = sizes_at((*k)++);
-		void *p = server_alloc(a->c, f, size);
+		void *p = class_alloc(a->c, f, size);
 		uint64_t r = rng_next(&a->rng);
 		uint32_t part = (r >> 40) % SERVER_CROSS ? a->lane : (a->lane + 1) % SERVER_LANES;
 		uint64_t old = atomic_exchange_explicit(&table[part * SERVER_PART +
@@ -211,8 +198,8 @@ static uint64_t table_fill(const struct contender *c, bool sized)
 {
 	for (uint32_t i = 0; i < SERVER_TABLE; i++) {
 		size_t size = sizes_at(i * 31u);
-		void *p = uses_sheaf(c) ? server_alloc(c, FAM_SHEAF, size)
-					: server_alloc(c, FAM_MALLOC, size);
+		void *p = uses_sheaf(c) ? class_alloc(c, FAM_SHEAF, size)
+					: class_alloc(c, FAM_MALLOC, size);
 
 		atomic_store_explicit(&table[i], entry_of(p, size), memory_order_relaxed);
 	}
@@ -235,16 +222,6 @@ static uint64_t table_empty(const struct contender *c, bool sized)
 	return refused;
 }
 
-/* The wall clock even under SHEAF_BENCH_CPUTIME (bench.h's now_ns): the
- * work runs on other threads. */
-static uint64_t wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 struct result run_w14(const struct contender *c, bool sized, uint64_t count)
 {
 	struct result r = { .metric = "ns_per_op", .unit = "ns/op" };
@@ -264,13 +241,6 @@ struct result run_w14(const struct contender *c, bool sized, uint64_t count)
 	r.count = count / SERVER_LANES * SERVER_LANES;
 	r.seconds = (double)(t1 - t0) / 1e9;
 	r.value = (double)(t1 - t0) / (double)r.count;
-	if (uses_sheaf(c)) {
-		uint64_t after = classes_in_use(c);
-
-		if (after != before)
-			die("sheaf: %" PRIu64 " objects of the size classes in use "
-			    "after the table was emptied (%" PRIu64 " before)", after, before);
-		sheaf_check_or_die(c, "after the table was emptied");
-	}
+	classes_unchanged_or_die(c, before, "after the table was emptied");
 	return r;
 }

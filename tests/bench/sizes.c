@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/bench/bench.h"
 
@@ -44,23 +45,6 @@ void sizes_init(void)
 		sizes[i] = (uint16_t)(SIZE_MIN + ((x * 0x2545f4914f6cdd1dull) >> 33) %
 				      (SIZE_MAX_ - SIZE_MIN + 1));
 	}
-}
-
-static inline __attribute__((always_inline))
-void *sized_alloc(const struct contender *c, enum family f, size_t size)
-{
-	unsigned char *p;
-
-	if (f == FAM_SHEAF)
-		p = sheaf_malloc(c->pool, size);
-	else
-		p = malloc(size);
-	if (__builtin_expect(p == NULL, 0))
-		die("%s: allocation of %zu bytes returned NULL (errno %d)",
-		    alloc_names[c->kind], size, errno);
-	p[0] = FIRST_BYTE_MARK;
-	escape(p);
-	return p;
 }
 
 void (*bench_peer_free2)(void *, size_t);
@@ -104,7 +88,7 @@ uint64_t w8p_loop(const struct contender *c, enum family f, bool sized, uint64_t
 	for (uint64_t i = 0; i < pairs; i++) {
 		size_t size = sizes[i & (SIZES_N - 1)];
 
-		refused += sized_free_call(c, f, sized, sized_alloc(c, f, size), size);
+		refused += sized_free_call(c, f, sized, class_alloc(c, f, size), size);
 	}
 	return refused;
 }
@@ -126,7 +110,7 @@ uint64_t w8b_loop(const struct contender *c, enum family f, bool sized, void **o
 	uint64_t refused = 0, k = *next;
 
 	for (size_t i = 0; i < batch; i++)
-		objs[i] = sized_alloc(c, f, sizes[(k + i) & (SIZES_N - 1)]);
+		objs[i] = class_alloc(c, f, sizes[(k + i) & (SIZES_N - 1)]);
 	escape(objs);
 	for (size_t i = 0; i < batch; i++)
 		refused += sized_free_call(c, f, sized, objs[i], sizes[(k + i) & (SIZES_N - 1)]);
@@ -175,6 +159,27 @@ uint64_t classes_in_use(const struct contender *c)
 	return n;
 }
 
+void classes_unchanged_or_die(const struct contender *c, uint64_t before, const char *when)
+{
+	uint64_t after;
+
+	if (!uses_sheaf(c))
+		return;
+	after = classes_in_use(c);
+	if (after != before)
+		die("sheaf: %" PRIu64 " objects of the size classes in use %s (%" PRIu64
+		    " before)", after, when, before);
+	sheaf_check_or_die(c, when);
+}
+
+uint64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 struct result run_w8(const struct contender *c, bool batched, bool sized, size_t batch,
 		     uint64_t count)
 {
@@ -211,13 +216,6 @@ struct result run_w8(const struct contender *c, bool batched, bool sized, size_t
 	}
 	r.seconds = (double)(t1 - t0) / 1e9;
 	r.value = (double)(t1 - t0) / (double)r.count;
-	if (uses_sheaf(c)) {
-		uint64_t after = classes_in_use(c);
-
-		if (after != before)
-			die("sheaf: %" PRIu64 " objects of the size classes in use "
-			    "after every free (%" PRIu64 " before)", after, before);
-		sheaf_check_or_die(c, "with the thread's sheaves held");
-	}
+	classes_unchanged_or_die(c, before, "after every free, with the thread's sheaves held");
 	return r;
 }
