@@ -223,18 +223,25 @@ SHEAF_API int sheaf__free_any_slow2(sheaf_pool_t *pool, void *obj, sheaf_cache_t
  * compiler at -O2 would call them: inlined always, as those are. */
 #define SHEAF__ALWAYS __attribute__((always_inline))
 
+/* The handle of @size's class in the pool of head @h (NULL: none yet,
+ * or @size above the inline tables). */
+#define SHEAF__KM_CLASS(h, size) __extension__ ({                            \
+	sheaf_cache_t *k_ = (sheaf_cache_t *)0;                              \
+	if (__builtin_expect((size) <= SHEAF__KM_SMALL_MAX, 1))              \
+		k_ = __atomic_load_n(&(h)->small[((size) + 7) >> 3],         \
+				     __ATOMIC_ACQUIRE);                      \
+	else if ((size) <= (1ul << SHEAF__KM_LOG_MAX))                       \
+		k_ = __atomic_load_n(&(h)->large[64 - __builtin_clzll(       \
+				(unsigned long long)(size) - 1)], __ATOMIC_ACQUIRE); \
+	k_; })
+
 #if defined(__GNUC_STDC_INLINE__) || defined(__cplusplus)
 SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 {
 	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
-	sheaf_cache_t *c = NULL;
+	sheaf_cache_t *c = SHEAF__KM_CLASS(h, size);
 	void *p;
 
-	if (__builtin_expect(size <= SHEAF__KM_SMALL_MAX, 1))
-		c = __atomic_load_n(&h->small[(size + 7) >> 3], __ATOMIC_ACQUIRE);
-	else if (size <= (1ul << SHEAF__KM_LOG_MAX))
-		c = __atomic_load_n(&h->large[64 - __builtin_clzll((unsigned long long)size - 1)],
-				    __ATOMIC_ACQUIRE);
 	if (__builtin_expect(c != NULL, 1)) {
 		/* sheaf_alloc's pop (inline here: no test of its result) */
 		struct sheaf__fast *f = SHEAF__FAST(c);
@@ -262,13 +269,6 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 	return sheaf__malloc_slow(pool, size, c);   /* none yet, or destroyed */
 }
 
-/*
- * First the object of the thread's last sheaf_malloc in @pool, when no
- * frame went back since (struct sheaf__km_hint); then the push of
- * sheaf_free on the guessed cache's fast path.  Every miss (no guess, a
- * wrong one, a full main sheaf, the immediate double free, a debug cache)
- * goes to the slow path, which frees through the right handle.
- */
 /* The hint's push (struct sheaf__km_hint) of @obj, the thread's last
  * sheaf_malloc in the pool of head @h: 1 when pushed.  NULL: no hint (a
  * cleared hint keeps its fast path), and a thread without fast paths
@@ -291,6 +291,13 @@ SHEAF__ALWAYS inline void *sheaf_malloc(sheaf_pool_t *pool, size_t size)
 	}                                                                    \
 	done_; })
 
+/*
+ * First the object of the thread's last sheaf_malloc in @pool, when no
+ * frame went back since (struct sheaf__km_hint); then the push of
+ * sheaf_free on the guessed cache's fast path.  Every miss (no guess, a
+ * wrong one, a full main sheaf, the immediate double free, a debug cache)
+ * goes to the slow path, which frees through the right handle.
+ */
 SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 {
 	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
@@ -332,15 +339,11 @@ SHEAF__ALWAYS inline int sheaf_free_any(sheaf_pool_t *pool, void *obj)
 SHEAF__ALWAYS inline int sheaf_free_sized(sheaf_pool_t *pool, void *obj, size_t size)
 {
 	const struct sheaf__pool_head *h = (const struct sheaf__pool_head *)(void *)pool;
-	sheaf_cache_t *c = (sheaf_cache_t *)0;
+	sheaf_cache_t *c;
 
 	if (SHEAF__HINT_PUSH(h, obj))
 		return 0;
-	if (__builtin_expect(size <= SHEAF__KM_SMALL_MAX, 1))
-		c = __atomic_load_n(&h->small[(size + 7) >> 3], __ATOMIC_ACQUIRE);
-	else if (size <= (1ul << SHEAF__KM_LOG_MAX))
-		c = __atomic_load_n(&h->large[64 - __builtin_clzll((unsigned long long)size - 1)],
-				    __ATOMIC_ACQUIRE);
+	c = SHEAF__KM_CLASS(h, size);
 	if (__builtin_expect(c != (sheaf_cache_t *)0, 1)) {
 		struct sheaf__fast *f = SHEAF__FAST(c);
 
